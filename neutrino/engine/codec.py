@@ -1,0 +1,512 @@
+"""Sans-IO codec between engine protocol frames and ``messages`` objects.
+
+Encoding always goes through pycapnp builders. Decoding of the hot message,
+``textResult``, uses a small reader of the standard Cap'n Proto wire format whose
+field offsets are taken from the compiled schema at import time; it costs a
+fraction of a pycapnp reader per frame. Anything it does not handle (several
+segments, far pointers, other message kinds) is decoded by pycapnp.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from typing import Any
+
+from neutrino.engine.messages import (
+    Cancel,
+    EngineError,
+    ErrorCode,
+    FinishReason,
+    Hello,
+    HelloAck,
+    Message,
+    ModelInfo,
+    Ping,
+    Pong,
+    Sampling,
+    TextQuery,
+    TextResult,
+)
+from neutrino.engine.schema import PROTOCOL_VERSION, ie
+
+
+class DecodeError(ValueError):
+    """A frame that is not a valid engine protocol envelope."""
+
+
+_LITTLE = sys.byteorder == "little"
+_TRAVERSAL_LIMIT_WORDS = 16 * 1024 * 1024  # 128 MiB, above the 101 MB frame limit
+
+
+def pack_u32(values: list[int] | tuple[int, ...]) -> bytes:
+    a = array("I", values)
+    if not _LITTLE:
+        a.byteswap()
+    return a.tobytes()
+
+
+def unpack_u32(data: bytes | memoryview) -> list[int]:
+    a = array("I")
+    a.frombytes(data)
+    if not _LITTLE:
+        a.byteswap()
+    return a.tolist()
+
+
+def pack_f32(values: list[float]) -> bytes:
+    a = array("f", values)
+    if not _LITTLE:
+        a.byteswap()
+    return a.tobytes()
+
+
+def unpack_f32(data: bytes | memoryview) -> list[float]:
+    a = array("f")
+    a.frombytes(data)
+    if not _LITTLE:
+        a.byteswap()
+    return a.tolist()
+
+
+# --------------------------------------------------------------------------- encode
+
+
+def _new(request_id: int) -> Any:
+    return ie.Envelope.new_message(version=PROTOCOL_VERSION, requestId=request_id)
+
+
+def _fill_sampling(b: Any, s: Sampling) -> None:
+    b.maxTokens = s.max_tokens
+    b.temperature = s.temperature
+    b.topP = s.top_p
+    b.topK = s.top_k
+    b.minP = s.min_p
+    if s.seed is not None:
+        b.seed = s.seed
+        b.hasSeed = True
+    if s.stop_token_ids:
+        b.stopTokenIds = pack_u32(s.stop_token_ids)
+    b.logprobs = s.logprobs
+    b.topLogprobs = s.top_logprobs
+    b.presencePenalty = s.presence_penalty
+    b.frequencyPenalty = s.frequency_penalty
+    b.repetitionPenalty = s.repetition_penalty
+    b.ignoreEos = s.ignore_eos
+    b.minTokens = s.min_tokens
+
+
+def encode(request_id: int, msg: Message) -> bytes:
+    """One frame (standard stream framing) carrying ``msg`` for ``request_id``."""
+    env = _new(request_id)
+    body = env.body
+    if isinstance(msg, TextResult):
+        r = body.init("textResult")
+        if msg.tokens:
+            r.tokens = pack_u32(msg.tokens)
+        if msg.logprobs:
+            r.logprobs = pack_f32(msg.logprobs)
+        if msg.top_logprobs:
+            r.topLogprobs = msg.top_logprobs
+            r.topTokenIds = pack_u32(msg.top_token_ids)
+            r.topTokenLogprobs = pack_f32(msg.top_token_logprobs)
+        r.finishReason = int(msg.finish_reason)
+        r.stopTokenId = msg.stop_token_id
+        r.promptTokens = msg.prompt_tokens
+        r.cachedTokens = msg.cached_tokens
+        r.completionTokens = msg.completion_tokens
+        if msg.queue_ns or msg.prefill_ns or msg.decode_ns:
+            t = r.init("timings")
+            t.queueNs = msg.queue_ns
+            t.prefillNs = msg.prefill_ns
+            t.decodeNs = msg.decode_ns
+    elif isinstance(msg, TextQuery):
+        q = body.init("textQuery")
+        q.model = msg.model
+        q.promptTokens = pack_u32(msg.prompt_tokens)
+        _fill_sampling(q.init("sampling"), msg.sampling)
+        q.deadlineMs = msg.deadline_ms
+        if msg.traceparent:
+            q.traceparent = msg.traceparent
+    elif isinstance(msg, Cancel):
+        body.init("cancel").reason = msg.reason
+    elif isinstance(msg, EngineError):
+        e = body.init("error")
+        e.code = int(msg.code)
+        e.message = msg.message
+    elif isinstance(msg, Ping):
+        body.init("ping").nonce = msg.nonce
+    elif isinstance(msg, Pong):
+        body.init("pong").nonce = msg.nonce
+    elif isinstance(msg, Hello):
+        h = body.init("hello")
+        h.client = msg.client
+        h.protocolVersion = msg.protocol_version
+    elif isinstance(msg, HelloAck):
+        a = body.init("helloAck")
+        a.engine = msg.engine
+        a.protocolVersion = msg.protocol_version
+        a.capacity = msg.capacity
+        models = a.init("models", len(msg.models))
+        for i, m in enumerate(msg.models):
+            models[i].name = m.name
+            models[i].contextLength = m.context_length
+            models[i].maxOutputTokens = m.max_output_tokens
+    else:  # pragma: no cover - exhaustive over Message
+        raise TypeError(f"cannot encode {type(msg).__name__}")
+    data: bytes = env.to_bytes()
+    return data
+
+
+# --------------------------------------------------------------------------- decode (pycapnp)
+
+
+def _sampling(s: Any) -> Sampling:
+    return Sampling(
+        max_tokens=s.maxTokens,
+        temperature=s.temperature,
+        top_p=s.topP,
+        top_k=s.topK,
+        min_p=s.minP,
+        seed=s.seed if s.hasSeed else None,
+        stop_token_ids=unpack_u32(s.stopTokenIds),
+        logprobs=s.logprobs,
+        top_logprobs=s.topLogprobs,
+        presence_penalty=s.presencePenalty,
+        frequency_penalty=s.frequencyPenalty,
+        repetition_penalty=s.repetitionPenalty,
+        ignore_eos=s.ignoreEos,
+        min_tokens=s.minTokens,
+    )
+
+
+def _slow_body(body: Any) -> Message:
+    kind = body.which()
+    if kind == "textResult":
+        r = body.textResult
+        t = r.timings
+        return TextResult(
+            tokens=unpack_u32(r.tokens),
+            finish_reason=FinishReason(r.finishReason.raw),
+            logprobs=unpack_f32(r.logprobs),
+            top_logprobs=r.topLogprobs,
+            top_token_ids=unpack_u32(r.topTokenIds),
+            top_token_logprobs=unpack_f32(r.topTokenLogprobs),
+            stop_token_id=r.stopTokenId,
+            prompt_tokens=r.promptTokens,
+            cached_tokens=r.cachedTokens,
+            completion_tokens=r.completionTokens,
+            queue_ns=t.queueNs,
+            prefill_ns=t.prefillNs,
+            decode_ns=t.decodeNs,
+        )
+    if kind == "textQuery":
+        q = body.textQuery
+        return TextQuery(
+            model=q.model,
+            prompt_tokens=unpack_u32(q.promptTokens),
+            sampling=_sampling(q.sampling),
+            deadline_ms=q.deadlineMs,
+            traceparent=q.traceparent,
+        )
+    if kind == "cancel":
+        return Cancel(reason=body.cancel.reason)
+    if kind == "error":
+        e = body.error
+        return EngineError(code=ErrorCode(e.code.raw), message=e.message)
+    if kind == "ping":
+        return Ping(nonce=body.ping.nonce)
+    if kind == "pong":
+        return Pong(nonce=body.pong.nonce)
+    if kind == "hello":
+        h = body.hello
+        return Hello(client=h.client, protocol_version=h.protocolVersion)
+    if kind == "helloAck":
+        a = body.helloAck
+        return HelloAck(
+            engine=a.engine,
+            protocol_version=a.protocolVersion,
+            models=[
+                ModelInfo(m.name, m.contextLength, m.maxOutputTokens) for m in a.models
+            ],
+            capacity=a.capacity,
+        )
+    raise DecodeError(f"unknown message kind {kind!r}")
+
+
+def decode_slow(frame: bytes) -> tuple[int, Message]:
+    """Decode any frame with pycapnp."""
+    try:
+        with ie.Envelope.from_bytes(
+            frame, traversal_limit_in_words=_TRAVERSAL_LIMIT_WORDS
+        ) as env:
+            if env.version != PROTOCOL_VERSION:
+                raise DecodeError(f"protocol version {env.version}, expected {PROTOCOL_VERSION}")
+            return env.requestId, _slow_body(env.body)
+    except DecodeError:
+        raise
+    except Exception as exc:  # pycapnp raises KjException and friends
+        raise DecodeError(f"malformed frame: {type(exc).__name__}") from None
+
+
+# --------------------------------------------------------------------------- decode (fast path)
+
+
+def _slot(struct_schema: Any, name: str) -> int:
+    for f in struct_schema.schema.node.struct.fields:
+        if f.name == name:
+            if f.slot.hadExplicitDefault:
+                raise RuntimeError(f"fast decoder needs zero default for {name}")
+            return int(f.slot.offset)
+    raise KeyError(name)
+
+
+def _discriminant(group: Any, name: str) -> int:
+    for f in group.schema.node.struct.fields:
+        if f.name == name:
+            return int(f.discriminantValue)
+    raise KeyError(name)
+
+
+_Q = struct.Struct("<Q")
+
+_ENV_VERSION = 2 * _slot(ie.Envelope, "version")  # byte offset in data section
+_ENV_REQ = 8 * _slot(ie.Envelope, "requestId")
+_ENV_DISC = 2 * int(ie.Envelope.Body.schema.node.struct.discriminantOffset)
+_TEXT_RESULT = _discriminant(ie.Envelope.Body, "textResult")
+_BODY_PTR = 0  # all union members share pointer slot 0 (checked below)
+assert all(
+    f.slot.offset == _BODY_PTR for f in ie.Envelope.Body.schema.node.struct.fields
+), "Envelope.body members must share pointer 0"
+
+_TR = ie.TextResult
+_TR_TOKENS = _slot(_TR, "tokens")
+_TR_LOGPROBS = _slot(_TR, "logprobs")
+_TR_TOPIDS = _slot(_TR, "topTokenIds")
+_TR_TOPLPS = _slot(_TR, "topTokenLogprobs")
+_TR_TIMINGS = _slot(_TR, "timings")
+_TR_TOPK = _slot(_TR, "topLogprobs")  # uint8 units
+_TR_FINISH = 2 * _slot(_TR, "finishReason")  # enum = uint16
+_TR_STOP = 4 * _slot(_TR, "stopTokenId")
+_TR_PROMPT = 4 * _slot(_TR, "promptTokens")
+_TR_CACHED = 4 * _slot(_TR, "cachedTokens")
+_TR_COMPLETION = 4 * _slot(_TR, "completionTokens")
+_TM_QUEUE = 8 * _slot(ie.Timings, "queueNs")
+_TM_PREFILL = 8 * _slot(ie.Timings, "prefillNs")
+_TM_DECODE = 8 * _slot(ie.Timings, "decodeNs")
+
+_FINISH = {int(v): v for v in FinishReason}
+
+
+def _layout(fields: list[tuple[int, str]], size: int) -> struct.Struct:
+    """A struct format reading ``fields`` ((byte offset, code) pairs) from a data section."""
+    fmt, pos = "<", 0
+    for off, code in sorted(fields):
+        if off < pos:
+            raise RuntimeError("overlapping fields")
+        fmt += f"{off - pos}x" if off > pos else ""
+        fmt += code
+        pos = off + struct.calcsize("<" + code)
+    if pos > size:
+        raise RuntimeError("layout exceeds data section")
+    return struct.Struct(fmt)
+
+
+_ENV_WORDS = int(ie.Envelope.schema.node.struct.dataWordCount)
+_ENV_LAYOUT = _layout([(_ENV_VERSION, "H"), (_ENV_DISC, "H"), (_ENV_REQ, "Q")], 8 * _ENV_WORDS)
+_TR_WORDS = int(_TR.schema.node.struct.dataWordCount)
+_TR_PTRS = int(_TR.schema.node.struct.pointerCount)
+_TR_LAYOUT = _layout(
+    [
+        (_TR_TOPK, "B"),
+        (_TR_FINISH, "H"),
+        (_TR_STOP, "I"),
+        (_TR_PROMPT, "I"),
+        (_TR_CACHED, "I"),
+        (_TR_COMPLETION, "I"),
+    ],
+    8 * _TR_WORDS,
+)
+# Field order of _TR_LAYOUT, sorted by offset, mapped back to names.
+_TR_ORDER = [
+    name
+    for _, name in sorted(
+        [
+            (_TR_TOPK, "topk"),
+            (_TR_FINISH, "finish"),
+            (_TR_STOP, "stop"),
+            (_TR_PROMPT, "prompt"),
+            (_TR_CACHED, "cached"),
+            (_TR_COMPLETION, "completion"),
+        ]
+    )
+]
+_ENV_ORDER = [name for _, name in sorted([(_ENV_VERSION, "v"), (_ENV_DISC, "d"), (_ENV_REQ, "r")])]
+_V_IX, _D_IX, _R_IX = (_ENV_ORDER.index(n) for n in ("v", "d", "r"))
+_TK_IX, _FIN_IX, _STOP_IX, _PR_IX, _CA_IX, _CO_IX = (
+    _TR_ORDER.index(n) for n in ("topk", "finish", "stop", "prompt", "cached", "completion")
+)
+
+
+class _Fallback(Exception):
+    pass
+
+
+def _struct_at(seg: bytes, ptr_pos: int) -> tuple[int, int, int]:
+    """Resolve the struct pointer stored at byte ``ptr_pos``: (data start, data bytes, ptrs)."""
+    w = _Q.unpack_from(seg, ptr_pos)[0]
+    if w == 0:
+        return 0, 0, 0
+    if w & 3 != 0:
+        raise _Fallback
+    off = (w >> 2) & 0x3FFFFFFF
+    if off & 0x20000000:
+        off -= 0x40000000
+    data_words = (w >> 32) & 0xFFFF
+    ptr_count = w >> 48
+    start = ptr_pos + 8 + 8 * off
+    data_bytes = 8 * data_words
+    if start < 8 or start + data_bytes + 8 * ptr_count > len(seg):
+        raise DecodeError("struct pointer out of bounds")
+    return start, data_bytes, ptr_count
+
+
+def _data_at(seg: bytes, pos: int) -> bytes:
+    w = _Q.unpack_from(seg, pos)[0]
+    if w == 0:
+        return b""
+    if w & 3 != 1 or (w >> 32) & 7 != 2:
+        raise _Fallback
+    off = (w >> 2) & 0x3FFFFFFF
+    if off & 0x20000000:
+        off -= 0x40000000
+    count = w >> 35
+    start = pos + 8 + 8 * off
+    if start < 8 or start + count > len(seg):
+        raise DecodeError("list pointer out of bounds")
+    return seg[start : start + count]
+
+
+def _fast_text_result(seg: bytes, d: int, dsize: int, nptr: int) -> TextResult:
+    if dsize < 8 * _TR_WORDS or nptr < _TR_PTRS:
+        raise _Fallback  # an older, smaller layout: let pycapnp apply defaults
+    f = _TR_LAYOUT.unpack_from(seg, d)
+    ptrs = d + dsize
+    tokens = array("I")
+    tokens.frombytes(_data_at(seg, ptrs + 8 * _TR_TOKENS))
+    if not _LITTLE:
+        tokens.byteswap()
+    result = TextResult(
+        tokens.tolist(),
+        _FINISH.get(f[_FIN_IX], FinishReason.NONE),
+    )
+    stop, prompt, cached, completion = f[_STOP_IX], f[_PR_IX], f[_CA_IX], f[_CO_IX]
+    if stop or prompt or cached or completion:
+        result.stop_token_id = stop
+        result.prompt_tokens = prompt
+        result.cached_tokens = cached
+        result.completion_tokens = completion
+    lp = _data_at(seg, ptrs + 8 * _TR_LOGPROBS)
+    if lp:
+        result.logprobs = unpack_f32(lp)
+    topk = f[_TK_IX]
+    if topk:
+        result.top_logprobs = topk
+        result.top_token_ids = unpack_u32(_data_at(seg, ptrs + 8 * _TR_TOPIDS))
+        result.top_token_logprobs = unpack_f32(_data_at(seg, ptrs + 8 * _TR_TOPLPS))
+    t, tsize, _ = _struct_at(seg, ptrs + 8 * _TR_TIMINGS)
+    if tsize >= 24:
+        result.queue_ns = _Q.unpack_from(seg, t + _TM_QUEUE)[0]
+        result.prefill_ns = _Q.unpack_from(seg, t + _TM_PREFILL)[0]
+        result.decode_ns = _Q.unpack_from(seg, t + _TM_DECODE)[0]
+    elif tsize:
+        raise _Fallback
+    return result
+
+
+def _struct_ptr(offset: int, data_words: int, ptr_count: int) -> int:
+    return (offset << 2) | (data_words << 32) | (ptr_count << 48)
+
+
+# The layout pycapnp's builder produces for a textResult envelope: root pointer,
+# Envelope (data + body pointer), then TextResult (data + pointers) right after.
+# When both struct pointers hold exactly these words, every field sits at a
+# known offset and one unpack reads the fixed part of the message.
+_CANON_ROOT = _struct_ptr(0, _ENV_WORDS, 1)
+_CANON_BODY = _struct_ptr(0, _TR_WORDS, _TR_PTRS)
+_CANON = struct.Struct(
+    "<4xI"  # segment table: one segment, its size in words
+    + "Q"  # root pointer
+    + _ENV_LAYOUT.format[1:]
+    + "Q"  # body pointer
+    + _TR_LAYOUT.format[1:]
+    + f"{8 * _TR_WORDS - _TR_LAYOUT.size}x"
+    + f"{_TR_PTRS}Q"
+)
+_CANON_TR_DATA = 8 + 8 + 8 * _ENV_WORDS + 8  # byte offset of TextResult's data section
+_CANON_TR_PTRS = _CANON_TR_DATA + 8 * _TR_WORDS
+_CANON_N_ENV = len(_ENV_ORDER)
+_CANON_N_TR = len(_TR_ORDER)
+assert _TR_TOKENS == 0, "tokens must be TextResult's first pointer"
+_CANON_PTR0 = 3 + _CANON_N_ENV + _CANON_N_TR  # index of the tokens pointer in the unpack
+# Pointers other than tokens (logprobs, timings) must all be null for the canonical path.
+_TR_OTHERS = slice(_CANON_PTR0 + 1, _CANON_PTR0 + _TR_PTRS)
+_CANON_NO_OTHERS: tuple[int, ...] = (0,) * (_TR_PTRS - 1)
+_CANON_N_TR = len(_TR_ORDER)
+assert _ENV_LAYOUT.size == 8 * _ENV_WORDS
+
+
+def _decode_canonical(frame: bytes) -> tuple[int, TextResult] | None:
+    if len(frame) < _CANON.size:
+        return None
+    u = _CANON.unpack_from(frame)
+    if u[1] != _CANON_ROOT:
+        return None
+    e = u[2 : 2 + _CANON_N_ENV]
+    if e[_D_IX] != _TEXT_RESULT or e[_V_IX] != PROTOCOL_VERSION:
+        return None
+    if u[2 + _CANON_N_ENV] != _CANON_BODY or 8 * u[0] + 8 != len(frame):
+        return None
+    base = 3 + _CANON_N_ENV
+    f = u[base : base + _CANON_N_TR]
+    w = u[_CANON_PTR0]
+    if u[_TR_OTHERS] != _CANON_NO_OTHERS:
+        return None  # logprobs or timings present: the general reader handles them
+    tokens = array("I")
+    if w:
+        if w & 3 != 1 or (w >> 32) & 7 != 2 or w & 0x80000000:
+            return None
+        start = _CANON_TR_PTRS + 8 * _TR_TOKENS + 8 + 8 * ((w >> 2) & 0x3FFFFFFF)
+        end = start + (w >> 35)
+        if end > len(frame):
+            raise DecodeError("list pointer out of bounds")
+        tokens.frombytes(frame[start:end])
+        if not _LITTLE:
+            tokens.byteswap()
+    result = TextResult(tokens.tolist(), _FINISH.get(f[_FIN_IX], FinishReason.NONE))
+    result.stop_token_id = f[_STOP_IX]
+    result.prompt_tokens = f[_PR_IX]
+    result.cached_tokens = f[_CA_IX]
+    result.completion_tokens = f[_CO_IX]
+    return e[_R_IX], result
+
+
+def decode(frame: bytes) -> tuple[int, Message]:
+    """Decode one frame into ``(request_id, message)``."""
+    fast = _decode_canonical(frame)
+    if fast is not None:
+        return fast
+    # Single-segment frame: the segment starts at byte 8, so byte offsets below
+    # are relative to the frame itself (root pointer at byte 8).
+    if len(frame) >= 24 and frame[0:4] == b"\x00\x00\x00\x00":
+        try:
+            env, esize, eptrs = _struct_at(frame, 8)
+            if esize >= 8 * _ENV_WORDS and eptrs >= 1:
+                e = _ENV_LAYOUT.unpack_from(frame, env)
+                if e[_D_IX] == _TEXT_RESULT and e[_V_IX] == PROTOCOL_VERSION:
+                    d, dsize, nptr = _struct_at(frame, env + esize + 8 * _BODY_PTR)
+                    return e[_R_IX], _fast_text_result(frame, d, dsize, nptr)
+        except (_Fallback, struct.error):
+            pass
+    return decode_slow(frame)
