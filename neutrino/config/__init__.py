@@ -1,0 +1,248 @@
+"""Frozen, typed configuration, loaded once at start-up.
+
+Sources, later ones winning: built-in defaults, a TOML file (``--config FILE`` or
+the ``NEUTRINO_CFG`` environment variable), then command-line flags. Nothing
+else in Neutrino reads the environment or a config file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    http_host: str = "127.0.0.1"
+    http_port: int = 51055
+    uvloop: bool = True
+    log_level: str = "info"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    # Family (key of assets/templates.json) for a model whose name matches no family.
+    default_family: str = "chatml"
+    # Explicit model name -> family, overriding name matching.
+    families: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenizerConfig:
+    # Encodes longer than this many characters run in a worker thread.
+    offload_chars: int = 16384
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    socket: str
+    name: str = ""
+    connections: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class MockConfig:
+    """The embedded ``mock_ie`` child started when no engine is configured."""
+
+    enabled: bool = True
+    models: tuple[str, ...] = ()  # NAME[:TOKENIZER[:CONTEXT]]; empty = mock's defaults
+    ttft_ms: float = 0.0
+    itl_ms: float = 0.0
+    capacity: int = 256
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_queue: int = 1024
+    max_inflight: int = 0  # 0 = sum of connected engines' capacity
+    request_timeout_s: float = 120.0
+    stream_buffer_chunks: int = 4096
+    history_size: int = 1000
+    max_n: int = 1
+    max_stop_sequences: int = 16
+
+
+@dataclass(frozen=True, slots=True)
+class EngineLinkConfig:
+    connect_timeout_s: float = 5.0
+    heartbeat_interval_s: float = 5.0
+    heartbeat_timeout_s: float = 10.0
+    backoff_initial_s: float = 0.05
+    backoff_max_s: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class HttpConfig:
+    sse_keepalive_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownConfig:
+    grace_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    server: ServerConfig = field(default_factory=ServerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    engines: tuple[EngineConfig, ...] = ()
+    mock: MockConfig = field(default_factory=MockConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    engine_link: EngineLinkConfig = field(default_factory=EngineLinkConfig)
+    http: HttpConfig = field(default_factory=HttpConfig)
+    shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
+
+    @property
+    def embedded_mock(self) -> bool:
+        return not self.engines and self.mock.enabled
+
+
+_SECTIONS: dict[str, type[Any]] = {
+    "server": ServerConfig,
+    "model": ModelConfig,
+    "tokenizer": TokenizerConfig,
+    "mock": MockConfig,
+    "limits": LimitsConfig,
+    "engine_link": EngineLinkConfig,
+    "http": HttpConfig,
+    "shutdown": ShutdownConfig,
+}
+
+
+def _coerce(cls: type[Any], where: str, raw: Any) -> Any:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"[{where}] must be a table")
+    known = {f.name: f for f in fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        f = known.get(key)
+        if f is None:
+            raise ConfigError(f"unknown key {where}.{key}")
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, float):
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            value = float(value)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif isinstance(default, str):
+            ok = isinstance(value, str)
+        elif isinstance(default, tuple):
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            value = tuple(value)
+        else:  # mappings
+            ok = isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values())
+            value = dict(value)
+        if not ok:
+            raise ConfigError(f"{where}.{key} has the wrong type")
+        values[key] = value
+    return cls(**values)
+
+
+def from_mapping(data: Mapping[str, Any]) -> Config:
+    cfg = Config()
+    updates: dict[str, Any] = {}
+    for key, raw in data.items():
+        if key == "engines":
+            if not isinstance(raw, list):
+                raise ConfigError("[[engines]] must be an array of tables")
+            engines = []
+            for i, item in enumerate(raw):
+                if not isinstance(item, Mapping) or not isinstance(item.get("socket"), str):
+                    raise ConfigError(f"engines[{i}] needs a socket path")
+                eng = EngineConfig(
+                    socket=item["socket"],
+                    name=str(item.get("name", "")) or f"engine{i}",
+                    connections=int(item.get("connections", 2)),
+                )
+                if eng.connections < 1:
+                    raise ConfigError(f"engines[{i}].connections must be >= 1")
+                extra = set(item) - {"socket", "name", "connections"}
+                if extra:
+                    raise ConfigError(f"unknown key engines[{i}].{sorted(extra)[0]}")
+                engines.append(eng)
+            updates["engines"] = tuple(engines)
+        elif key in _SECTIONS:
+            updates[key] = _coerce(_SECTIONS[key], key, raw)
+        else:
+            raise ConfigError(f"unknown section [{key}]")
+    return replace(cfg, **updates)
+
+
+def load_file(path: str | Path) -> Config:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML in {path}: {exc}") from None
+    return from_mapping(data)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="neutrino", description="Neutrino LLM front server")
+    p.add_argument("--config", help="TOML config file (default: $NEUTRINO_CFG)")
+    p.add_argument("--http-address", help="HOST:PORT for the OpenAI HTTP API")
+    p.add_argument(
+        "--engine", action="append", default=[], metavar="SOCKET",
+        help="UNIX socket of an engine started elsewhere (repeatable; disables the mock)",
+    )
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
+    p.add_argument("--request-timeout", type=float, help="seconds before a request times out")
+    p.add_argument("--mock-itl-ms", type=float, help="embedded mock: inter-token delay")
+    p.add_argument("--mock-ttft-ms", type=float, help="embedded mock: time to first token")
+    return p
+
+
+def _split_address(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"--http-address must be HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Build the configuration from defaults, the config file and flags."""
+    args = parser().parse_args(argv)
+    env = os.environ if environ is None else environ
+    path = args.config or env.get("NEUTRINO_CFG")
+    cfg = load_file(path) if path else Config()
+    server = cfg.server
+    if args.http_address:
+        host, port = _split_address(args.http_address)
+        server = replace(server, http_host=host, http_port=port)
+    if args.log_level:
+        server = replace(server, log_level=args.log_level)
+    if args.no_uvloop:
+        server = replace(server, uvloop=False)
+    cfg = replace(cfg, server=server)
+    if args.engine:
+        cfg = replace(
+            cfg,
+            engines=tuple(
+                EngineConfig(socket=s, name=f"engine{i}") for i, s in enumerate(args.engine)
+            ),
+        )
+    if args.request_timeout is not None:
+        cfg = replace(cfg, limits=replace(cfg.limits, request_timeout_s=args.request_timeout))
+    mock = cfg.mock
+    if args.mock_itl_ms is not None:
+        mock = replace(mock, itl_ms=args.mock_itl_ms)
+    if args.mock_ttft_ms is not None:
+        mock = replace(mock, ttft_ms=args.mock_ttft_ms)
+    return replace(cfg, mock=mock)

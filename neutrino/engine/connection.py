@@ -1,0 +1,249 @@
+"""One UNIX-socket connection to an engine, multiplexing many requests.
+
+This is the asyncio adapter around the sans-IO framing and codec: bytes in,
+frames decoded and dispatched to per-request sinks synchronously (no task per
+request), frames out through the transport. Heartbeats detect a silent peer;
+a lost connection fails every request on it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Protocol, cast
+
+from neutrino import __version__
+from neutrino.engine.codec import DecodeError, decode, encode
+from neutrino.engine.framing import FrameDecoder, FramingError, FrameTooLarge
+from neutrino.engine.messages import (
+    Cancel,
+    EngineError,
+    ErrorCode,
+    FinishReason,
+    Hello,
+    HelloAck,
+    Ping,
+    Pong,
+    TextQuery,
+    TextResult,
+)
+from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.errors import ErrorKind, NeutrinoError
+
+log = logging.getLogger("neutrino.engine")
+
+
+class StreamSink(Protocol):
+    """Receives one request's results; called synchronously from the event loop."""
+
+    def on_result(self, result: TextResult) -> None: ...
+
+    def on_error(self, error: NeutrinoError) -> None: ...
+
+
+_ENGINE_ERRORS: dict[ErrorCode, ErrorKind] = {
+    ErrorCode.INVALID_REQUEST: ErrorKind.BAD_REQUEST,
+    ErrorCode.UNKNOWN_MODEL: ErrorKind.MODEL_NOT_FOUND,
+    ErrorCode.OVERLOADED: ErrorKind.ENGINE_OVERLOADED,
+    ErrorCode.CONTEXT_LENGTH: ErrorKind.CONTEXT_LENGTH,
+    ErrorCode.UNSUPPORTED: ErrorKind.UNSUPPORTED,
+}
+
+
+def classify_engine_error(err: EngineError) -> NeutrinoError:
+    kind = _ENGINE_ERRORS.get(err.code, ErrorKind.ENGINE_ERROR)
+    # Engine messages are written for clients by contract; bound their size.
+    return NeutrinoError(kind, f"engine error: {err.message[:500]}")
+
+
+class EngineConnection(asyncio.Protocol):
+    """A connected, handshaken link to one engine."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        on_lost: Callable[[EngineConnection, Exception | None], None] | None = None,
+        max_frame_bytes: int | None = None,
+    ) -> None:
+        self.name = name
+        self._on_lost = on_lost
+        self._decoder = FrameDecoder() if max_frame_bytes is None else FrameDecoder(max_frame_bytes)
+        self._transport: asyncio.Transport | None = None
+        self._streams: dict[int, StreamSink] = {}
+        self._ids = itertools.count(1)
+        self._nonces = itertools.count(1)
+        self._ack: asyncio.Future[HelloAck] | None = None
+        self._closed = False
+        self._write_paused = False
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._last_pong = 0.0
+        self.hello: HelloAck | None = None
+        self.cancels_sent = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def open(
+        cls,
+        path: str,
+        name: str,
+        *,
+        timeout: float,
+        heartbeat_interval: float,
+        heartbeat_timeout: float,
+        on_lost: Callable[[EngineConnection, Exception | None], None] | None = None,
+    ) -> EngineConnection:
+        loop = asyncio.get_running_loop()
+        conn = cls(name, on_lost=on_lost)
+        conn._ack = loop.create_future()
+        async with asyncio.timeout(timeout):
+            await loop.create_unix_connection(lambda: conn, path)
+            conn._send(0, Hello(client=f"neutrino/{__version__}", protocol_version=PROTOCOL_VERSION))
+            try:
+                ack = await conn._ack
+            except BaseException:
+                conn.close()
+                raise
+        if ack.protocol_version != PROTOCOL_VERSION:
+            conn.close()
+            raise ConnectionError(
+                f"engine speaks protocol {ack.protocol_version}, expected {PROTOCOL_VERSION}"
+            )
+        conn.hello = ack
+        conn._last_pong = loop.time()
+        if heartbeat_interval > 0:
+            conn._heartbeat = loop.create_task(
+                conn._heartbeat_loop(heartbeat_interval, heartbeat_timeout)
+            )
+        return conn
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement the interface without subclassing it.
+        self._transport = cast(asyncio.Transport, transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._transport = None
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+        if self._ack is not None and not self._ack.done():
+            self._ack.set_exception(ConnectionError("engine closed the connection during hello"))
+        streams, self._streams = self._streams, {}
+        if streams:
+            log.warning("engine %s connection lost with %d requests in flight", self.name,
+                        len(streams))
+        for sink in streams.values():
+            sink.on_error(
+                NeutrinoError(ErrorKind.ENGINE_DISCONNECTED, "the engine connection was lost")
+            )
+        if self._on_lost is not None:
+            self._on_lost(self, exc)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+    @property
+    def is_open(self) -> bool:
+        return not self._closed and self._transport is not None
+
+    @property
+    def inflight(self) -> int:
+        return len(self._streams)
+
+    # ------------------------------------------------------------------ requests
+
+    def submit(self, query: TextQuery, sink: StreamSink) -> int:
+        """Send a query; results go to ``sink``. Returns the request id."""
+        if not self.is_open:
+            raise NeutrinoError(ErrorKind.NO_ENGINE, "no engine connection is available")
+        rid = next(self._ids)
+        self._streams[rid] = sink
+        self._send(rid, query)
+        return rid
+
+    def cancel(self, rid: int, reason: str) -> bool:
+        """Send one cancel frame if the request is still in flight; forget it."""
+        if self._streams.pop(rid, None) is None:
+            return False
+        if self.is_open:
+            self._send(rid, Cancel(reason=reason))
+            self.cancels_sent += 1
+        return True
+
+    def forget(self, rid: int) -> None:
+        self._streams.pop(rid, None)
+
+    # ------------------------------------------------------------------ I/O
+
+    def _send(self, rid: int, msg: TextQuery | Cancel | Hello | Ping) -> None:
+        if self._transport is not None:
+            self._transport.write(encode(rid, msg))
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except (FrameTooLarge, FramingError) as exc:
+            log.error("engine %s sent an invalid stream: %s", self.name, exc)
+            self.abort()
+            return
+        streams = self._streams
+        for frame in frames:
+            try:
+                rid, msg = decode(frame)
+            except DecodeError as exc:
+                log.error("engine %s sent a malformed frame: %s", self.name, exc)
+                self.abort()
+                return
+            if type(msg) is TextResult:
+                sink = streams.get(rid)
+                if sink is None:
+                    continue  # cancelled or unknown: ignore late results
+                if msg.finish_reason is not FinishReason.NONE:
+                    del streams[rid]
+                sink.on_result(msg)
+            elif isinstance(msg, EngineError):
+                self._on_engine_error(rid, msg)
+            elif isinstance(msg, Pong):
+                self._last_pong = asyncio.get_running_loop().time()
+            elif isinstance(msg, HelloAck):
+                if self._ack is not None and not self._ack.done():
+                    self._ack.set_result(msg)
+            elif isinstance(msg, Ping):
+                if self._transport is not None:
+                    self._transport.write(encode(0, Pong(nonce=msg.nonce)))
+            else:
+                log.warning("engine %s sent unexpected %s", self.name, type(msg).__name__)
+
+    def _on_engine_error(self, rid: int, err: EngineError) -> None:
+        if rid == 0:
+            log.error("engine %s reported: %s (%s)", self.name, err.message, err.code.name)
+            if self._ack is not None and not self._ack.done():
+                self._ack.set_exception(ConnectionError(f"engine refused hello: {err.message}"))
+            return
+        sink = self._streams.pop(rid, None)
+        if sink is not None:
+            sink.on_error(classify_engine_error(err))
+
+    async def _heartbeat_loop(self, interval: float, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        while self.is_open:
+            await asyncio.sleep(interval)
+            if loop.time() - self._last_pong > timeout + interval:
+                log.error("engine %s missed heartbeats; closing the connection", self.name)
+                self.abort()
+                return
+            self._send(0, Ping(nonce=next(self._nonces)))

@@ -1,0 +1,137 @@
+"""A small pool of connections to one engine, kept connected with backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from neutrino.config import EngineConfig, EngineLinkConfig
+from neutrino.engine.connection import EngineConnection
+from neutrino.engine.messages import HelloAck
+
+log = logging.getLogger("neutrino.engine")
+
+
+class EnginePool:
+    def __init__(
+        self,
+        cfg: EngineConfig,
+        link: EngineLinkConfig,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.name = cfg.name or cfg.socket
+        self._link = link
+        self._on_change = on_change
+        self._slots: list[EngineConnection | None] = [None] * cfg.connections
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        self.hello: HelloAck | None = None
+        self.reconnects = 0
+        self._connected_once = asyncio.Event()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._maintain(i), name=f"engine-{self.name}-{i}")
+            for i in range(len(self._slots))
+        ]
+
+    async def wait_connected(self, timeout: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._connected_once.wait()
+        return self.connected
+
+    async def close(self) -> None:
+        self._closing = True
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        for conn in self._slots:
+            if conn is not None:
+                conn.close()
+
+    @property
+    def connections(self) -> list[EngineConnection]:
+        return [c for c in self._slots if c is not None and c.is_open]
+
+    @property
+    def connected(self) -> bool:
+        return any(c is not None and c.is_open for c in self._slots)
+
+    @property
+    def inflight(self) -> int:
+        return sum(c.inflight for c in self.connections)
+
+    def pick(self) -> EngineConnection | None:
+        best: EngineConnection | None = None
+        for c in self._slots:
+            if c is not None and c.is_open and (best is None or c.inflight < best.inflight):
+                best = c
+        return best
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change()
+
+    async def _maintain(self, slot: int) -> None:
+        link = self._link
+        backoff = link.backoff_initial_s
+        while not self._closing:
+            lost = asyncio.Event()
+            try:
+                conn = await EngineConnection.open(
+                    self.cfg.socket,
+                    f"{self.name}#{slot}",
+                    timeout=link.connect_timeout_s,
+                    heartbeat_interval=link.heartbeat_interval_s,
+                    heartbeat_timeout=link.heartbeat_timeout_s,
+                    on_lost=lambda _c, _e: lost.set(),
+                )
+            except (OSError, ConnectionError, TimeoutError) as exc:
+                log.debug("engine %s slot %d: connect failed: %s", self.name, slot, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, link.backoff_max_s)
+                continue
+            backoff = link.backoff_initial_s
+            self.hello = conn.hello
+            self._slots[slot] = conn
+            log.info("engine %s slot %d connected (%s)", self.name, slot,
+                     conn.hello.engine if conn.hello else "?")
+            self._connected_once.set()
+            self._changed()
+            try:
+                await lost.wait()
+            finally:
+                self._slots[slot] = None
+                if not self._closing:
+                    self.reconnects += 1
+                    log.warning("engine %s slot %d disconnected; reconnecting", self.name, slot)
+                    self._changed()
+                else:
+                    conn.close()
+
+    def snapshot(self) -> dict[str, Any]:
+        hello = self.hello
+        return {
+            "name": self.name,
+            "socket": self.cfg.socket,
+            "connected": self.connected,
+            "connections": len(self.connections),
+            "connections_configured": len(self._slots),
+            "inflight": self.inflight,
+            "reconnects": self.reconnects,
+            "engine": hello.engine if hello else None,
+            "capacity": hello.capacity if hello else 0,
+            "models": [
+                {"name": m.name, "context_length": m.context_length} for m in hello.models
+            ]
+            if hello
+            else [],
+        }

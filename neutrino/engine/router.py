@@ -1,0 +1,97 @@
+"""Routes queries across engines: the real :class:`EngineClient`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from neutrino.config import EngineConfig, EngineLinkConfig
+from neutrino.engine.connection import EngineConnection, StreamSink
+from neutrino.engine.messages import ModelInfo, TextQuery
+from neutrino.engine.pool import EnginePool
+from neutrino.errors import ErrorKind, NeutrinoError
+
+
+class _Submission:
+    __slots__ = ("conn", "rid")
+
+    def __init__(self, conn: EngineConnection, rid: int) -> None:
+        self.conn = conn
+        self.rid = rid
+
+    def cancel(self, reason: str) -> bool:
+        return self.conn.cancel(self.rid, reason)
+
+    def forget(self) -> None:
+        self.conn.forget(self.rid)
+
+
+class EngineRouter:
+    """Picks, per model, the least-loaded connected engine and connection."""
+
+    def __init__(self, engines: Sequence[EngineConfig], link: EngineLinkConfig) -> None:
+        self.pools = [EnginePool(e, link, self._refresh) for e in engines]
+        self._models: dict[str, ModelInfo] = {}
+        self._by_model: dict[str, list[EnginePool]] = {}
+        self._known: set[str] = set()
+        self.listeners: list[Callable[[], None]] = []
+
+    def _refresh(self) -> None:
+        models: dict[str, ModelInfo] = {}
+        by_model: dict[str, list[EnginePool]] = {}
+        for pool in self.pools:
+            if not pool.connected or pool.hello is None:
+                continue
+            for m in pool.hello.models:
+                models.setdefault(m.name, m)
+                by_model.setdefault(m.name, []).append(pool)
+        self._models = models
+        self._by_model = by_model
+        self._known |= models.keys()
+        for listener in self.listeners:
+            listener()
+
+    async def start(self) -> None:
+        for p in self.pools:
+            await p.start()
+
+    async def wait_ready(self, timeout: float) -> bool:
+        if not self.pools:
+            return False
+        results = await asyncio.gather(*(p.wait_connected(timeout) for p in self.pools))
+        return any(results)
+
+    async def close(self) -> None:
+        for p in self.pools:
+            await p.close()
+
+    def models(self) -> Mapping[str, ModelInfo]:
+        return self._models
+
+    def has_engine(self) -> bool:
+        return any(p.connected for p in self.pools)
+
+    def capacity(self) -> int:
+        return sum(p.hello.capacity for p in self.pools if p.connected and p.hello is not None)
+
+    def submit(self, query: TextQuery, sink: StreamSink) -> _Submission:
+        pools = self._by_model.get(query.model)
+        conn: EngineConnection | None = None
+        if pools:
+            best = min(pools, key=lambda p: p.inflight / max(1, p.hello.capacity if p.hello else 1))
+            conn = best.pick()
+        if conn is None:
+            if not self.has_engine() or query.model in self._known:
+                raise NeutrinoError(
+                    ErrorKind.NO_ENGINE, f"no engine serving {query.model!r} is connected"
+                )
+            raise NeutrinoError(
+                ErrorKind.MODEL_NOT_FOUND,
+                f"the model {query.model!r} does not exist",
+                param="model",
+            )
+        return _Submission(conn, conn.submit(query, sink))
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        return [p.snapshot() for p in self.pools]

@@ -1,0 +1,102 @@
+"""One classification of every error Neutrino can report, rendered per protocol.
+
+An :class:`ErrorKind` fixes, once, the HTTP status, the OpenAI error ``type`` and
+default ``code``, the gRPC status name and the metric label. Front ends only ever
+render a :class:`NeutrinoError`; they never invent statuses of their own.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorSpec:
+    http_status: int
+    type: str  # OpenAI error "type"
+    code: str | None  # OpenAI error "code" by default
+    grpc: str  # grpc.StatusCode name
+    label: str  # metric label
+
+
+class ErrorKind(enum.Enum):
+    BAD_REQUEST = ErrorSpec(400, "invalid_request_error", None, "INVALID_ARGUMENT", "bad_request")
+    CONTEXT_LENGTH = ErrorSpec(
+        400, "invalid_request_error", "context_length_exceeded", "INVALID_ARGUMENT",
+        "context_length",
+    )
+    UNSUPPORTED = ErrorSpec(
+        400, "invalid_request_error", "unsupported_parameter", "UNIMPLEMENTED", "unsupported"
+    )
+    NOT_FOUND = ErrorSpec(404, "invalid_request_error", "not_found", "NOT_FOUND", "not_found")
+    MODEL_NOT_FOUND = ErrorSpec(
+        404, "invalid_request_error", "model_not_found", "NOT_FOUND", "model_not_found"
+    )
+    METHOD_NOT_ALLOWED = ErrorSpec(
+        405, "invalid_request_error", "method_not_allowed", "UNIMPLEMENTED", "method_not_allowed"
+    )
+    PAYLOAD_TOO_LARGE = ErrorSpec(
+        413, "invalid_request_error", "request_too_large", "RESOURCE_EXHAUSTED", "too_large"
+    )
+    QUEUE_FULL = ErrorSpec(
+        429, "rate_limit_error", "queue_full", "RESOURCE_EXHAUSTED", "queue_full"
+    )
+    ENGINE_OVERLOADED = ErrorSpec(
+        429, "rate_limit_error", "engine_overloaded", "RESOURCE_EXHAUSTED", "engine_overloaded"
+    )
+    INTERNAL = ErrorSpec(500, "server_error", "internal_error", "INTERNAL", "internal")
+    ENGINE_ERROR = ErrorSpec(502, "server_error", "engine_error", "INTERNAL", "engine_error")
+    ENGINE_DISCONNECTED = ErrorSpec(
+        502, "server_error", "engine_disconnected", "UNAVAILABLE", "engine_disconnected"
+    )
+    NO_ENGINE = ErrorSpec(503, "server_error", "no_engine", "UNAVAILABLE", "no_engine")
+    SHUTTING_DOWN = ErrorSpec(503, "server_error", "shutting_down", "UNAVAILABLE", "shutting_down")
+    TIMEOUT = ErrorSpec(504, "timeout_error", "timeout", "DEADLINE_EXCEEDED", "timeout")
+    CANCELLED = ErrorSpec(499, "cancelled", "cancelled", "CANCELLED", "cancelled")
+
+    @property
+    def spec(self) -> ErrorSpec:
+        value: ErrorSpec = self.value
+        return value
+
+
+class NeutrinoError(Exception):
+    """An error with a client-safe message and a fixed classification."""
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.param = param
+        self.code = code if code is not None else kind.spec.code
+
+    @property
+    def http_status(self) -> int:
+        return self.kind.spec.http_status
+
+    def openai_body(self) -> dict[str, Any]:
+        """The ``{"error": {...}}`` object of OpenAI's API."""
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.kind.spec.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def __repr__(self) -> str:
+        return f"NeutrinoError({self.kind.name}, {self.message!r}, param={self.param!r})"
+
+
+def bad_request(message: str, param: str | None = None) -> NeutrinoError:
+    return NeutrinoError(ErrorKind.BAD_REQUEST, message, param=param)

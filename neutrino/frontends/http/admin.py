@@ -1,0 +1,122 @@
+"""Model listing and Neutrino's own status, state and history endpoints."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from neutrino import __version__
+from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.frontends.http.openai import error_response, json_response
+from neutrino.pipeline.orchestrator import Orchestrator
+
+_KNOWN_PATHS = frozenset(
+    {
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/models",
+        "/neutrino/v1/status",
+        "/neutrino/v1/app_state",
+        "/neutrino/v1/history",
+        "/health",
+    }
+)
+
+
+class AdminRoutes:
+    def __init__(self, orchestrator: Orchestrator, extra_state: Callable[[], dict[str, Any]]) -> None:
+        self.orch = orchestrator
+        self._extra = extra_state
+        self._started = time.time()
+
+    def register(self, app: web.Application) -> None:
+        r = app.router
+        r.add_get("/v1/models", self.models)
+        r.add_get("/v1/models/{model:.+}", self.model)
+        r.add_get("/neutrino/v1/status", self.status)
+        r.add_get("/health", self.status)
+        r.add_get("/neutrino/v1/app_state", self.app_state)
+        r.add_get("/neutrino/v1/history", self.history)
+        r.add_route("*", "/{tail:.*}", self.not_found)
+
+    def _model_card(self, name: str, ctx: int) -> dict[str, Any]:
+        return {
+            "id": name,
+            "object": "model",
+            "created": int(self._started),
+            "owned_by": "neutrino",
+            "max_model_len": ctx,
+        }
+
+    async def models(self, request: web.Request) -> web.Response:
+        models = self.orch.engines.models()
+        data = [self._model_card(m.name, m.context_length) for m in models.values()]
+        return json_response({"object": "list", "data": data})
+
+    async def model(self, request: web.Request) -> web.Response:
+        name = request.match_info["model"]
+        info = self.orch.engines.models().get(name)
+        if info is None:
+            return error_response(
+                NeutrinoError(
+                    ErrorKind.MODEL_NOT_FOUND, f"the model {name!r} does not exist", param="model"
+                )
+            )
+        return json_response(self._model_card(info.name, info.context_length))
+
+    async def status(self, request: web.Request) -> web.Response:
+        engines = self.orch.engines
+        if self.orch.draining:
+            return json_response({"status": "draining"}, 503)
+        if not engines.has_engine():
+            return json_response({"status": "no_engine"}, 503)
+        return json_response({"status": "ok", "models": sorted(engines.models())})
+
+    async def app_state(self, request: web.Request) -> web.Response:
+        orch = self.orch
+        engines = orch.engines.snapshot()
+        state = {
+            "version": __version__,
+            "uptime_s": round(time.time() - self._started, 3),
+            "draining": orch.draining,
+            "engines": engines,
+            "connections": sum(e.get("connections", 0) for e in engines),
+            "queue_depth": orch.admission.queued,
+            "in_flight": orch.inflight,
+            "capacity": orch.engines.capacity(),
+            "requests": {"started": orch.started, "finished": dict(orch.finished)},
+            "history_size": len(orch.history),
+        }
+        state.update(self._extra())
+        return json_response(state)
+
+    async def history(self, request: web.Request) -> web.Response:
+        raw = request.query.get("limit", "50")
+        try:
+            limit = int(raw)
+        except ValueError:
+            return error_response(bad_request("limit must be an integer", "limit"))
+        if limit < 0:
+            return error_response(bad_request("limit must not be negative", "limit"))
+        return json_response(
+            {
+                "object": "list",
+                "data": self.orch.history.latest(limit),
+                "total": self.orch.history.total,
+            }
+        )
+
+    async def not_found(self, request: web.Request) -> web.Response:
+        if request.path in _KNOWN_PATHS:
+            return error_response(
+                NeutrinoError(
+                    ErrorKind.METHOD_NOT_ALLOWED,
+                    f"method {request.method} is not allowed on {request.path}",
+                )
+            )
+        return error_response(
+            NeutrinoError(ErrorKind.NOT_FOUND, f"no route for {request.method} {request.path}")
+        )

@@ -1,0 +1,263 @@
+"""OpenAI request JSON -> :class:`GenerateRequest`, with a 400 naming the bad param.
+
+Unknown fields are ignored, as OpenAI-compatible servers do; known fields with a
+wrong type or value are refused. The vLLM-style extras (``top_k``, ``min_p``,
+``repetition_penalty``, ``ignore_eos``, ``min_tokens``, ``stop_token_ids``,
+``chat_template_kwargs``, ``add_generation_prompt``) are accepted too.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from neutrino.config import LimitsConfig
+from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.pipeline.request import GenerateRequest
+
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_MAX_INT = (1 << 31) - 1
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(12)}"
+
+
+def _unsupported(message: str, param: str) -> NeutrinoError:
+    return NeutrinoError(ErrorKind.UNSUPPORTED, message, param=param)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+class _Reader:
+    """Typed access to one JSON object, raising 400s that name the field."""
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: Mapping[str, Any]) -> None:
+        self.body = body
+
+    def number(self, key: str, default: float, lo: float, hi: float) -> float:
+        v = self.body.get(key)
+        if v is None:
+            return default
+        if not _is_num(v):
+            raise bad_request(f"{key} must be a number", key)
+        if not lo <= v <= hi:
+            raise bad_request(f"{key} must be between {lo:g} and {hi:g}", key)
+        return float(v)
+
+    def integer(self, key: str, lo: int, hi: int = _MAX_INT) -> int | None:
+        v = self.body.get(key)
+        if v is None:
+            return None
+        if not _is_int(v):
+            raise bad_request(f"{key} must be an integer", key)
+        if not lo <= v <= hi:
+            raise bad_request(f"{key} must be between {lo} and {hi}", key)
+        return int(v)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        v = self.body.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise bad_request(f"{key} must be a boolean", key)
+        return v
+
+    def string(self, key: str, *, required: bool = False) -> str | None:
+        v = self.body.get(key)
+        if v is None:
+            if required:
+                raise bad_request(f"{key} is required", key)
+            return None
+        if not isinstance(v, str):
+            raise bad_request(f"{key} must be a string", key)
+        return v
+
+
+def _stop(body: Mapping[str, Any], limits: LimitsConfig) -> list[str]:
+    v = body.get("stop")
+    if v is None:
+        return []
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+        raise bad_request("stop must be a string or a list of strings", "stop")
+    if len(v) > limits.max_stop_sequences:
+        raise bad_request(f"stop accepts at most {limits.max_stop_sequences} sequences", "stop")
+    if any(not s for s in v):
+        raise bad_request("stop sequences must not be empty", "stop")
+    return list(v)
+
+
+def _token_ids(v: Any, key: str) -> list[int]:
+    if not isinstance(v, list) or not all(_is_int(t) and 0 <= t <= _MAX_INT for t in v):
+        raise bad_request(f"{key} must be a list of non-negative integers", key)
+    return list(v)
+
+
+def _messages(v: Any) -> list[dict[str, Any]]:
+    if not isinstance(v, list) or not v:
+        raise bad_request("messages must be a non-empty array", "messages")
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(v):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise bad_request(f"{where} must be an object", where)
+        role = m.get("role")
+        if not isinstance(role, str) or role not in _ROLES:
+            raise bad_request(f"{where}.role must be one of {sorted(_ROLES)}", f"{where}.role")
+        content = m.get("content")
+        if content is None:
+            if role != "assistant":
+                raise bad_request(f"{where}.content is required", f"{where}.content")
+        elif isinstance(content, list):
+            for j, part in enumerate(content):
+                pwhere = f"{where}.content[{j}]"
+                if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                    raise bad_request(f"{pwhere} must be an object with a type", pwhere)
+                if part["type"] != "text":
+                    raise _unsupported(
+                        f"content parts of type {part['type']!r} are not supported yet", pwhere
+                    )
+                if not isinstance(part.get("text"), str):
+                    raise bad_request(f"{pwhere}.text must be a string", f"{pwhere}.text")
+        elif not isinstance(content, str):
+            raise bad_request(f"{where}.content must be a string or an array", f"{where}.content")
+        out.append(m)
+    return out
+
+
+def _common(
+    body: Mapping[str, Any], kind: str, limits: LimitsConfig, prefix: str
+) -> GenerateRequest:
+    r = _Reader(body)
+    model = r.string("model", required=True)
+    assert model is not None
+    n = r.integer("n", 1, _MAX_INT)
+    if n is not None and n > limits.max_n:
+        raise _unsupported(f"n must be at most {limits.max_n} on this server", "n")
+    best_of = r.integer("best_of", 1)
+    if best_of is not None and best_of > 1:
+        raise _unsupported("best_of > 1 is not supported", "best_of")
+    stream = r.boolean("stream", False)
+    include_usage = False
+    opts = body.get("stream_options")
+    if opts is not None:
+        if not isinstance(opts, dict):
+            raise bad_request("stream_options must be an object", "stream_options")
+        if not stream:
+            raise bad_request("stream_options is only allowed with stream=true", "stream_options")
+        iu = opts.get("include_usage", False)
+        if not isinstance(iu, bool):
+            raise bad_request("stream_options.include_usage must be a boolean",
+                              "stream_options.include_usage")
+        include_usage = iu
+    if r.boolean("logprobs", False) if kind == "chat" else body.get("logprobs") is not None:
+        raise _unsupported("logprobs are not supported yet", "logprobs")
+    seed = body.get("seed")
+    if seed is not None and (not _is_int(seed) or not -(1 << 63) <= seed < (1 << 64)):
+        raise bad_request("seed must be an integer", "seed")
+    req = GenerateRequest(
+        request_id=new_id(prefix),
+        model=model,
+        kind="chat" if kind == "chat" else "completion",
+        temperature=r.number("temperature", 1.0, 0.0, 2.0),
+        top_p=r.number("top_p", 1.0, 0.0, 1.0),
+        min_p=r.number("min_p", 0.0, 0.0, 1.0),
+        seed=None if seed is None else seed % (1 << 64),
+        stop=_stop(body, limits),
+        presence_penalty=r.number("presence_penalty", 0.0, -2.0, 2.0),
+        frequency_penalty=r.number("frequency_penalty", 0.0, -2.0, 2.0),
+        repetition_penalty=r.number("repetition_penalty", 1.0, 0.0, 2.0),
+        ignore_eos=r.boolean("ignore_eos", False),
+        stream=stream,
+        include_usage=include_usage,
+        user=r.string("user"),
+    )
+    top_k = r.integer("top_k", -1)
+    if top_k is not None:
+        req.top_k = -1 if top_k == 0 else top_k
+    min_tokens = r.integer("min_tokens", 0)
+    if min_tokens is not None:
+        req.min_tokens = min_tokens
+    if body.get("stop_token_ids") is not None:
+        req.stop_token_ids = _token_ids(body["stop_token_ids"], "stop_token_ids")
+    if req.top_p == 0.0:
+        raise bad_request("top_p must be greater than 0", "top_p")
+    return req
+
+
+def _max_tokens(body: Mapping[str, Any], *keys: str) -> int | None:
+    r = _Reader(body)
+    for key in keys:
+        v = r.integer(key, 1)
+        if v is not None:
+            return v
+    return None
+
+
+def parse_chat(body: Any, limits: LimitsConfig) -> GenerateRequest:
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object")
+    req = _common(body, "chat", limits, "chatcmpl")
+    req.messages = _messages(body.get("messages"))
+    req.max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
+    fmt = body.get("response_format")
+    if fmt is not None:
+        if not isinstance(fmt, dict) or not isinstance(fmt.get("type"), str):
+            raise bad_request("response_format must be an object with a type", "response_format")
+        if fmt["type"] != "text":
+            raise _unsupported(
+                f"response_format {fmt['type']!r} is not supported yet", "response_format"
+            )
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            raise bad_request("tools must be an array of objects", "tools")
+        req.tools = tools or None
+    kwargs = body.get("chat_template_kwargs")
+    if kwargs is not None:
+        if not isinstance(kwargs, dict):
+            raise bad_request("chat_template_kwargs must be an object", "chat_template_kwargs")
+        reserved = {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}
+        bad = reserved & kwargs.keys()
+        if bad:
+            raise bad_request(f"chat_template_kwargs may not set {sorted(bad)[0]}",
+                              "chat_template_kwargs")
+        req.template_kwargs = dict(kwargs)
+    req.add_generation_prompt = _Reader(body).boolean("add_generation_prompt", True)
+    return req
+
+
+def parse_completion(body: Any, limits: LimitsConfig) -> GenerateRequest:
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object")
+    req = _common(body, "completion", limits, "cmpl")
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+        prompt = prompt[0]  # a batch of one
+    if isinstance(prompt, str):
+        req.prompt = prompt
+    elif isinstance(prompt, list) and prompt and all(_is_int(t) for t in prompt):
+        req.prompt = _token_ids(prompt, "prompt")
+    elif isinstance(prompt, list) and len(prompt) > 1:
+        raise _unsupported("batched prompts are not supported; send one prompt", "prompt")
+    else:
+        raise bad_request("prompt must be a string or an array of token ids", "prompt")
+    if body.get("echo"):
+        raise _unsupported("echo is not supported yet", "echo")
+    if body.get("suffix") is not None:
+        raise _unsupported("suffix is not supported", "suffix")
+    req.max_tokens = _max_tokens(body, "max_tokens")
+    if req.max_tokens is None:
+        req.max_tokens = 16  # OpenAI's default for completions
+    return req

@@ -1,0 +1,280 @@
+"""One request in flight: engine results in, text deltas out.
+
+:class:`TextStream` is the sans-IO core: ``feed(result)`` turns an engine result
+into new text (detokenized, stop strings applied) and ``finish()`` flushes it.
+:class:`Generation` wraps it as the engine sink of one request: it owns the
+lifecycle, the timeout, the single cancel to the engine, and a small pending
+buffer that the front end drains. Results are processed synchronously in the
+connection's ``data_received``; the consumer wakes once per batch, so text that
+arrives in a burst leaves in one write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from neutrino.engine.client import Submission
+from neutrino.engine.messages import FinishReason, TextResult
+from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.state import Lifecycle, State
+from neutrino.text.detokenizer import Detokenizer
+from neutrino.text.stop import StopMatcher
+from neutrino.text.tokenizer import Tokenizer
+
+_FINISH_NAMES = {
+    FinishReason.STOP: "stop",
+    FinishReason.LENGTH: "length",
+    FinishReason.CANCELLED: "stop",
+}
+
+
+@dataclass(slots=True)
+class Outcome:
+    """How a finished generation ended, and what it cost."""
+
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+    engine_timings: dict[str, float] = field(default_factory=dict)
+    stop_reason: str | int | None = None
+
+
+class TextStream:
+    """Sans-IO: engine results -> visible text, honouring stop strings."""
+
+    __slots__ = ("_detok", "_stop", "_stop_ids", "completion_tokens", "finish_reason",
+                 "stop_reason")
+
+    def __init__(
+        self, tokenizer: Tokenizer, stops: list[str], stop_token_ids: frozenset[int]
+    ) -> None:
+        self._detok = Detokenizer(tokenizer, skip_special=True)
+        self._stop = StopMatcher(stops) if stops else None
+        self._stop_ids = stop_token_ids
+        self.completion_tokens = 0
+        self.finish_reason: str | None = None
+        self.stop_reason: str | int | None = None
+
+    def feed(self, result: TextResult) -> str:
+        """Text made visible by ``result``; sets ``finish_reason`` when the stream ends."""
+        tokens = result.tokens
+        self.completion_tokens += len(tokens)
+        final = result.finish_reason is not FinishReason.NONE
+        if final and result.finish_reason is FinishReason.STOP and tokens:
+            if tokens[-1] == result.stop_token_id or tokens[-1] in self._stop_ids:
+                self.stop_reason = tokens[-1]
+                tokens = tokens[:-1]  # the end token is counted but never shown
+        text = self._detok.feed(tokens) if tokens else ""
+        if final:
+            text += self._detok.finish()
+        stop = self._stop
+        if stop is not None:
+            text = stop.feed(text)
+            if stop.stopped:
+                self.finish_reason = "stop"
+                self.stop_reason = stop.matched
+                return text
+            if final:
+                text += stop.finish()
+        if final:
+            self.finish_reason = _FINISH_NAMES.get(result.finish_reason, "stop")
+        return text
+
+
+class Generation:
+    """The engine sink and consumer handle of one request."""
+
+    def __init__(
+        self,
+        *,
+        request_id: str,
+        model: str,
+        stream: TextStream,
+        prompt_tokens: int,
+        lifecycle: Lifecycle,
+        on_done: Callable[[Generation], None],
+    ) -> None:
+        self.request_id = request_id
+        self.model = model
+        self.created = int(lifecycle.created_wall)
+        self.lifecycle = lifecycle
+        self.prompt_tokens = prompt_tokens
+        self._stream = stream
+        self._on_done = on_done
+        self._pending: list[str] = []
+        self._pending_tokens = 0
+        self._outcome: Outcome | None = None
+        self._error: NeutrinoError | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._submission: Submission | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._cached = 0
+        self.engine_cancels = 0
+
+    # ---------------------------------------------------------------- setup
+
+    def attach(self, submission: Submission, timeout_s: float | None) -> None:
+        self._submission = submission
+        if timeout_s and not self.lifecycle.terminal:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(timeout_s, self._on_timeout)
+
+    # ---------------------------------------------------------------- engine side
+
+    def on_result(self, result: TextResult) -> None:
+        if self.lifecycle.terminal:
+            return
+        if self.lifecycle.state is State.PROCESSING and result.tokens:
+            self.lifecycle.advance(State.GENERATING)
+        s = self._stream
+        text = s.feed(result)
+        if text:
+            self._pending.append(text)
+        self._pending_tokens += len(result.tokens)
+        if result.finish_reason is not FinishReason.NONE:
+            self._cached = result.cached_tokens
+            if result.prompt_tokens:
+                self.prompt_tokens = result.prompt_tokens
+        if s.finish_reason is not None:
+            if result.finish_reason is FinishReason.NONE:
+                # A stop string ended the text early: the engine is still going.
+                self._cancel_engine("stop string")
+            completion = s.completion_tokens
+            if result.completion_tokens and result.finish_reason is not FinishReason.NONE:
+                completion = max(completion, result.completion_tokens)
+            self._finish(State.COMPLETE)
+            self._outcome = Outcome(
+                finish_reason=s.finish_reason,
+                prompt_tokens=self.prompt_tokens,
+                completion_tokens=completion,
+                cached_tokens=self._cached,
+                timings=self.lifecycle.timings(),
+                engine_timings={
+                    "queue": result.queue_ns / 1e9,
+                    "prefill": result.prefill_ns / 1e9,
+                    "decode": result.decode_ns / 1e9,
+                },
+                stop_reason=s.stop_reason,
+            )
+        self._wake()
+
+    def on_error(self, error: NeutrinoError) -> None:
+        if self.lifecycle.terminal:
+            return
+        self._error = error
+        self._finish(State.FAILED)
+        self._wake()
+
+    # ---------------------------------------------------------------- consumer side
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Wait until there is text, an outcome or an error; False on timeout."""
+        if self._pending or self._outcome is not None or self._error is not None:
+            return True
+        fut = asyncio.get_running_loop().create_future()
+        self._waiter = fut
+        try:
+            if timeout is None:
+                await fut
+            else:
+                try:
+                    async with asyncio.timeout(timeout):
+                        await fut
+                except TimeoutError:
+                    return False
+        finally:
+            self._waiter = None
+        return True
+
+    def take(self) -> tuple[str, int]:
+        """Drain pending text and the number of tokens it came from."""
+        pending = self._pending
+        if not pending:
+            n, self._pending_tokens = self._pending_tokens, 0
+            return "", n
+        text = pending[0] if len(pending) == 1 else "".join(pending)
+        pending.clear()
+        n, self._pending_tokens = self._pending_tokens, 0
+        return text, n
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self._outcome
+
+    @property
+    def error(self) -> NeutrinoError | None:
+        return self._error
+
+    async def collect(self) -> tuple[str, Outcome]:
+        """Run to the end (non-streaming); raises the request's error."""
+        parts: list[str] = []
+        while True:
+            await self.wait()
+            text, _ = self.take()
+            if text:
+                parts.append(text)
+            if self._error is not None:
+                raise self._error
+            if self._outcome is not None:
+                return "".join(parts), self._outcome
+
+    def close(self, reason: str = "client disconnected") -> None:
+        """End the request from the client side: one cancel to the engine if still running."""
+        if self.lifecycle.terminal:
+            return
+        self._cancel_engine(reason)
+        self._error = NeutrinoError(ErrorKind.CANCELLED, "the request was cancelled")
+        self._finish(State.CANCELLED)
+        self._wake()
+
+    # ---------------------------------------------------------------- internals
+
+    def _cancel_engine(self, reason: str) -> None:
+        sub = self._submission
+        if sub is not None and sub.cancel(reason):
+            self.engine_cancels += 1
+
+    def _on_timeout(self) -> None:
+        self._timer = None
+        if self.lifecycle.terminal:
+            return
+        self._cancel_engine("timeout")
+        self._error = NeutrinoError(ErrorKind.TIMEOUT, "the request timed out")
+        self._finish(State.FAILED)
+        self._wake()
+
+    def _finish(self, state: State) -> None:
+        self.lifecycle.advance(state)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._submission is not None:
+            self._submission.forget()
+        self._on_done(self)
+
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def record(self) -> dict[str, Any]:
+        """History entry of this request (call once terminal)."""
+        out = self._outcome
+        err = self._error
+        return {
+            "id": self.request_id,
+            "model": self.model,
+            "state": self.lifecycle.state.value,
+            "created": self.lifecycle.created_wall,
+            "transitions": self.lifecycle.transitions(),
+            "timings": self.lifecycle.timings(),
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": out.completion_tokens if out else self._stream.completion_tokens,
+            "finish_reason": out.finish_reason if out else None,
+            "error": {"kind": err.kind.spec.label, "message": err.message} if err else None,
+        }

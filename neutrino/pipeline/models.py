@@ -1,0 +1,83 @@
+"""Per-model text assets: family, chat template, tokenizer and stop tokens."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from neutrino.config import ModelConfig
+from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.text.registry import load_tokenizer
+from neutrino.text.templates import ChatTemplate, ModelFamily, family_for_model, load_families
+from neutrino.text.tokenizer import Tokenizer
+
+log = logging.getLogger("neutrino.models")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelText:
+    name: str
+    family: ModelFamily
+    template: ChatTemplate
+    tokenizer: Tokenizer
+    stop_token_ids: frozenset[int]
+    bos_token_id: int | None
+
+
+class ModelTexts:
+    """Resolves and caches :class:`ModelText` per served model name."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        self._cfg = cfg
+        self._families = load_families()
+        for name, fam in cfg.families.items():
+            if fam not in self._families:
+                raise ValueError(f"model {name!r} names unknown family {fam!r}")
+        if cfg.default_family not in self._families:
+            raise ValueError(f"unknown default family {cfg.default_family!r}")
+        self._cache: dict[str, ModelText] = {}
+        self._lock = threading.Lock()
+
+    def family_name(self, model: str) -> str:
+        explicit = self._cfg.families.get(model)
+        if explicit:
+            return explicit
+        return family_for_model(model, self._families, self._cfg.default_family).name
+
+    def get(self, model: str) -> ModelText:
+        """The model's text assets; may take a second on first use (loads a tokenizer)."""
+        hit = self._cache.get(model)
+        if hit is not None:
+            return hit
+        with self._lock:
+            hit = self._cache.get(model)
+            if hit is not None:
+                return hit
+            try:
+                family = self._families[self.family_name(model)]
+                tokenizer = load_tokenizer(family.tokenizer)
+            except Exception as exc:
+                log.error("no tokenizer/template for model %s: %s", model, exc)
+                raise NeutrinoError(
+                    ErrorKind.INTERNAL, f"the tokenizer for {model!r} is not available"
+                ) from None
+            stop_ids = set()
+            for tok in family.stop_tokens:
+                tid = tokenizer.token_to_id(tok)
+                if tid is not None:
+                    stop_ids.add(tid)
+            bos = tokenizer.token_to_id(family.bos_token) if family.bos_token else None
+            text = ModelText(
+                name=model,
+                family=family,
+                template=ChatTemplate(family),
+                tokenizer=tokenizer,
+                stop_token_ids=frozenset(stop_ids),
+                bos_token_id=bos,
+            )
+            self._cache[model] = text
+            return text
+
+    def cached(self, model: str) -> ModelText | None:
+        return self._cache.get(model)

@@ -1,0 +1,255 @@
+"""Drives a request from validation to an engine: template, tokens, admission, submit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from neutrino.config import Config
+from neutrino.engine.client import EngineClient
+from neutrino.engine.messages import ModelInfo, Sampling, TextQuery
+from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.admission import Admission
+from neutrino.pipeline.generation import Generation, TextStream
+from neutrino.pipeline.history import History
+from neutrino.pipeline.models import ModelText, ModelTexts
+from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.state import Lifecycle, State
+from neutrino.text.templates import TemplateError
+
+log = logging.getLogger("neutrino.pipeline")
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        cfg: Config,
+        engines: EngineClient,
+        texts: ModelTexts,
+        history: History,
+    ) -> None:
+        self.cfg = cfg
+        self.engines = engines
+        self.texts = texts
+        self.history = history
+        self.admission = Admission(cfg.limits.max_queue, self._limit)
+        self.draining = False
+        self.started = 0
+        self.finished: dict[str, int] = {}
+
+    def _limit(self) -> int:
+        return self.cfg.limits.max_inflight or self.engines.capacity()
+
+    @property
+    def inflight(self) -> int:
+        return self.admission.inflight
+
+    # ------------------------------------------------------------------ public
+
+    async def start(
+        self,
+        req: GenerateRequest,
+        on_queued: Callable[[], Awaitable[None]] | None = None,
+    ) -> Generation:
+        """Validate, tokenize, queue and submit ``req``; returns its live generation.
+
+        ``on_queued`` is awaited when the request has to wait for an engine slot
+        (after every validation), so a streaming front end can open its stream.
+        """
+        lifecycle = Lifecycle()
+        self.started += 1
+        admitted = False
+        try:
+            if self.draining:
+                raise NeutrinoError(ErrorKind.SHUTTING_DOWN, "the server is shutting down")
+            info = self._model_info(req.model)
+            text = self.texts.cached(req.model)
+            if text is None:
+                text = await asyncio.to_thread(self.texts.get, req.model)
+            prompt = await self._prompt_ids(req, text)
+            sampling = self._sampling(req, text, info, len(prompt))
+            query = TextQuery(
+                model=req.model,
+                prompt_tokens=prompt,
+                sampling=sampling,
+                deadline_ms=int(1000 * self._timeout(req)),
+                traceparent=req.traceparent,
+            )
+            lifecycle.advance(State.QUEUED)
+            deadline = time.monotonic() + self._timeout(req)
+            if not self.admission.try_acquire():
+                if self.admission.full:
+                    raise NeutrinoError(
+                        ErrorKind.QUEUE_FULL, "the server is at capacity; retry later"
+                    )
+                if on_queued is not None:
+                    await on_queued()
+                try:
+                    async with asyncio.timeout(self._timeout(req)):
+                        await self.admission.acquire()
+                except TimeoutError:
+                    raise NeutrinoError(
+                        ErrorKind.TIMEOUT, "the request timed out waiting in the queue"
+                    ) from None
+            admitted = True
+            lifecycle.advance(State.PROCESSING)
+            gen = Generation(
+                request_id=req.request_id,
+                model=req.model,
+                stream=TextStream(text.tokenizer, req.stop, text.stop_token_ids),
+                prompt_tokens=len(prompt),
+                lifecycle=lifecycle,
+                on_done=self._done,
+            )
+            submission = self.engines.submit(query, gen)
+            gen.attach(submission, max(0.001, deadline - time.monotonic()))
+            return gen
+        except NeutrinoError as exc:
+            if admitted and not lifecycle.terminal:
+                self.admission.release()
+            self._fail_early(req, lifecycle, State.FAILED, exc)
+            raise
+        except asyncio.CancelledError:
+            if admitted and not lifecycle.terminal:
+                self.admission.release()
+            self._fail_early(req, lifecycle, State.CANCELLED, None)
+            raise
+        except Exception as exc:
+            if admitted and not lifecycle.terminal:
+                self.admission.release()
+            log.exception("request %s failed before reaching the engine", req.request_id)
+            err = NeutrinoError(ErrorKind.INTERNAL, "internal error")
+            self._fail_early(req, lifecycle, State.FAILED, err)
+            raise err from exc
+
+    # ------------------------------------------------------------------ steps
+
+    def _timeout(self, req: GenerateRequest) -> float:
+        return req.timeout_s or self.cfg.limits.request_timeout_s
+
+    def _model_info(self, model: str) -> ModelInfo:
+        info = self.engines.models().get(model)
+        if info is not None:
+            return info
+        if not self.engines.has_engine():
+            raise NeutrinoError(ErrorKind.NO_ENGINE, "no inference engine is connected")
+        raise NeutrinoError(
+            ErrorKind.MODEL_NOT_FOUND, f"the model {model!r} does not exist", param="model"
+        )
+
+    async def _prompt_ids(self, req: GenerateRequest, text: ModelText) -> list[int]:
+        tok = text.tokenizer
+        if req.kind == "chat":
+            assert req.messages is not None
+            try:
+                rendered = text.template.render(
+                    req.messages,
+                    add_generation_prompt=req.add_generation_prompt,
+                    tools=req.tools,
+                    **req.template_kwargs,
+                )
+            except TemplateError as exc:
+                raise NeutrinoError(ErrorKind.BAD_REQUEST, str(exc), param="messages") from None
+            return await self._encode(rendered, text)
+        prompt = req.prompt
+        if isinstance(prompt, list):
+            vocab = tok.vocab_size
+            if any(t >= vocab for t in prompt):
+                raise NeutrinoError(
+                    ErrorKind.BAD_REQUEST,
+                    f"prompt token ids must be below the vocabulary size {vocab}",
+                    param="prompt",
+                )
+            return list(prompt)
+        assert prompt is not None
+        ids = await self._encode(prompt, text)
+        if text.bos_token_id is not None and (not ids or ids[0] != text.bos_token_id):
+            ids.insert(0, text.bos_token_id)
+        return ids
+
+    async def _encode(self, s: str, text: ModelText) -> list[int]:
+        if len(s) > self.cfg.tokenizer.offload_chars:
+            return await asyncio.to_thread(text.tokenizer.encode, s)
+        return text.tokenizer.encode(s)
+
+    def _sampling(
+        self, req: GenerateRequest, text: ModelText, info: ModelInfo, n_prompt: int
+    ) -> Sampling:
+        ctx = info.context_length
+        param = "messages" if req.kind == "chat" else "prompt"
+        if n_prompt == 0:
+            raise NeutrinoError(ErrorKind.BAD_REQUEST, "the prompt is empty", param=param)
+        if ctx and n_prompt >= ctx:
+            raise NeutrinoError(
+                ErrorKind.CONTEXT_LENGTH,
+                f"this model's maximum context length is {ctx} tokens; the prompt has "
+                f"{n_prompt} tokens",
+                param=param,
+            )
+        room = ctx - n_prompt if ctx else 1 << 31
+        if info.max_output_tokens:
+            room = min(room, info.max_output_tokens)
+        max_tokens = req.max_tokens
+        if max_tokens is None:
+            max_tokens = room
+        elif max_tokens > room:
+            raise NeutrinoError(
+                ErrorKind.CONTEXT_LENGTH,
+                f"this model's maximum context length is {ctx} tokens; the prompt has "
+                f"{n_prompt} tokens and {max_tokens} were requested for the completion",
+                param="max_tokens",
+            )
+        stop_ids = [] if req.ignore_eos else sorted(text.stop_token_ids)
+        stop_ids += [t for t in req.stop_token_ids if t not in text.stop_token_ids]
+        return Sampling(
+            max_tokens=max_tokens,
+            temperature=req.temperature,
+            top_p=req.top_p,
+            top_k=req.top_k,
+            min_p=req.min_p,
+            seed=req.seed,
+            stop_token_ids=stop_ids,
+            presence_penalty=req.presence_penalty,
+            frequency_penalty=req.frequency_penalty,
+            repetition_penalty=req.repetition_penalty,
+            ignore_eos=req.ignore_eos,
+            min_tokens=req.min_tokens,
+        )
+
+    # ------------------------------------------------------------------ endings
+
+    def _count(self, state: State) -> None:
+        self.finished[state.value] = self.finished.get(state.value, 0) + 1
+
+    def _done(self, gen: Generation) -> None:
+        self.admission.release()
+        self._count(gen.lifecycle.state)
+        self.history.add(gen.record())
+
+    def _fail_early(
+        self,
+        req: GenerateRequest,
+        lifecycle: Lifecycle,
+        state: State,
+        err: NeutrinoError | None,
+    ) -> None:
+        if lifecycle.terminal:
+            return
+        lifecycle.advance(state)
+        self._count(state)
+        record: dict[str, Any] = {
+            "id": req.request_id,
+            "model": req.model,
+            "state": state.value,
+            "created": lifecycle.created_wall,
+            "transitions": lifecycle.transitions(),
+            "timings": lifecycle.timings(),
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "finish_reason": None,
+            "error": {"kind": err.kind.spec.label, "message": err.message} if err else None,
+        }
+        self.history.add(record)

@@ -1,0 +1,36 @@
+"""Protocol-neutral description of a generation request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(slots=True)
+class GenerateRequest:
+    request_id: str
+    model: str
+    kind: Literal["chat", "completion"]
+    messages: list[dict[str, Any]] | None = None
+    prompt: str | list[int] | None = None
+    max_tokens: int | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    min_p: float = 0.0
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    stream: bool = False
+    include_usage: bool = False
+    user: str | None = None
+    add_generation_prompt: bool = True
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None
+    traceparent: str = ""
+    timeout_s: float | None = None

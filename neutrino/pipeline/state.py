@@ -1,0 +1,91 @@
+"""The request lifecycle: one transition table, timestamped transitions.
+
+Start -> Queued -> Processing -> Generating -> Complete, with Failed and
+Cancelled reachable from every non-terminal state. Any other transition raises
+:class:`IllegalTransition`; a request reaches exactly one terminal state.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+
+
+class State(enum.StrEnum):
+    START = "start"
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    GENERATING = "generating"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+_ENDS = frozenset({State.FAILED, State.CANCELLED})
+
+TRANSITIONS: dict[State, frozenset[State]] = {
+    State.START: frozenset({State.QUEUED}) | _ENDS,
+    State.QUEUED: frozenset({State.PROCESSING}) | _ENDS,
+    # PROCESSING -> COMPLETE: the engine finished without producing a token.
+    State.PROCESSING: frozenset({State.GENERATING, State.COMPLETE}) | _ENDS,
+    State.GENERATING: frozenset({State.COMPLETE}) | _ENDS,
+    State.COMPLETE: frozenset(),
+    State.FAILED: frozenset(),
+    State.CANCELLED: frozenset(),
+}
+
+TERMINAL = frozenset(s for s, nexts in TRANSITIONS.items() if not nexts)
+
+
+class IllegalTransition(RuntimeError):
+    def __init__(self, current: State, target: State) -> None:
+        super().__init__(f"illegal request transition {current} -> {target}")
+        self.current = current
+        self.target = target
+
+
+class Lifecycle:
+    """The state of one request, with the monotonic time of each state entered."""
+
+    __slots__ = ("created_wall", "state", "times")
+
+    def __init__(self) -> None:
+        now = time.monotonic_ns()
+        self.state = State.START
+        self.times: dict[State, int] = {State.START: now}
+        self.created_wall = time.time()
+
+    def advance(self, target: State) -> None:
+        if target not in TRANSITIONS[self.state]:
+            raise IllegalTransition(self.state, target)
+        self.state = target
+        self.times[target] = time.monotonic_ns()
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    def _span(self, start: State, *ends: State) -> float:
+        t0 = self.times.get(start)
+        if t0 is None:
+            return 0.0
+        for end in ends:
+            t1 = self.times.get(end)
+            if t1 is not None:
+                return (t1 - t0) / 1e9
+        return 0.0
+
+    def timings(self) -> dict[str, float]:
+        """Seconds spent per phase, as Groq's API reports them in ``usage``."""
+        done = (State.COMPLETE, State.FAILED, State.CANCELLED)
+        return {
+            "queue_time": self._span(State.QUEUED, State.PROCESSING, *done),
+            "prompt_time": self._span(State.PROCESSING, State.GENERATING, *done),
+            "completion_time": self._span(State.GENERATING, *done),
+            "total_time": self._span(State.START, *done),
+        }
+
+    def transitions(self) -> list[tuple[str, float]]:
+        """(state, seconds since start) in order entered."""
+        t0 = self.times[State.START]
+        return [(s.value, (t - t0) / 1e9) for s, t in self.times.items()]

@@ -1,0 +1,170 @@
+"""Real processes for integration tests: mock_ie engines and Neutrino servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("NEUTRINO_CFG", None)
+    return env
+
+
+class MockIE:
+    """A real ``mock_ie`` process on a UNIX socket, with an event log."""
+
+    def __init__(self, workdir: Path, *args: str, name: str = "mock") -> None:
+        self.workdir = workdir
+        self.socket = str(workdir / f"{name}.sock")
+        self.events_path = workdir / f"{name}.events.jsonl"
+        self.args = list(args)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 20.0) -> MockIE:
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mocks.mock_ie", "--socket", self.socket,
+             "--events", str(self.events_path), *self.args],
+            cwd=REPO, env=_env(),
+        )
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(self.socket):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"mock_ie exited with {self.proc.returncode}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError("mock_ie did not start")
+            time.sleep(0.02)
+        return self
+
+    def events(self, kind: str | None = None) -> list[dict[str, Any]]:
+        if not self.events_path.exists():
+            return []
+        out = []
+        for line in self.events_path.read_text().splitlines():
+            if line.strip():
+                ev = json.loads(line)
+                if kind is None or ev.get("event") == kind:
+                    out.append(ev)
+        return out
+
+    def wait_event(self, kind: str, count: int = 1, timeout: float = 5.0) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            evs = self.events(kind)
+            if len(evs) >= count or time.monotonic() > deadline:
+                return evs
+            time.sleep(0.02)
+
+    def kill(self) -> None:
+        """SIGKILL: the engine dies without closing anything gracefully."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+class NeutrinoProc:
+    """A real Neutrino server process."""
+
+    def __init__(self, workdir: Path, *args: str, config: str | None = None) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.args = list(args)
+        self.config = config
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / f"neutrino-{self.port}.log"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0, wait_engine: bool = True) -> NeutrinoProc:
+        argv = [sys.executable, "-m", "neutrino", "--http-address", f"127.0.0.1:{self.port}",
+                "--log-level", "info", *self.args]
+        if self.config is not None:
+            cfg = self.workdir / f"neutrino-{self.port}.toml"
+            cfg.write_text(self.config)
+            argv += ["--config", str(cfg)]
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=self._log,
+                                     stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        want = 200 if wait_engine else None
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"neutrino exited with {self.proc.returncode}: {self.log()}")
+            status = self.status_code()
+            if status is not None and (want is None or status == want):
+                return self
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"neutrino did not become ready: {self.log()}")
+            time.sleep(0.05)
+
+    def status_code(self) -> int | None:
+        try:
+            with urllib.request.urlopen(self.base_url + "/neutrino/v1/status", timeout=2) as r:
+                code: int = r.status
+                return code
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:
+            return None
+
+    def get_json(self, path: str) -> Any:
+        with urllib.request.urlopen(self.base_url + path, timeout=10) as r:
+            return json.loads(r.read())
+
+    def history(self, limit: int = 100) -> list[dict[str, Any]]:
+        data: list[dict[str, Any]] = self.get_json(f"/neutrino/v1/history?limit={limit}")["data"]
+        return data
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text()[-4000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+        return self.proc.returncode
