@@ -1,0 +1,88 @@
+"""Normalisation of OpenAI-style chat messages before template rendering."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from neutrino.text.errors import TemplateError
+from neutrino.text.families import ToolCallArguments
+
+__all__ = ["normalize_messages"]
+
+_TEXT_PART_KEYS = {"text": "text", "refusal": "refusal"}
+
+
+def _content_text(parts: Sequence[Any], index: int) -> str:
+    texts: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            texts.append(part)
+            continue
+        if not isinstance(part, Mapping):
+            raise TemplateError(f"messages[{index}].content: a content part must be an object")
+        kind = part.get("type", "text")
+        key = _TEXT_PART_KEYS.get(kind)
+        if key is None:
+            raise TemplateError(
+                f"messages[{index}].content: content part type {kind!r} is not supported"
+            )
+        text = part.get(key)
+        if not isinstance(text, str):
+            raise TemplateError(f"messages[{index}].content: {kind!r} part needs a string {key!r}")
+        texts.append(text)
+    return "".join(texts)
+
+
+def _arguments(value: Any, mode: ToolCallArguments) -> Any:
+    if mode == "object" and isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        return parsed if isinstance(parsed, dict) else value
+    if mode == "string" and not isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return value
+
+
+def _tool_calls(calls: Sequence[Any], mode: ToolCallArguments) -> list[Any]:
+    out: list[Any] = []
+    for call in calls:
+        if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
+            function = dict(call["function"])
+            if "arguments" in function:
+                function["arguments"] = _arguments(function["arguments"], mode)
+            call = {**call, "function": function}
+        out.append(call)
+    return out
+
+
+def normalize_messages(
+    messages: Sequence[Mapping[str, Any]], tool_call_arguments: ToolCallArguments = "as_is"
+) -> list[dict[str, Any]]:
+    """Copies of ``messages`` in the shape chat templates expect (inputs are not modified).
+
+    * ``content`` given as a list of parts (``[{"type": "text", "text": ...}]``) becomes the
+      parts' text joined with ``""``; ``None`` stays ``None``; other part types are refused.
+    * ``tool_calls`` that is ``None`` or empty is dropped (templates test ``'tool_calls' in
+      message``); otherwise each call's ``function.arguments`` is converted per
+      ``tool_call_arguments``.
+    """
+    out: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise TemplateError(f"messages[{index}] must be an object")
+        msg = dict(message)
+        content = msg.get("content")
+        if isinstance(content, list | tuple):
+            msg["content"] = _content_text(content, index)
+        if "tool_calls" in msg:
+            calls = msg["tool_calls"]
+            if not calls:
+                del msg["tool_calls"]
+            elif isinstance(calls, list | tuple):
+                msg["tool_calls"] = _tool_calls(calls, tool_call_arguments)
+        out.append(msg)
+    return out

@@ -1,0 +1,34 @@
+"""Exceptions raised by the text layer."""
+
+from __future__ import annotations
+
+__all__ = [
+    "InvalidTokenId",
+    "TemplateError",
+    "TokenizerError",
+    "TokenizerUnavailable",
+    "UnknownTokenizer",
+]
+
+
+class TokenizerError(Exception):
+    """Base class for tokenizer problems."""
+
+
+class TokenizerUnavailable(TokenizerError):
+    """A known tokenizer whose files cannot be found (its package is not installed)."""
+
+
+class UnknownTokenizer(KeyError):
+    """No tokenizer is registered under this name."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "unknown tokenizer"
+
+
+class InvalidTokenId(TokenizerError, ValueError):
+    """A token id outside the tokenizer's vocabulary (or in a hole of it)."""
+
+
+class TemplateError(ValueError):
+    """A chat template could not be rendered; the message is safe to show a client."""

@@ -1,0 +1,126 @@
+"""Model families: which chat template, tokenizer and stop tokens a model name selects."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal, get_args
+
+__all__ = [
+    "DEFAULT_TEMPLATES_PATH",
+    "FamilyConfigError",
+    "ModelFamily",
+    "ToolCallArguments",
+    "UnknownFamily",
+    "family_for_model",
+    "load_families",
+]
+
+DEFAULT_TEMPLATES_PATH: Final = Path(__file__).resolve().parents[2] / "assets" / "templates.json"
+
+# How a family's template expects ``tool_calls[].function.arguments``: left as given, parsed
+# from a JSON string into an object (Llama 3, Qwen2.5 apply ``|tojson``), or serialised to a
+# JSON string (DeepSeek-V3 concatenates it).
+ToolCallArguments = Literal["as_is", "object", "string"]
+
+
+class UnknownFamily(KeyError):
+    """No model family matches a model name and there is no default."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown model family"
+
+
+class FamilyConfigError(ValueError):
+    """The templates file is malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFamily:
+    name: str
+    template: str
+    tokenizer: str
+    bos_token: str | None
+    eos_token: str | None
+    stop_tokens: tuple[str, ...]
+    match: tuple[str, ...]
+    source: str
+    license: str
+    tool_call_arguments: ToolCallArguments = "as_is"
+
+
+def _str(entry: Mapping[str, Any], key: str, where: str, *, optional: bool = False) -> Any:
+    value = entry.get(key)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise FamilyConfigError(f"{where}: {key!r} must be a string")
+    return value
+
+
+def _strings(entry: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = entry.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise FamilyConfigError(f"{where}: {key!r} must be a list of strings")
+    return tuple(value)
+
+
+def _family(name: str, entry: Any) -> ModelFamily:
+    where = f"family {name!r}"
+    if not isinstance(entry, dict):
+        raise FamilyConfigError(f"{where}: must be an object")
+    arguments = entry.get("tool_call_arguments", "as_is")
+    if arguments not in get_args(ToolCallArguments):
+        raise FamilyConfigError(f"{where}: bad tool_call_arguments {arguments!r}")
+    return ModelFamily(
+        name=name,
+        template=_str(entry, "template", where),
+        tokenizer=_str(entry, "tokenizer", where),
+        bos_token=_str(entry, "bos_token", where, optional=True),
+        eos_token=_str(entry, "eos_token", where, optional=True),
+        stop_tokens=_strings(entry, "stop_tokens", where),
+        match=tuple(m.lower() for m in _strings(entry, "match", where)),
+        source=_str(entry, "source", where),
+        license=_str(entry, "license", where),
+        tool_call_arguments=arguments,
+    )
+
+
+def load_families(path: Path | None = None) -> dict[str, ModelFamily]:
+    """Read model families from ``path`` (default: ``<repo>/assets/templates.json``)."""
+    path = DEFAULT_TEMPLATES_PATH if path is None else path
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise FamilyConfigError(f"cannot read model families from {path}: {e}") from e
+    families = doc.get("families") if isinstance(doc, dict) else None
+    if not isinstance(families, dict):
+        raise FamilyConfigError(f"{path}: expected an object with a 'families' object")
+    return {name: _family(name, entry) for name, entry in families.items()}
+
+
+def family_for_model(
+    model: str, families: Mapping[str, ModelFamily], default: str | None = None
+) -> ModelFamily:
+    """The family with the longest ``match`` substring of ``model`` (case-insensitive).
+
+    Ties go to the family listed first. Without a match, ``families[default]``; without a
+    default, :class:`UnknownFamily`.
+    """
+    lowered = model.lower()
+    best: ModelFamily | None = None
+    best_len = 0
+    for family in families.values():
+        for needle in family.match:
+            if len(needle) > best_len and needle in lowered:
+                best, best_len = family, len(needle)
+    if best is not None:
+        return best
+    if default is not None:
+        try:
+            return families[default]
+        except KeyError:
+            raise UnknownFamily(f"default model family {default!r} is not defined") from None
+    raise UnknownFamily(f"no chat template is known for model {model!r}")

