@@ -130,7 +130,7 @@ def _coerce(cls: type[Any], where: str, raw: Any) -> Any:
         f = known.get(key)
         if f is None:
             raise ConfigError(f"unknown key {where}.{key}")
-        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[operator]
         if isinstance(default, bool):
             ok = isinstance(value, bool)
         elif isinstance(default, float):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
+from collections.abc import Sequence
 from typing import Any
 
 from neutrino.engine.messages import (
@@ -40,7 +41,7 @@ _LITTLE = sys.byteorder == "little"
 _TRAVERSAL_LIMIT_WORDS = 16 * 1024 * 1024  # 128 MiB, above the 101 MB frame limit
 
 
-def pack_u32(values: list[int] | tuple[int, ...]) -> bytes:
+def pack_u32(values: Sequence[int]) -> bytes:
     a = array("I", values)
     if not _LITTLE:
         a.byteswap()
@@ -55,7 +56,7 @@ def unpack_u32(data: bytes | memoryview) -> list[int]:
     return a.tolist()
 
 
-def pack_f32(values: list[float]) -> bytes:
+def pack_f32(values: Sequence[float]) -> bytes:
     a = array("f", values)
     if not _LITTLE:
         a.byteswap()

@@ -16,7 +16,7 @@ from typing import Protocol, cast
 
 from neutrino import __version__
 from neutrino.engine.codec import DecodeError, decode, encode
-from neutrino.engine.framing import FrameDecoder, FramingError, FrameTooLarge
+from neutrino.engine.framing import FrameDecoder, FrameTooLarge, FramingError
 from neutrino.engine.messages import (
     Cancel,
     EngineError,
@@ -101,7 +101,8 @@ class EngineConnection(asyncio.Protocol):
         conn._ack = loop.create_future()
         async with asyncio.timeout(timeout):
             await loop.create_unix_connection(lambda: conn, path)
-            conn._send(0, Hello(client=f"neutrino/{__version__}", protocol_version=PROTOCOL_VERSION))
+            hello = Hello(client=f"neutrino/{__version__}", protocol_version=PROTOCOL_VERSION)
+            conn._send(0, hello)
             try:
                 ack = await conn._ack
             except BaseException:

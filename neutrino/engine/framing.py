@@ -29,7 +29,7 @@ def frame_size(buf: bytes | bytearray | memoryview, start: int = 0) -> int | Non
     avail = len(buf) - start
     if avail < 4:
         return None
-    count = _U32.unpack_from(buf, start)[0] + 1
+    count: int = _U32.unpack_from(buf, start)[0] + 1
     if count > _MAX_SEGMENTS:
         raise FramingError(f"frame declares {count} segments")
     header = 4 * (count + 1)
@@ -38,7 +38,8 @@ def frame_size(buf: bytes | bytearray | memoryview, start: int = 0) -> int | Non
         return None
     words = 0
     for i in range(count):
-        words += _U32.unpack_from(buf, start + 4 + 4 * i)[0]
+        size: int = _U32.unpack_from(buf, start + 4 + 4 * i)[0]
+        words += size
     return header + 8 * words
 
 

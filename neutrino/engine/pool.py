@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,10 @@ from neutrino.engine.connection import EngineConnection
 from neutrino.engine.messages import HelloAck
 
 log = logging.getLogger("neutrino.engine")
+
+
+def _set_event(event: asyncio.Event, _conn: object, _exc: Exception | None) -> None:
+    event.set()
 
 
 class EnginePool:
@@ -92,7 +97,7 @@ class EnginePool:
                     timeout=link.connect_timeout_s,
                     heartbeat_interval=link.heartbeat_interval_s,
                     heartbeat_timeout=link.heartbeat_timeout_s,
-                    on_lost=lambda _c, _e: lost.set(),
+                    on_lost=functools.partial(_set_event, lost),
                 )
             except (OSError, ConnectionError, TimeoutError) as exc:
                 log.debug("engine %s slot %d: connect failed: %s", self.name, slot, exc)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Callable
 
@@ -50,10 +51,8 @@ class Admission:
             if fut.done() and not fut.cancelled():
                 self.release()  # the slot was handed to us as we were cancelled
             else:
-                try:
+                with contextlib.suppress(ValueError):
                     self._waiting.remove(fut)
-                except ValueError:
-                    pass
             raise
 
     def release(self) -> None:

@@ -65,10 +65,14 @@ class TextStream:
         tokens = result.tokens
         self.completion_tokens += len(tokens)
         final = result.finish_reason is not FinishReason.NONE
-        if final and result.finish_reason is FinishReason.STOP and tokens:
-            if tokens[-1] == result.stop_token_id or tokens[-1] in self._stop_ids:
-                self.stop_reason = tokens[-1]
-                tokens = tokens[:-1]  # the end token is counted but never shown
+        if (
+            final
+            and result.finish_reason is FinishReason.STOP
+            and tokens
+            and (tokens[-1] == result.stop_token_id or tokens[-1] in self._stop_ids)
+        ):
+            self.stop_reason = tokens[-1]
+            tokens = tokens[:-1]  # the end token is counted but never shown
         text = self._detok.feed(tokens) if tokens else ""
         if final:
             text += self._detok.finish()
@@ -147,7 +151,7 @@ class Generation:
             completion = s.completion_tokens
             if result.completion_tokens and result.finish_reason is not FinishReason.NONE:
                 completion = max(completion, result.completion_tokens)
-            self._finish(State.COMPLETE)
+            self.lifecycle.advance(State.COMPLETE)
             self._outcome = Outcome(
                 finish_reason=s.finish_reason,
                 prompt_tokens=self.prompt_tokens,
@@ -161,6 +165,7 @@ class Generation:
                 },
                 stop_reason=s.stop_reason,
             )
+            self._ended()
         self._wake()
 
     def on_error(self, error: NeutrinoError) -> None:
@@ -250,6 +255,9 @@ class Generation:
 
     def _finish(self, state: State) -> None:
         self.lifecycle.advance(state)
+        self._ended()
+
+    def _ended(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

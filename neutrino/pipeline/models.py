@@ -37,6 +37,7 @@ class ModelTexts:
         if cfg.default_family not in self._families:
             raise ValueError(f"unknown default family {cfg.default_family!r}")
         self._cache: dict[str, ModelText] = {}
+        self._failed: set[str] = set()
         self._lock = threading.Lock()
 
     def family_name(self, model: str) -> str:
@@ -58,6 +59,7 @@ class ModelTexts:
                 family = self._families[self.family_name(model)]
                 tokenizer = load_tokenizer(family.tokenizer)
             except Exception as exc:
+                self._failed.add(model)
                 log.error("no tokenizer/template for model %s: %s", model, exc)
                 raise NeutrinoError(
                     ErrorKind.INTERNAL, f"the tokenizer for {model!r} is not available"
@@ -81,3 +83,7 @@ class ModelTexts:
 
     def cached(self, model: str) -> ModelText | None:
         return self._cache.get(model)
+
+    def settled(self, model: str) -> bool:
+        """True once loading ``model``'s assets has finished, well or not."""
+        return model in self._cache or model in self._failed

@@ -38,6 +38,13 @@ def _nullable(node: Any) -> Any:
 def _registry() -> Registry:
     spec = json.loads(SPEC_PATH.read_text())
     doc = _nullable(copy.deepcopy(spec))
+    # OpenAI streams completions as CreateCompletionResponse objects whose non-final
+    # chunks carry "finish_reason": null (the spec has no separate chunk schema).
+    chunk = copy.deepcopy(doc["components"]["schemas"]["CreateCompletionResponse"])
+    fin = chunk["properties"]["choices"]["items"]["properties"]["finish_reason"]
+    fin["type"] = [fin["type"], "null"]
+    fin["enum"] = [*fin["enum"], None]
+    doc["components"]["schemas"]["CreateCompletionStreamChunk"] = chunk
     return Registry().with_resource(_URI, Resource.from_contents(doc, DRAFT202012))
 
 

@@ -27,7 +27,9 @@ _KNOWN_PATHS = frozenset(
 
 
 class AdminRoutes:
-    def __init__(self, orchestrator: Orchestrator, extra_state: Callable[[], dict[str, Any]]) -> None:
+    def __init__(
+        self, orchestrator: Orchestrator, extra_state: Callable[[], dict[str, Any]]
+    ) -> None:
         self.orch = orchestrator
         self._extra = extra_state
         self._started = time.time()
@@ -73,6 +75,8 @@ class AdminRoutes:
             return json_response({"status": "draining"}, 503)
         if not engines.has_engine():
             return json_response({"status": "no_engine"}, 503)
+        if not all(self.orch.texts.settled(m) for m in engines.models()):
+            return json_response({"status": "loading"}, 503)
         return json_response({"status": "ok", "models": sorted(engines.models())})
 
     async def app_state(self, request: web.Request) -> web.Response:

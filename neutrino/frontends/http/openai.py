@@ -133,6 +133,7 @@ class OpenAIRoutes:
             pass  # the client left; close() below cancels the engine request
         finally:
             gen.close()
+        assert resp is not None
         return resp
 
     async def _pump(self, resp: web.StreamResponse, gen: Generation, enc: ChunkEncoder) -> None:

@@ -43,7 +43,6 @@ def chat_response(gen: Generation, text: str, outcome: Outcome) -> dict[str, Any
         "object": "chat.completion",
         "created": gen.created,
         "model": gen.model,
-        "system_fingerprint": None,
         "choices": [
             {
                 "index": 0,
@@ -63,7 +62,6 @@ def completion_response(gen: Generation, text: str, outcome: Outcome) -> dict[st
         "object": "text_completion",
         "created": gen.created,
         "model": gen.model,
-        "system_fingerprint": None,
         "choices": [
             {
                 "index": 0,

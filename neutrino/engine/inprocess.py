@@ -1,0 +1,154 @@
+"""An :class:`EngineClient` that runs a sans-IO engine core in the same event loop.
+
+The in-process counterpart of the UNIX-socket router, like an HTTP client's mock
+transport: the pipeline above it runs unchanged, frames are not serialised, and
+the core (for example ``mocks.mock_ie.core.MockEngine``) decides every token.
+Each result is delivered from its own loop callback, as a socket would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from neutrino.engine.connection import StreamSink, classify_engine_error
+from neutrino.engine.messages import (
+    EngineError,
+    FinishReason,
+    HelloAck,
+    ModelInfo,
+    TextQuery,
+    TextResult,
+)
+from neutrino.errors import ErrorKind, NeutrinoError
+
+
+class CoreGeneration(Protocol):
+    def next(self) -> Any:
+        """A TextResult, or a fault object with a ``kind`` of drop/error/stall."""
+        ...
+
+    def cancel(self) -> TextResult: ...
+
+
+class EngineCore(Protocol):
+    def hello_ack(self) -> HelloAck: ...
+
+    def start(self, query: TextQuery) -> Any:
+        """A CoreGeneration or an EngineError."""
+        ...
+
+
+class _Run:
+    __slots__ = ("cancelled", "client", "gen", "handle", "rid", "sink")
+
+    def __init__(self, client: InProcessEngineClient, rid: int, gen: CoreGeneration,
+                 sink: StreamSink) -> None:
+        self.client = client
+        self.rid = rid
+        self.gen = gen
+        self.sink = sink
+        self.cancelled = False
+        self.handle: asyncio.Handle | None = None
+
+    def step(self) -> None:
+        self.handle = None
+        if self.cancelled:
+            return
+        item = self.gen.next()
+        if isinstance(item, TextResult):
+            final = item.finish_reason is not FinishReason.NONE
+            if final:
+                self.client.runs.pop(self.rid, None)
+            self.sink.on_result(item)
+            if not final:
+                self.handle = asyncio.get_running_loop().call_soon(self.step)
+            return
+        kind = getattr(item, "kind", "error")
+        if kind == "stall":
+            return  # still in flight as far as the engine is concerned
+        self.client.runs.pop(self.rid, None)
+        if kind == "drop":
+            self.sink.on_error(
+                NeutrinoError(ErrorKind.ENGINE_DISCONNECTED, "the engine connection was lost")
+            )
+            return
+        self.sink.on_error(classify_engine_error(EngineError(item.code, item.message)))
+
+    def cancel(self, reason: str) -> bool:
+        if self.client.runs.pop(self.rid, None) is None:
+            return False
+        self.cancelled = True
+        if self.handle is not None:
+            self.handle.cancel()
+        self.client.cancels.append((self.rid, reason))
+        return True
+
+    def forget(self) -> None:
+        self.client.runs.pop(self.rid, None)
+
+
+class InProcessEngineClient:
+    def __init__(self, core: EngineCore) -> None:
+        self.core = core
+        self.hello = core.hello_ack()
+        self._models = {m.name: m for m in self.hello.models}
+        self._ids = itertools.count(1)
+        self.runs: dict[int, _Run] = {}
+        self.queries: list[TextQuery] = []
+        self.cancels: list[tuple[int, str]] = []
+        self.connected = True
+
+    def models(self) -> Mapping[str, ModelInfo]:
+        return self._models if self.connected else {}
+
+    def has_engine(self) -> bool:
+        return self.connected
+
+    def capacity(self) -> int:
+        return self.hello.capacity if self.connected else 0
+
+    def submit(self, query: TextQuery, sink: StreamSink) -> _Run:
+        if not self.connected:
+            raise NeutrinoError(ErrorKind.NO_ENGINE, "no inference engine is connected")
+        self.queries.append(query)
+        rid = next(self._ids)
+        started = self.core.start(query)
+        if isinstance(started, EngineError):
+            err = classify_engine_error(started)
+            run = _Run(self, rid, _Failed(), sink)
+            asyncio.get_running_loop().call_soon(sink.on_error, err)
+            return run
+        run = _Run(self, rid, started, sink)
+        self.runs[rid] = run
+        run.handle = asyncio.get_running_loop().call_soon(run.step)
+        return run
+
+    def disconnect(self) -> None:
+        """Fail every request in flight, as a lost engine connection does."""
+        self.connected = False
+        runs, self.runs = self.runs, {}
+        for run in runs.values():
+            run.cancelled = True
+            run.sink.on_error(
+                NeutrinoError(ErrorKind.ENGINE_DISCONNECTED, "the engine connection was lost")
+            )
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        return [{"name": "in-process", "connected": self.connected, "inflight": len(self.runs)}]
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        self.disconnect()
+
+
+class _Failed:
+    def next(self) -> Any:  # pragma: no cover - never stepped
+        raise RuntimeError("failed run")
+
+    def cancel(self) -> TextResult:  # pragma: no cover
+        return TextResult([], FinishReason.CANCELLED)

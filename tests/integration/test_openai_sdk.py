@@ -1,0 +1,200 @@
+"""The official openai SDK against real Neutrino + mock_ie processes; schemas from OpenAI's spec."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+import openai
+import pytest
+
+from tests.support.openapi import validate
+from tests.support.procs import MockIE, NeutrinoProc
+
+MODEL = "qwen2.5-mock"
+MESSAGES: list[Any] = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "Tell me about the weather in Zürich ☀️"},
+]
+
+
+@pytest.fixture(scope="module")
+def client(stack: tuple[MockIE, NeutrinoProc]) -> openai.OpenAI:
+    return openai.OpenAI(base_url=stack[1].base_url + "/v1", api_key="x", max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def aclient(stack: tuple[MockIE, NeutrinoProc]) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=stack[1].base_url + "/v1", api_key="x", max_retries=0)
+
+
+def raw_post(server: NeutrinoProc, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    req = urllib.request.Request(server.base_url + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def sse_payloads(raw: bytes) -> list[str]:
+    out = []
+    for block in raw.decode().split("\n\n"):
+        for line in block.splitlines():
+            if line.startswith("data: "):
+                out.append(line[len("data: "):])
+    return out
+
+
+def test_sync_chat_non_stream(client: openai.OpenAI) -> None:
+    r = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=24, seed=3)
+    validate(r.model_dump(mode="json", exclude_unset=True), "CreateChatCompletionResponse")
+    choice = r.choices[0]
+    assert choice.message.role == "assistant" and choice.message.content
+    assert choice.finish_reason in {"stop", "length"}
+    assert r.usage is not None and r.usage.completion_tokens <= 24
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    extra = r.usage.model_extra or {}
+    for key in ("queue_time", "prompt_time", "completion_time", "total_time"):
+        assert isinstance(extra[key], float) and extra[key] >= 0
+    assert r.id.startswith("chatcmpl-")
+
+
+def test_sync_stream_equals_non_stream(client: openai.OpenAI) -> None:
+    whole = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=30, seed=9)
+    stream = client.chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=30, seed=9, stream=True,
+        stream_options={"include_usage": True},
+    )
+    parts, finish, usage = [], None, None
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for c in chunk.choices:
+            if c.delta.content:
+                parts.append(c.delta.content)
+            if c.finish_reason:
+                finish = c.finish_reason
+    assert "".join(parts) == whole.choices[0].message.content
+    assert finish == whole.choices[0].finish_reason
+    assert usage is not None and whole.usage is not None
+    assert usage.completion_tokens == whole.usage.completion_tokens
+    assert usage.prompt_tokens == whole.usage.prompt_tokens
+
+
+async def test_async_chat_stream_and_not(aclient: openai.AsyncOpenAI) -> None:
+    whole = await aclient.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=20,
+                                                  seed=4)
+    stream = await aclient.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=20,
+                                                   seed=4, stream=True)
+    text = ""
+    async for chunk in stream:
+        for c in chunk.choices:
+            text += c.delta.content or ""
+    assert text == whole.choices[0].message.content
+
+
+def test_completions_stream_and_not(client: openai.OpenAI) -> None:
+    r = client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=16, seed=2)
+    validate(r.model_dump(mode="json", exclude_unset=True), "CreateCompletionResponse")
+    assert r.choices[0].text and r.usage is not None
+    text = "".join(
+        c.choices[0].text
+        for c in client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=16,
+                                           seed=2, stream=True)
+        if c.choices
+    )
+    assert text == r.choices[0].text
+
+
+def test_raw_stream_chunks_validate(stack: tuple[MockIE, NeutrinoProc]) -> None:
+    server = stack[1]
+    for path, body, schema in [
+        ("/v1/chat/completions", {"model": MODEL, "messages": MESSAGES, "max_tokens": 12,
+                                  "stream": True, "stream_options": {"include_usage": True}},
+         "CreateChatCompletionStreamResponse"),
+        ("/v1/completions", {"model": MODEL, "prompt": "Hi", "max_tokens": 12, "stream": True},
+         "CreateCompletionStreamChunk"),
+    ]:
+        status, raw = raw_post(server, path, body)
+        assert status == 200
+        assert raw.startswith(b": ok\n\n")
+        payloads = sse_payloads(raw)
+        assert payloads[-1] == "[DONE]"
+        chunks = [json.loads(p) for p in payloads[:-1]]
+        assert chunks
+        for chunk in chunks:
+            if chunk.get("choices"):
+                validate(chunk, schema)
+            else:
+                assert chunk["usage"]["total_tokens"] > 0
+        finishes = [c["choices"][0]["finish_reason"] for c in chunks if c.get("choices")]
+        assert all(f is None for f in finishes[:-1]) and finishes[-1] in {"stop", "length"}
+
+
+def test_raw_non_stream_validates(stack: tuple[MockIE, NeutrinoProc]) -> None:
+    status, raw = raw_post(stack[1], "/v1/chat/completions",
+                           {"model": MODEL, "messages": MESSAGES, "max_tokens": 5})
+    assert status == 200
+    validate(json.loads(raw), "CreateChatCompletionResponse")
+
+
+def test_models(client: openai.OpenAI, stack: tuple[MockIE, NeutrinoProc]) -> None:
+    ids = [m.id for m in client.models.list()]
+    assert MODEL in ids
+    validate(stack[1].get_json("/v1/models"), "ListModelsResponse")
+    assert client.models.retrieve(MODEL).id == MODEL
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("no-such-model")
+
+
+def test_stop_strings_never_leak(client: openai.OpenAI) -> None:
+    base = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=40, seed=11)
+    full = base.choices[0].message.content or ""
+    words = full.split()
+    assert len(words) > 4
+    stop = words[3][:3] if len(words[3]) >= 3 else words[3]
+    cut = full[: full.find(stop)]
+    r = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=40, seed=11,
+                                       stop=[stop, "zzz-never"])
+    assert r.choices[0].message.content == cut
+    assert r.choices[0].finish_reason == "stop"
+    streamed = "".join(
+        c.choices[0].delta.content or ""
+        for c in client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=40,
+                                                seed=11, stop=stop, stream=True)
+        if c.choices
+    )
+    assert streamed == cut and stop not in streamed
+
+
+def test_seed_determinism_and_user(client: openai.OpenAI) -> None:
+    a = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=16, seed=5,
+                                       user="alice", temperature=0.7, top_p=0.9)
+    b = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=16, seed=5)
+    c = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=16, seed=6)
+    assert a.choices[0].message.content == b.choices[0].message.content
+    assert a.choices[0].message.content != c.choices[0].message.content
+
+
+def test_n_above_supported_is_a_clear_400(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, n=2)
+    assert info.value.body is not None
+    assert info.value.body.get("param") == "n"  # type: ignore[union-attr]
+
+
+def test_max_completion_tokens_is_honoured(client: openai.OpenAI) -> None:
+    r = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_completion_tokens=3,
+                                       seed=1)
+    assert r.usage is not None and r.usage.completion_tokens <= 3
+
+
+def test_llama_family_too(client: openai.OpenAI) -> None:
+    models = [m.id for m in client.models.list()]
+    if "llama3.2-mock" not in models:
+        pytest.skip("llama3 tokenizer package not installed")
+    r = client.chat.completions.create(model="llama3.2-mock", messages=MESSAGES, max_tokens=8)
+    assert r.choices[0].message.content

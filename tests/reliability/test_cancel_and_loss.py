@@ -1,0 +1,194 @@
+"""Cancellation, engine loss, timeouts and multiplexing, with real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import openai
+
+from tests.support.procs import MockIE, NeutrinoProc
+
+MODEL = "qwen2.5-mock"
+MSG = [{"role": "user", "content": "Tell me a long story"}]
+
+
+def body(**kw: Any) -> dict[str, Any]:
+    b: dict[str, Any] = {"model": MODEL, "messages": MSG, "max_tokens": 400}
+    b.update(kw)
+    return b
+
+
+def wait_for(pred: Callable[[], bool], timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return pred()
+
+
+def engine_config(mock: MockIE, extra: str = "", connections: int = 1) -> str:
+    return f"""
+[[engines]]
+socket = "{mock.socket}"
+connections = {connections}
+[engine_link]
+backoff_initial_s = 0.02
+backoff_max_s = 0.2
+{extra}
+"""
+
+
+async def read_events(resp: aiohttp.ClientResponse, n: int) -> list[str]:
+    got: list[str] = []
+    async for line in resp.content:
+        text = line.decode().strip()
+        if text.startswith("data: "):
+            got.append(text[6:])
+            if len(got) >= n:
+                break
+    return got
+
+
+async def test_client_disconnect_mid_stream_sends_one_cancel(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    mock = mock_factory("--itl-ms", "20", "--reply-tokens", "300")
+    server = neutrino_factory(config=engine_config(mock))
+    async with aiohttp.ClientSession() as s:
+        resp = await s.post(server.base_url + "/v1/chat/completions", json=body(stream=True))
+        assert resp.status == 200
+        assert len(await read_events(resp, 3)) == 3
+        resp.close()  # the client goes away mid-stream
+    cancels = mock.wait_event("cancel", 1)
+    time.sleep(0.3)  # would a second cancel arrive?
+    cancels = mock.events("cancel")
+    assert len(cancels) == 1
+    queries = mock.events("query")
+    assert len(queries) == 1 and cancels[0]["request_id"] == queries[0]["request_id"]
+    assert cancels[0]["reason"] == "client disconnected"
+    assert wait_for(lambda: server.history(1)[0]["state"] == "cancelled")
+    rec = server.history(1)[0]
+    assert [t[0] for t in rec["transitions"]][-1] == "cancelled"
+
+
+async def test_client_disconnect_non_stream_sends_one_cancel(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    mock = mock_factory("--itl-ms", "20", "--reply-tokens", "300")
+    server = neutrino_factory(config=engine_config(mock))
+    payload = json.dumps(body()).encode()
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload
+        )
+        assert mock.wait_event("query", 1)
+        time.sleep(0.1)
+    assert mock.wait_event("cancel", 1)
+    time.sleep(0.3)
+    assert len(mock.events("cancel")) == 1
+    assert wait_for(lambda: server.history(1)[0]["state"] == "cancelled")
+
+
+async def test_engine_killed_mid_stream_then_recovers(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    mock = mock_factory("--itl-ms", "20", "--reply-tokens", "300")
+    server = neutrino_factory(config=engine_config(mock, connections=2))
+    async with aiohttp.ClientSession() as s:
+        resp = await s.post(server.base_url + "/v1/chat/completions", json=body(stream=True))
+        await read_events(resp, 3)
+        mock.kill()
+        t0 = time.monotonic()
+        rest = await asyncio.wait_for(read_events(resp, 1000), 5)
+        elapsed = time.monotonic() - t0
+        assert rest[-1] == "[DONE]"
+        err = json.loads(rest[-2])["error"]
+        assert err["code"] == "engine_disconnected"
+        assert elapsed < 1.0, elapsed
+        # While the engine is gone: 503 with a clear error.
+        r = await s.post(server.base_url + "/v1/chat/completions", json=body(max_tokens=5))
+        assert r.status == 503
+        assert (await r.json())["error"]["code"] in {"no_engine"}
+        mock.start()  # the engine comes back on the same socket
+        assert await asyncio.to_thread(wait_for, lambda: server.status_code() == 200, 10)
+        r = await s.post(server.base_url + "/v1/chat/completions", json=body(max_tokens=5))
+        assert r.status == 200
+        assert (await r.json())["choices"][0]["message"]["content"]
+    assert wait_for(lambda: any(h["state"] == "failed" for h in server.history(10)))
+
+
+async def test_64_concurrent_streams_share_one_connection(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    mock = mock_factory("--itl-ms", "1", "--capacity", "128")
+    server = neutrino_factory(config=engine_config(mock, connections=1))
+    client = openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+
+    async def expected(seed: int) -> str:
+        r = await client.chat.completions.create(model=MODEL, messages=MSG, max_tokens=32,  # type: ignore[arg-type]
+                                                 seed=seed)
+        return r.choices[0].message.content or ""
+
+    async def streamed(seed: int) -> str:
+        text = ""
+        stream = await client.chat.completions.create(model=MODEL, messages=MSG, max_tokens=32,  # type: ignore[arg-type]
+                                                      seed=seed, stream=True)
+        async for chunk in stream:
+            for c in chunk.choices:
+                text += c.delta.content or ""
+        return text
+
+    seeds = list(range(1000, 1064))
+    want = [await expected(s) for s in seeds]
+    assert len(set(want)) > 32  # the seeds really give different texts
+    got = await asyncio.gather(*(streamed(s) for s in seeds))
+    assert got == want
+    conns = {e["conn"] for e in mock.events("query")}
+    assert len(conns) == 1
+    await client.close()
+
+
+async def test_timeout_gives_504_and_cancels(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc],
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "stall.json"
+    script.write_text(json.dumps({"rules": [{"match": "*", "fault": "stall", "fault_after": 2}]}))
+    mock = mock_factory("--script", str(script))
+    server = neutrino_factory(config=engine_config(mock, "[limits]\nrequest_timeout_s = 0.5"))
+    async with aiohttp.ClientSession() as s:
+        t0 = time.monotonic()
+        r = await s.post(server.base_url + "/v1/chat/completions", json=body(max_tokens=20))
+        assert r.status == 504
+        assert (await r.json())["error"]["code"] == "timeout"
+        assert 0.4 < time.monotonic() - t0 < 3
+        r = await s.post(server.base_url + "/v1/chat/completions",
+                         json=body(max_tokens=20, stream=True))
+        events = await read_events(r, 100)
+        assert json.loads(events[-2])["error"]["code"] == "timeout" and events[-1] == "[DONE]"
+    cancels = mock.wait_event("cancel", 2)
+    assert [c["reason"] for c in cancels] == ["timeout", "timeout"]
+
+
+async def test_sse_comment_at_once_and_keepalives(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    mock = mock_factory("--ttft-ms", "700", "--reply-tokens", "3")
+    server = neutrino_factory(config=engine_config(mock, "[http]\nsse_keepalive_s = 0.1"))
+    async with aiohttp.ClientSession() as s:
+        t0 = time.monotonic()
+        r = await s.post(server.base_url + "/v1/chat/completions", json=body(stream=True))
+        first = await r.content.readline()
+        assert first == b": ok\n" and time.monotonic() - t0 < 0.5
+        raw = await r.read()
+    assert raw.count(b": keepalive") >= 3
+    assert raw.rstrip().endswith(b"data: [DONE]")

@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neutrino.engine.codec import DecodeError, decode, decode_slow, encode
+from neutrino.engine.framing import FrameDecoder, FrameTooLarge
+from neutrino.engine.messages import (
+    Cancel,
+    EngineError,
+    ErrorCode,
+    FinishReason,
+    Hello,
+    HelloAck,
+    ModelInfo,
+    Ping,
+    Pong,
+    Sampling,
+    TextQuery,
+    TextResult,
+)
+from neutrino.engine.schema import MAX_FRAME_BYTES, SCHEMA_PATH
+
+u32 = st.integers(0, 2**32 - 1)
+f32 = st.sampled_from([0.0, -0.5, -1.25, -3.0, -10.5])
+
+
+@st.composite
+def results(draw: st.DrawFn) -> TextResult:
+    n = draw(st.integers(0, 6))
+    k = draw(st.integers(0, 3))
+    lp = draw(st.booleans())
+    return TextResult(
+        tokens=draw(st.lists(u32, min_size=n, max_size=n)),
+        finish_reason=draw(st.sampled_from(list(FinishReason))),
+        logprobs=draw(st.lists(f32, min_size=n, max_size=n)) if lp else (),
+        top_logprobs=k if lp and n else 0,
+        top_token_ids=draw(st.lists(u32, min_size=n * k, max_size=n * k)) if lp and n and k else (),
+        top_token_logprobs=draw(st.lists(f32, min_size=n * k, max_size=n * k))
+        if lp and n and k else (),
+        stop_token_id=draw(u32),
+        prompt_tokens=draw(u32),
+        cached_tokens=draw(u32),
+        completion_tokens=draw(u32),
+        queue_ns=draw(st.integers(0, 2**63)),
+        prefill_ns=draw(st.integers(0, 2**63)),
+        decode_ns=draw(st.integers(0, 2**63)),
+    )
+
+
+def _norm(msg: TextResult) -> tuple[object, ...]:
+    return tuple(list(v) if isinstance(v, list | tuple) else v
+                 for v in (getattr(msg, f) for f in msg.__slots__))
+
+
+@settings(max_examples=200, deadline=None)
+@given(results(), st.integers(0, 2**64 - 1))
+def test_fast_reader_equals_pycapnp(result: TextResult, rid: int) -> None:
+    frame = encode(rid, result)
+    fast_rid, fast = decode(frame)
+    slow_rid, slow = decode_slow(frame)
+    assert fast_rid == slow_rid == rid
+    assert isinstance(fast, TextResult) and isinstance(slow, TextResult)
+    assert _norm(fast) == _norm(slow) == _norm(result)
+
+
+OTHER = [
+    TextQuery("m", [1, 2, 3], Sampling(max_tokens=7, seed=5, stop_token_ids=[9], top_k=3)),
+    Cancel("client disconnected"),
+    EngineError(ErrorCode.OVERLOADED, "busy"),
+    Ping(7),
+    Pong(8),
+    Hello("neutrino/0.1.0", 1),
+    HelloAck("mock", 1, [ModelInfo("a", 4096, 0), ModelInfo("b", 8192, 512)], 64),
+]
+
+
+@pytest.mark.parametrize("msg", OTHER, ids=lambda m: type(m).__name__)
+def test_round_trip_every_message(msg: object) -> None:
+    assert decode(encode(3, msg)) == (3, msg)  # type: ignore[arg-type]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(results(), min_size=1, max_size=8), st.data())
+def test_decoder_splits_any_chunking(msgs: list[TextResult], data: st.DataObject) -> None:
+    blob = b"".join(encode(i, m) for i, m in enumerate(msgs))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(blob)), max_size=10)))
+    dec = FrameDecoder()
+    frames: list[bytes] = []
+    prev = 0
+    for c in [*cuts, len(blob)]:
+        frames += dec.feed(blob[prev:c])
+        prev = c
+    assert [decode(f)[0] for f in frames] == list(range(len(msgs)))
+    assert dec.buffered == 0
+
+
+def test_oversized_frame_is_refused_from_its_header() -> None:
+    dec = FrameDecoder()
+    words = MAX_FRAME_BYTES // 8 + 1
+    header = (0).to_bytes(4, "little") + words.to_bytes(4, "little")
+    with pytest.raises(FrameTooLarge):
+        dec.feed(header)  # refused before any body byte arrives
+
+
+def test_garbage_is_a_decode_error() -> None:
+    with pytest.raises(DecodeError):
+        decode(b"\x00\x00\x00\x00\x01\x00\x00\x00" + b"\xff" * 8)
+
+
+def test_capnp_tool_decodes_our_frame() -> None:
+    frame = encode(42, TextQuery("qwen2.5-mock", [1, 2, 3], Sampling(max_tokens=16, seed=7)))
+    out = subprocess.run(
+        ["capnp", "decode", "--short", str(SCHEMA_PATH), "Envelope"],
+        input=frame, capture_output=True, check=True, timeout=30,
+    ).stdout.decode()
+    assert "requestId = 42" in out
+    assert 'model = "qwen2.5-mock"' in out
+    assert "maxTokens = 16" in out and "seed = 7" in out and "hasSeed = true" in out
+    frame = encode(5, TextResult(tokens=[1], finish_reason=FinishReason.LENGTH))
+    out = subprocess.run(
+        ["capnp", "decode", "--short", str(SCHEMA_PATH), "Envelope"],
+        input=frame, capture_output=True, check=True, timeout=30,
+    ).stdout.decode()
+    assert "finishReason = length" in out and "requestId = 5" in out

@@ -1,0 +1,131 @@
+"""The pipeline against the in-process engine seam (mock_ie's core, no sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from mocks.mock_ie.core import MockEngine, MockModel
+from mocks.mock_ie.script import Script
+from neutrino.config import Config, LimitsConfig
+from neutrino.engine.inprocess import InProcessEngineClient
+from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.history import History
+from neutrino.pipeline.models import ModelTexts
+from neutrino.pipeline.orchestrator import Orchestrator
+from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.state import State
+
+MODEL = "qwen2.5-mock"
+
+
+def make(
+    script: Script | None = None, **limits: object
+) -> tuple[Orchestrator, InProcessEngineClient]:
+    core = MockEngine([MockModel(MODEL, "qwen2", 4096)], capacity=4, script=script)
+    engine = InProcessEngineClient(core)
+    cfg = Config(limits=LimitsConfig(**limits))  # type: ignore[arg-type]
+    texts = ModelTexts(cfg.model)
+    return Orchestrator(cfg, engine, texts, History(100)), engine
+
+
+def chat(text: str, **kw: object) -> GenerateRequest:
+    return GenerateRequest(request_id="chatcmpl-t", model=MODEL, kind="chat",
+                           messages=[{"role": "user", "content": text}], **kw)  # type: ignore[arg-type]
+
+
+async def test_complete_generation_and_history() -> None:
+    orch, engine = make()
+    gen = await orch.start(chat("hello", max_tokens=12, seed=1))
+    text, outcome = await gen.collect()
+    assert text and outcome.finish_reason in {"stop", "length"}
+    assert outcome.completion_tokens <= 12
+    assert gen.lifecycle.state is State.COMPLETE
+    rec = orch.history.latest(1)[0]
+    assert rec["state"] == "complete" and rec["finish_reason"] == outcome.finish_reason
+    assert orch.inflight == 0 and not engine.cancels
+
+
+async def test_scripted_text_and_stop_string_cancels_engine_once() -> None:
+    script = Script.from_rules([{"match": "*", "reply": "alpha beta STOP gamma delta epsilon"}])
+    orch, engine = make(script)
+    gen = await orch.start(chat("x", max_tokens=50, stop=["STOP"]))
+    text, outcome = await gen.collect()
+    assert text == "alpha beta "
+    assert outcome.finish_reason == "stop" and outcome.stop_reason == "STOP"
+    # The engine was still generating: exactly one cancel frame.
+    assert len(engine.cancels) <= 1
+    assert not engine.runs
+
+
+async def test_client_close_sends_exactly_one_cancel() -> None:
+    script = Script.from_rules([{"match": "*", "fault": "stall", "fault_after": 2,
+                                 "reply": "one two three four five six"}])
+    orch, engine = make(script)
+    gen = await orch.start(chat("x", max_tokens=50))
+    await gen.wait(1.0)
+    gen.close()
+    gen.close()
+    assert len(engine.cancels) == 1
+    assert gen.lifecycle.state is State.CANCELLED
+    assert orch.history.latest(1)[0]["state"] == "cancelled"
+
+
+async def test_engine_disconnect_fails_request() -> None:
+    script = Script.from_rules([{"match": "*", "fault": "stall", "fault_after": 1,
+                                 "reply": "one two three"}])
+    orch, engine = make(script)
+    gen = await orch.start(chat("x", max_tokens=20))
+    engine.disconnect()
+    with pytest.raises(NeutrinoError) as info:
+        await asyncio.wait_for(gen.collect(), 1)
+    assert info.value.kind is ErrorKind.ENGINE_DISCONNECTED
+    assert gen.lifecycle.state is State.FAILED
+
+
+async def test_timeout_cancels_and_fails() -> None:
+    script = Script.from_rules([{"match": "*", "fault": "stall", "fault_after": 0,
+                                 "reply": "never"}])
+    orch, engine = make(script)
+    req = chat("x", max_tokens=5)
+    req.timeout_s = 0.05
+    gen = await orch.start(req)
+    with pytest.raises(NeutrinoError) as info:
+        await gen.collect()
+    assert info.value.kind is ErrorKind.TIMEOUT
+    assert len(engine.cancels) == 1 and engine.cancels[0][1] == "timeout"
+
+
+async def test_validation_errors_never_reach_the_engine() -> None:
+    orch, engine = make()
+    cases = [
+        (chat("x", max_tokens=5000), ErrorKind.CONTEXT_LENGTH, "max_tokens"),
+        (chat("word " * 5000), ErrorKind.CONTEXT_LENGTH, "messages"),
+        (GenerateRequest("c", "nope", "chat", messages=[{"role": "user", "content": "x"}]),
+         ErrorKind.MODEL_NOT_FOUND, "model"),
+    ]
+    for req, kind, param in cases:
+        with pytest.raises(NeutrinoError) as info:
+            await orch.start(req)
+        assert info.value.kind is kind and info.value.param == param
+    assert not engine.queries
+    assert all(r["state"] == "failed" for r in orch.history.latest(10))
+
+
+async def test_queue_full_and_fifo_admission() -> None:
+    script = Script.from_rules([{"match": "*", "fault": "stall", "fault_after": 0,
+                                 "reply": "never"}])
+    orch, _ = make(script, max_inflight=1, max_queue=1)
+    first = await orch.start(chat("a", max_tokens=5))
+    queued = asyncio.ensure_future(orch.start(chat("b", max_tokens=5)))
+    await asyncio.sleep(0.01)
+    assert orch.admission.queued == 1
+    with pytest.raises(NeutrinoError) as info:
+        await orch.start(chat("c", max_tokens=5))
+    assert info.value.kind is ErrorKind.QUEUE_FULL
+    first.close()
+    second = await asyncio.wait_for(queued, 1)
+    assert second.lifecycle.state is State.PROCESSING
+    second.close()
+    assert orch.inflight == 0
