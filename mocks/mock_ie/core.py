@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 
 from mocks.mock_ie import corpus
 from mocks.mock_ie.script import Rule, Script
-from neutrino.engine.codec import pack_u32
+from neutrino.engine.arrays import pack_u32
 from neutrino.engine.messages import (
     EngineError,
     ErrorCode,

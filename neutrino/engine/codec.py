@@ -10,11 +10,12 @@ segments, far pointers, other message kinds) is decoded by pycapnp.
 from __future__ import annotations
 
 import struct
-import sys
 from array import array
-from collections.abc import Sequence
 from typing import Any
 
+from neutrino.engine.arrays import LITTLE as _LITTLE
+from neutrino.engine.arrays import pack_f32, pack_u32, unpack_f32, unpack_u32
+from neutrino.engine.builder import encode_text_query
 from neutrino.engine.messages import (
     Cancel,
     EngineError,
@@ -37,38 +38,7 @@ class DecodeError(ValueError):
     """A frame that is not a valid engine protocol envelope."""
 
 
-_LITTLE = sys.byteorder == "little"
 _TRAVERSAL_LIMIT_WORDS = 16 * 1024 * 1024  # 128 MiB, above the 101 MB frame limit
-
-
-def pack_u32(values: Sequence[int]) -> bytes:
-    a = array("I", values)
-    if not _LITTLE:
-        a.byteswap()
-    return a.tobytes()
-
-
-def unpack_u32(data: bytes | memoryview) -> list[int]:
-    a = array("I")
-    a.frombytes(data)
-    if not _LITTLE:
-        a.byteswap()
-    return a.tolist()
-
-
-def pack_f32(values: Sequence[float]) -> bytes:
-    a = array("f", values)
-    if not _LITTLE:
-        a.byteswap()
-    return a.tobytes()
-
-
-def unpack_f32(data: bytes | memoryview) -> list[float]:
-    a = array("f")
-    a.frombytes(data)
-    if not _LITTLE:
-        a.byteswap()
-    return a.tolist()
 
 
 # --------------------------------------------------------------------------- encode
@@ -100,6 +70,8 @@ def _fill_sampling(b: Any, s: Sampling) -> None:
 
 def encode(request_id: int, msg: Message) -> bytes:
     """One frame (standard stream framing) carrying ``msg`` for ``request_id``."""
+    if type(msg) is TextQuery:
+        return encode_text_query(request_id, msg)
     env = _new(request_id)
     body = env.body
     if isinstance(msg, TextResult):
@@ -458,39 +430,61 @@ _CANON_N_TR = len(_TR_ORDER)
 assert _ENV_LAYOUT.size == 8 * _ENV_WORDS
 
 
+# Absolute indices into the _CANON unpack.
+_I_ROOT = 1
+_I_VER = 2 + _V_IX
+_I_DISC = 2 + _D_IX
+_I_REQ = 2 + _R_IX
+_I_BODY = 2 + _CANON_N_ENV
+_I_FIN = 3 + _CANON_N_ENV + _FIN_IX
+_I_STOP = 3 + _CANON_N_ENV + _STOP_IX
+_I_PROMPT = 3 + _CANON_N_ENV + _PR_IX
+_I_CACHED = 3 + _CANON_N_ENV + _CA_IX
+_I_COMPLETION = 3 + _CANON_N_ENV + _CO_IX
+_CANON_TOKENS_AT = _CANON_TR_PTRS + 8 * _TR_TOKENS + 8  # list offsets count from here
+_U32 = struct.Struct("<I")
+
+
 def _decode_canonical(frame: bytes) -> tuple[int, TextResult] | None:
-    if len(frame) < _CANON.size:
+    """Decode a textResult frame laid out exactly as our builder lays it out, else None."""
+    n = len(frame)
+    if n < _CANON.size:
         return None
     u = _CANON.unpack_from(frame)
-    if u[1] != _CANON_ROOT:
-        return None
-    e = u[2 : 2 + _CANON_N_ENV]
-    if e[_D_IX] != _TEXT_RESULT or e[_V_IX] != PROTOCOL_VERSION:
-        return None
-    if u[2 + _CANON_N_ENV] != _CANON_BODY or 8 * u[0] + 8 != len(frame):
-        return None
-    base = 3 + _CANON_N_ENV
-    f = u[base : base + _CANON_N_TR]
+    if (
+        u[_I_ROOT] != _CANON_ROOT
+        or u[_I_DISC] != _TEXT_RESULT
+        or u[_I_VER] != PROTOCOL_VERSION
+        or u[_I_BODY] != _CANON_BODY
+        or 8 * u[0] + 8 != n
+        or u[_TR_OTHERS] != _CANON_NO_OTHERS
+    ):
+        return None  # another layout, or logprobs/timings present: the general reader
     w = u[_CANON_PTR0]
-    if u[_TR_OTHERS] != _CANON_NO_OTHERS:
-        return None  # logprobs or timings present: the general reader handles them
-    tokens = array("I")
     if w:
-        if w & 3 != 1 or (w >> 32) & 7 != 2 or w & 0x80000000:
+        if w & 0x8000_0007_0000_0003 != 0x0000_0002_0000_0001:  # byte list, forward offset
             return None
-        start = _CANON_TR_PTRS + 8 * _TR_TOKENS + 8 + 8 * ((w >> 2) & 0x3FFFFFFF)
-        end = start + (w >> 35)
-        if end > len(frame):
+        start = _CANON_TOKENS_AT + 8 * ((w >> 2) & 0x3FFFFFFF)
+        count = w >> 35
+        if start + count > n:
             raise DecodeError("list pointer out of bounds")
-        tokens.frombytes(frame[start:end])
-        if not _LITTLE:
-            tokens.byteswap()
-    result = TextResult(tokens.tolist(), _FINISH.get(f[_FIN_IX], FinishReason.NONE))
-    result.stop_token_id = f[_STOP_IX]
-    result.prompt_tokens = f[_PR_IX]
-    result.cached_tokens = f[_CA_IX]
-    result.completion_tokens = f[_CO_IX]
-    return e[_R_IX], result
+        if count == 4:
+            tokens = [_U32.unpack_from(frame, start)[0]]
+        else:
+            arr = array("I")
+            arr.frombytes(frame[start : start + count])
+            if not _LITTLE:
+                arr.byteswap()
+            tokens = arr.tolist()
+    else:
+        tokens = []
+    fin = u[_I_FIN]
+    result = TextResult(tokens, _FINISH.get(fin, FinishReason.NONE) if fin else FinishReason.NONE)
+    result.stop_token_id = u[_I_STOP]
+    result.prompt_tokens = u[_I_PROMPT]
+    result.cached_tokens = u[_I_CACHED]
+    result.completion_tokens = u[_I_COMPLETION]
+    return u[_I_REQ], result
 
 
 def decode(frame: bytes) -> tuple[int, Message]:

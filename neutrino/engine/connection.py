@@ -82,6 +82,7 @@ class EngineConnection(asyncio.Protocol):
         self._last_pong = 0.0
         self.hello: HelloAck | None = None
         self.cancels_sent = 0
+        self._out: list[bytes] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -185,8 +186,20 @@ class EngineConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ I/O
 
     def _send(self, rid: int, msg: TextQuery | Cancel | Hello | Ping) -> None:
-        if self._transport is not None:
-            self._transport.write(encode(rid, msg))
+        """Queue a frame; frames queued in one loop iteration leave in one write."""
+        if self._transport is None:
+            return
+        out = self._out
+        if out is None:
+            self._out = [encode(rid, msg)]
+            asyncio.get_running_loop().call_soon(self._flush)
+        else:
+            out.append(encode(rid, msg))
+
+    def _flush(self) -> None:
+        out, self._out = self._out, None
+        if out and self._transport is not None:
+            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     def pause_writing(self) -> None:
         self._write_paused = True

@@ -13,6 +13,7 @@ import struct
 from neutrino.engine.schema import MAX_FRAME_BYTES
 
 _U32 = struct.Struct("<I")
+_HEAD = struct.Struct("<II")
 _MAX_SEGMENTS = 512
 
 
@@ -72,10 +73,16 @@ class FrameDecoder:
         pos = 0
         end = len(data)
         limit = self.max_frame_bytes
-        while pos < end:
-            size = frame_size(data, pos)
-            if size is None:
-                break
+        head = _HEAD
+        while pos + 8 <= end:
+            extra, words = head.unpack_from(data, pos)
+            if extra == 0:  # one segment, the common case
+                size = 8 + 8 * words
+            else:
+                got = frame_size(data, pos)
+                if got is None:
+                    break
+                size = got
             if size > limit:
                 raise FrameTooLarge(f"frame of {size} bytes exceeds the {limit} byte limit")
             if end - pos < size:

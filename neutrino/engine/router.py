@@ -35,6 +35,8 @@ class EngineRouter:
         self._models: dict[str, ModelInfo] = {}
         self._by_model: dict[str, list[EnginePool]] = {}
         self._known: set[str] = set()
+        self._connected = False
+        self._capacity = 0
         self.listeners: list[Callable[[], None]] = []
 
     def _refresh(self) -> None:
@@ -48,6 +50,10 @@ class EngineRouter:
                 by_model.setdefault(m.name, []).append(pool)
         self._models = models
         self._by_model = by_model
+        self._connected = any(p.connected for p in self.pools)
+        self._capacity = sum(
+            p.hello.capacity for p in self.pools if p.connected and p.hello is not None
+        )
         self._known |= models.keys()
         for listener in self.listeners:
             listener()
@@ -70,10 +76,10 @@ class EngineRouter:
         return self._models
 
     def has_engine(self) -> bool:
-        return any(p.connected for p in self.pools)
+        return self._connected
 
     def capacity(self) -> int:
-        return sum(p.hello.capacity for p in self.pools if p.connected and p.hello is not None)
+        return self._capacity
 
     def submit(self, query: TextQuery, sink: StreamSink) -> _Submission:
         pools = self._by_model.get(query.model)

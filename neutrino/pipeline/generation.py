@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from neutrino.engine.client import Submission
 from neutrino.engine.messages import FinishReason, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.history import HistoryEntry
 from neutrino.pipeline.state import Lifecycle, State
 from neutrino.text.detokenizer import Detokenizer
 from neutrino.text.stop import StopMatcher
@@ -119,6 +119,12 @@ class Generation:
         self._timer: asyncio.TimerHandle | None = None
         self._cached = 0
         self.engine_cancels = 0
+        # Non-streaming consumers only need waking at the end.
+        self.wake_on_text = True
+        self._keepalive: asyncio.TimerHandle | None = None
+        self._keepalive_s = 0.0
+        self._quiet = False
+        self.keepalive_due = False
 
     # ---------------------------------------------------------------- setup
 
@@ -139,6 +145,7 @@ class Generation:
         text = s.feed(result)
         if text:
             self._pending.append(text)
+            self._quiet = False
         self._pending_tokens += len(result.tokens)
         if result.finish_reason is not FinishReason.NONE:
             self._cached = result.cached_tokens
@@ -166,7 +173,9 @@ class Generation:
                 stop_reason=s.stop_reason,
             )
             self._ended()
-        self._wake()
+            self._wake()
+        elif self.wake_on_text:
+            self._wake()
 
     def on_error(self, error: NeutrinoError) -> None:
         if self.lifecycle.terminal:
@@ -177,24 +186,38 @@ class Generation:
 
     # ---------------------------------------------------------------- consumer side
 
-    async def wait(self, timeout: float | None = None) -> bool:
-        """Wait until there is text, an outcome or an error; False on timeout."""
+    def start_keepalive(self, interval: float) -> None:
+        """Set ``keepalive_due`` (and wake the consumer) after each quiet ``interval``.
+
+        One timer per interval per stream, instead of a timeout around every wait.
+        """
+        if interval > 0 and not self.lifecycle.terminal:
+            self._keepalive_s = interval
+            self._quiet = True
+            self._keepalive = asyncio.get_running_loop().call_later(interval, self._tick)
+
+    def _tick(self) -> None:
+        self._keepalive = None
+        if self.lifecycle.terminal:
+            return
+        if self._quiet:
+            self.keepalive_due = True
+            self._wake()
+        self._quiet = True
+        self._keepalive = asyncio.get_running_loop().call_later(self._keepalive_s, self._tick)
+
+    async def wait(self) -> None:
+        """Wait until there is text, an outcome, an error or a keepalive due."""
         if self._pending or self._outcome is not None or self._error is not None:
-            return True
+            return
+        if self.keepalive_due:
+            return
         fut = asyncio.get_running_loop().create_future()
         self._waiter = fut
         try:
-            if timeout is None:
-                await fut
-            else:
-                try:
-                    async with asyncio.timeout(timeout):
-                        await fut
-                except TimeoutError:
-                    return False
+            await fut
         finally:
             self._waiter = None
-        return True
 
     def take(self) -> tuple[str, int]:
         """Drain pending text and the number of tokens it came from."""
@@ -217,6 +240,7 @@ class Generation:
 
     async def collect(self) -> tuple[str, Outcome]:
         """Run to the end (non-streaming); raises the request's error."""
+        self.wake_on_text = False
         parts: list[str] = []
         while True:
             await self.wait()
@@ -261,6 +285,9 @@ class Generation:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            self._keepalive = None
         if self._submission is not None:
             self._submission.forget()
         self._on_done(self)
@@ -270,19 +297,15 @@ class Generation:
         if w is not None and not w.done():
             w.set_result(None)
 
-    def record(self) -> dict[str, Any]:
-        """History entry of this request (call once terminal)."""
+    def history_entry(self) -> HistoryEntry:
+        """This request's history entry (call once terminal)."""
         out = self._outcome
-        err = self._error
-        return {
-            "id": self.request_id,
-            "model": self.model,
-            "state": self.lifecycle.state.value,
-            "created": self.lifecycle.created_wall,
-            "transitions": self.lifecycle.transitions(),
-            "timings": self.lifecycle.timings(),
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": out.completion_tokens if out else self._stream.completion_tokens,
-            "finish_reason": out.finish_reason if out else None,
-            "error": {"kind": err.kind.spec.label, "message": err.message} if err else None,
-        }
+        return HistoryEntry(
+            self.request_id,
+            self.model,
+            self.lifecycle,
+            self.prompt_tokens,
+            out.completion_tokens if out else self._stream.completion_tokens,
+            out.finish_reason if out else None,
+            self._error,
+        )

@@ -6,7 +6,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from neutrino.config import Config
 from neutrino.engine.client import EngineClient
@@ -14,7 +13,7 @@ from neutrino.engine.messages import ModelInfo, Sampling, TextQuery
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.admission import Admission
 from neutrino.pipeline.generation import Generation, TextStream
-from neutrino.pipeline.history import History
+from neutrino.pipeline.history import History, HistoryEntry
 from neutrino.pipeline.models import ModelText, ModelTexts
 from neutrino.pipeline.request import GenerateRequest
 from neutrino.pipeline.state import Lifecycle, State
@@ -227,7 +226,7 @@ class Orchestrator:
     def _done(self, gen: Generation) -> None:
         self.admission.release()
         self._count(gen.lifecycle.state)
-        self.history.add(gen.record())
+        self.history.add(gen.history_entry())
 
     def _fail_early(
         self,
@@ -240,16 +239,4 @@ class Orchestrator:
             return
         lifecycle.advance(state)
         self._count(state)
-        record: dict[str, Any] = {
-            "id": req.request_id,
-            "model": req.model,
-            "state": state.value,
-            "created": lifecycle.created_wall,
-            "transitions": lifecycle.transitions(),
-            "timings": lifecycle.timings(),
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "finish_reason": None,
-            "error": {"kind": err.kind.spec.label, "message": err.message} if err else None,
-        }
-        self.history.add(record)
+        self.history.add(HistoryEntry(req.request_id, req.model, lifecycle, error=err))

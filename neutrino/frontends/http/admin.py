@@ -10,7 +10,8 @@ from aiohttp import web
 
 from neutrino import __version__
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
-from neutrino.frontends.http.openai import error_response, json_response
+from neutrino.frontends.http.guard import error_response, guarded
+from neutrino.frontends.http.openai import json_response
 from neutrino.pipeline.orchestrator import Orchestrator
 
 _KNOWN_PATHS = frozenset(
@@ -36,13 +37,13 @@ class AdminRoutes:
 
     def register(self, app: web.Application) -> None:
         r = app.router
-        r.add_get("/v1/models", self.models)
-        r.add_get("/v1/models/{model:.+}", self.model)
-        r.add_get("/neutrino/v1/status", self.status)
-        r.add_get("/health", self.status)
-        r.add_get("/neutrino/v1/app_state", self.app_state)
-        r.add_get("/neutrino/v1/history", self.history)
-        r.add_route("*", "/{tail:.*}", self.not_found)
+        r.add_get("/v1/models", guarded(self.models))
+        r.add_get("/v1/models/{model:.+}", guarded(self.model))
+        r.add_get("/neutrino/v1/status", guarded(self.status))
+        r.add_get("/health", guarded(self.status))
+        r.add_get("/neutrino/v1/app_state", guarded(self.app_state))
+        r.add_get("/neutrino/v1/history", guarded(self.history))
+        r.add_route("*", "/{tail:.*}", guarded(self.not_found))
 
     def _model_card(self, name: str, ctx: int) -> dict[str, Any]:
         return {

@@ -12,6 +12,7 @@ from aiohttp import web
 
 from neutrino.config import Config
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.frontends.http.guard import error_response, guarded
 from neutrino.frontends.http.parse import parse_chat, parse_completion
 from neutrino.frontends.http.render import (
     SSE_DONE,
@@ -43,10 +44,6 @@ def json_response(payload: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(payload), status=status, content_type=_JSON)
 
 
-def error_response(err: NeutrinoError) -> web.Response:
-    return json_response(err.openai_body(), err.http_status)
-
-
 async def read_json(request: web.Request, max_bytes: int) -> Any:
     length = request.content_length
     if length is not None and length > max_bytes:
@@ -74,8 +71,8 @@ class OpenAIRoutes:
         self._keepalive = cfg.http.sse_keepalive_s
 
     def register(self, app: web.Application) -> None:
-        app.router.add_post("/v1/chat/completions", self.chat)
-        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/chat/completions", guarded(self.chat))
+        app.router.add_post("/v1/completions", guarded(self.completions))
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         return await self._handle(request, parse_chat, chat_response)
@@ -140,13 +137,15 @@ class OpenAIRoutes:
         first = enc.first()
         if first:
             await resp.write(first)
-        keepalive = self._keepalive
+        gen.start_keepalive(self._keepalive)
         while True:
-            if not await gen.wait(keepalive):
-                await resp.write(SSE_KEEPALIVE)
-                continue
+            await gen.wait()
             text, _ = gen.take()
             out = enc.text(text) if text else b""
+            if gen.keepalive_due:
+                gen.keepalive_due = False
+                if not out:
+                    out = SSE_KEEPALIVE
             err = gen.error
             if err is not None:
                 await resp.write(out + sse_error(err) + SSE_DONE)

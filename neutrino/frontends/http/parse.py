@@ -8,6 +8,7 @@ wrong type or value are refused. The vLLM-style extras (``top_k``, ``min_p``,
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from collections.abc import Mapping
 from typing import Any
@@ -20,8 +21,13 @@ _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "functio
 _MAX_INT = (1 << 31) - 1
 
 
+# Request ids: a random per-process prefix and a counter (unique, and cheap to make).
+_PROCESS_TAG = secrets.token_hex(8)
+_COUNTER = itertools.count(1)
+
+
 def new_id(prefix: str) -> str:
-    return f"{prefix}-{secrets.token_hex(12)}"
+    return f"{prefix}-{_PROCESS_TAG}{next(_COUNTER):08x}"
 
 
 def _unsupported(message: str, param: str) -> NeutrinoError:

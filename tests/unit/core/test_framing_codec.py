@@ -126,3 +126,39 @@ def test_capnp_tool_decodes_our_frame() -> None:
         input=frame, capture_output=True, check=True, timeout=30,
     ).stdout.decode()
     assert "finishReason = length" in out and "requestId = 5" in out
+
+
+f32_exact = st.sampled_from([0.0, 0.5, 1.0, 0.25, 1.5, 2.0, -2.0, -0.75])
+
+
+@st.composite
+def queries(draw: st.DrawFn) -> TextQuery:
+    return TextQuery(
+        model=draw(st.text(max_size=40)),
+        prompt_tokens=draw(st.lists(u32, max_size=50)),
+        sampling=Sampling(
+            max_tokens=draw(u32),
+            temperature=draw(f32_exact),
+            top_p=draw(f32_exact),
+            top_k=draw(st.integers(-1, 1000)),
+            min_p=draw(f32_exact),
+            seed=draw(st.none() | st.integers(0, 2**64 - 1)),
+            stop_token_ids=draw(st.lists(u32, max_size=5)),
+            logprobs=draw(st.booleans()),
+            top_logprobs=draw(st.integers(0, 20)),
+            presence_penalty=draw(f32_exact),
+            frequency_penalty=draw(f32_exact),
+            repetition_penalty=draw(f32_exact),
+            ignore_eos=draw(st.booleans()),
+            min_tokens=draw(u32),
+        ),
+        deadline_ms=draw(u32),
+        traceparent=draw(st.text(max_size=60)),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(queries(), st.integers(0, 2**64 - 1))
+def test_query_writer_is_read_back_by_pycapnp(q: TextQuery, rid: int) -> None:
+    """Our hand-laid textQuery frames mean exactly what pycapnp reads."""
+    assert decode_slow(encode(rid, q)) == (rid, q)

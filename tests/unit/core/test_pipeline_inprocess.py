@@ -64,7 +64,7 @@ async def test_client_close_sends_exactly_one_cancel() -> None:
                                  "reply": "one two three four five six"}])
     orch, engine = make(script)
     gen = await orch.start(chat("x", max_tokens=50))
-    await gen.wait(1.0)
+    await asyncio.wait_for(gen.wait(), 1.0)
     gen.close()
     gen.close()
     assert len(engine.cancels) == 1

@@ -1,0 +1,209 @@
+"""`make bench`: Neutrino + mock_ie (zero engine delay) against a bare-aiohttp baseline.
+
+Everything is measured in this one run: the same load generator drives the
+baseline server and Neutrino, and the report prints Neutrino's figures next to the
+baseline's and their ratio. CPU cost is the server process's CPU time (user +
+system, from /proc) over a load phase divided by requests or tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from bench.load import Result, run
+
+REPO = Path(__file__).resolve().parents[1]
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_http(url: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(url)
+
+
+class Server:
+    def __init__(self, name: str, argv: list[str], ready_url: str | None, port: int) -> None:
+        self.name = name
+        self.port = port
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        if ready_url:
+            wait_http(ready_url)
+        else:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1/chat/completions"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+async def phase(server: Server, body: dict[str, Any], concurrency: int, requests: int,
+                stream: bool) -> tuple[Result, float]:
+    await run(server.url, body, concurrency=concurrency, requests=max(20, requests // 10),
+              stream=stream)  # warm-up
+    c0 = cpu_seconds(server.proc.pid)
+    res = await run(server.url, body, concurrency=concurrency, requests=requests, stream=stream)
+    return res, cpu_seconds(server.proc.pid) - c0
+
+
+def fmt(v: float, unit: str = "") -> str:
+    return f"{v:,.1f}{unit}" if v == v else "n/a"
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="neutrino-bench-"))
+    sock = str(work / "mock.sock")
+    mock = subprocess.Popen(
+        [sys.executable, "-m", "mocks.mock_ie", "--socket", sock, "--capacity", "4096",
+         "--log-level", "warning"],
+        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), stderr=subprocess.DEVNULL,
+    )
+    while not os.path.exists(sock):
+        time.sleep(0.02)
+    nport, bport = free_port(), free_port()
+    neutrino = Server(
+        "neutrino",
+        [sys.executable, "-m", "neutrino", "--engine", sock, "--http-address",
+         f"127.0.0.1:{nport}", "--log-level", "warning"],
+        f"http://127.0.0.1:{nport}/neutrino/v1/status", nport,
+    )
+    baseline = Server("baseline", [sys.executable, "-m", "bench.baseline", str(bport)], None,
+                      bport)
+    messages = [{"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": "Write a short note about the weather today."}]
+    report: dict[str, Any] = {"non_stream": [], "stream": {}}
+    try:
+        for conc in (1, 16, 64):
+            body = {"model": "qwen2.5-mock", "messages": messages, "max_tokens": args.tokens,
+                    "ignore_eos": True}
+            row: dict[str, Any] = {"concurrency": conc}
+            n = args.requests if conc > 1 else args.requests // 2
+            for srv in (baseline, neutrino):
+                res, cpu = await phase(srv, body, conc, n, stream=False)
+                row[srv.name] = {
+                    "req_s": res.requests / res.wall_s,
+                    "p50_ms": 1000 * res.pct(res.latencies, 50),
+                    "p99_ms": 1000 * res.pct(res.latencies, 99),
+                    "cpu_us_per_req": 1e6 * cpu / max(1, res.requests),
+                    "errors": res.errors,
+                }
+            report["non_stream"].append(row)
+        body = {"model": "qwen2.5-mock", "messages": messages, "max_tokens": args.stream_tokens,
+                "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+        for srv in (baseline, neutrino):
+            res, cpu = await phase(srv, body, args.stream_concurrency, args.stream_requests,
+                                   stream=True)
+            report["stream"][srv.name] = {
+                "tokens_s": res.tokens / res.wall_s,
+                "ttft_p50_ms": 1000 * res.pct(res.ttfts, 50),
+                "ttft_p99_ms": 1000 * res.pct(res.ttfts, 99),
+                "cpu_us_per_token": 1e6 * cpu / max(1, res.tokens),
+                "tokens": res.tokens,
+                "errors": res.errors,
+            }
+    finally:
+        neutrino.stop()
+        baseline.stop()
+        mock.terminate()
+        mock.wait(10)
+    return report
+
+
+def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
+    print(f"\nNeutrino benchmark (mock_ie, zero engine delay; {os.cpu_count()} CPUs)")
+    print(f"non-streaming chat, max_tokens={args.tokens}:")
+    print(f"{'conc':>5} {'server':>9} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'CPU us/req':>11}")
+    for row in r["non_stream"]:
+        for name in ("baseline", "neutrino"):
+            m = row[name]
+            print(f"{row['concurrency']:>5} {name:>9} {fmt(m['req_s']):>9} {fmt(m['p50_ms']):>8} "
+                  f"{fmt(m['p99_ms']):>8} {fmt(m['cpu_us_per_req']):>11}")
+        ratio = row["neutrino"]["cpu_us_per_req"] / row["baseline"]["cpu_us_per_req"]
+        print(f"{'':>5} {'ratio':>9} {'':>9} {'':>8} {'':>8} {ratio:>10.2f}x")
+    s = r["stream"]
+    print(f"streaming chat, max_tokens={args.stream_tokens}, "
+          f"concurrency={args.stream_concurrency}:")
+    print(f"{'server':>9} {'tokens/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} {'CPU us/token':>13}")
+    for name in ("baseline", "neutrino"):
+        m = s[name]
+        print(f"{name:>9} {fmt(m['tokens_s']):>10} {fmt(m['ttft_p50_ms']):>9} "
+              f"{fmt(m['ttft_p99_ms']):>9} {fmt(m['cpu_us_per_token'], ''):>13}")
+    ratio = s["neutrino"]["cpu_us_per_token"] / s["baseline"]["cpu_us_per_token"]
+    print(f"{'ratio':>9} {'':>10} {'':>9} {'':>9} {ratio:>12.2f}x")
+    worst_req = max(row["neutrino"]["cpu_us_per_req"] for row in r["non_stream"])
+    print(f"\nNeutrino CPU: {worst_req:.0f} us per non-streamed request (worst concurrency; "
+          f"target <= 200), {s['neutrino']['cpu_us_per_token']:.2f} us per streamed token "
+          f"(target <= 8)")
+    errors = sum(row[n]["errors"] for row in r["non_stream"] for n in ("baseline", "neutrino"))
+    errors += sum(s[n]["errors"] for n in s)
+    if errors:
+        print(f"WARNING: {errors} requests failed")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--requests", type=int, default=2000)
+    p.add_argument("--tokens", type=int, default=16)
+    p.add_argument("--stream-requests", type=int, default=200)
+    p.add_argument("--stream-tokens", type=int, default=256)
+    p.add_argument("--stream-concurrency", type=int, default=16)
+    p.add_argument("--json", help="also write the report here")
+    args = p.parse_args()
+    report = asyncio.run(main_async(args))
+    print_report(report, args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
