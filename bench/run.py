@@ -26,6 +26,15 @@ from bench.load import Result, run
 
 REPO = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
+# The server under test gets a core of its own; the engine and the load generator
+# share the other, so contention does not change the server's cost per request.
+CPUS = sorted(os.sched_getaffinity(0))
+SERVER_CPU = {CPUS[0]}
+OTHER_CPUS = set(CPUS[1:]) or SERVER_CPU
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    os.sched_setaffinity(pid, cpus)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -60,6 +69,7 @@ class Server:
         env = dict(os.environ, PYTHONPATH=str(REPO))
         self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
+        pin(self.proc.pid, SERVER_CPU)
         if ready_url:
             wait_http(ready_url)
         else:
@@ -108,6 +118,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
          "--log-level", "warning"],
         cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), stderr=subprocess.DEVNULL,
     )
+    pin(mock.pid, OTHER_CPUS)
+    pin(0, OTHER_CPUS)
     while not os.path.exists(sock):
         time.sleep(0.02)
     nport, bport = free_port(), free_port()
@@ -160,7 +172,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
-    print(f"\nNeutrino benchmark (mock_ie, zero engine delay; {os.cpu_count()} CPUs)")
+    print(f"\nNeutrino benchmark (mock_ie, zero engine delay; {len(CPUS)} CPUs: server on "
+          f"{sorted(SERVER_CPU)}, engine and load on {sorted(OTHER_CPUS)})")
     print(f"non-streaming chat, max_tokens={args.tokens}:")
     print(f"{'conc':>5} {'server':>9} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'CPU us/req':>11}")
     for row in r["non_stream"]:
