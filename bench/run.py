@@ -106,6 +106,31 @@ async def phase(server: Server, body: dict[str, Any], concurrency: int, requests
     return res, cpu_seconds(server.proc.pid) - c0
 
 
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    return s[len(s) // 2]
+
+
+async def measured(servers: list[Server], body: dict[str, Any], concurrency: int,
+                   requests: int, stream: bool, repeats: int) -> dict[str, dict[str, Any]]:
+    """Run each server ``repeats`` times, alternating, and keep the median run of each.
+
+    Alternating spreads slow drifts of a shared machine over both servers alike.
+    """
+    runs: dict[str, list[tuple[Result, float]]] = {s.name: [] for s in servers}
+    for _ in range(repeats):
+        for srv in servers:
+            runs[srv.name].append(await phase(srv, body, concurrency, requests, stream))
+    out: dict[str, dict[str, Any]] = {}
+    for name, rs in runs.items():
+        unit = [cpu / max(1, (r.tokens if stream else r.requests)) for r, cpu in rs]
+        mid = _median(unit)
+        res, _ = rs[unit.index(mid)]
+        out[name] = {"res": res, "cpu_unit_us": 1e6 * mid,
+                     "cpu_unit_spread_us": [1e6 * min(unit), 1e6 * max(unit)]}
+    return out
+
+
 def fmt(v: float, unit: str = "") -> str:
     return f"{v:,.1f}{unit}" if v == v else "n/a"
 
@@ -140,26 +165,30 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     "ignore_eos": True}
             row: dict[str, Any] = {"concurrency": conc}
             n = args.requests if conc > 1 else args.requests // 2
-            for srv in (baseline, neutrino):
-                res, cpu = await phase(srv, body, conc, n, stream=False)
-                row[srv.name] = {
+            got = await measured([baseline, neutrino], body, conc, n, False, args.repeats)
+            for name, m in got.items():
+                res = m["res"]
+                row[name] = {
                     "req_s": res.requests / res.wall_s,
                     "p50_ms": 1000 * res.pct(res.latencies, 50),
                     "p99_ms": 1000 * res.pct(res.latencies, 99),
-                    "cpu_us_per_req": 1e6 * cpu / max(1, res.requests),
+                    "cpu_us_per_req": m["cpu_unit_us"],
+                    "cpu_spread": m["cpu_unit_spread_us"],
                     "errors": res.errors,
                 }
             report["non_stream"].append(row)
         body = {"model": "qwen2.5-mock", "messages": messages, "max_tokens": args.stream_tokens,
                 "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
-        for srv in (baseline, neutrino):
-            res, cpu = await phase(srv, body, args.stream_concurrency, args.stream_requests,
-                                   stream=True)
-            report["stream"][srv.name] = {
+        got = await measured([baseline, neutrino], body, args.stream_concurrency,
+                             args.stream_requests, True, args.repeats)
+        for name, m in got.items():
+            res = m["res"]
+            report["stream"][name] = {
                 "tokens_s": res.tokens / res.wall_s,
                 "ttft_p50_ms": 1000 * res.pct(res.ttfts, 50),
                 "ttft_p99_ms": 1000 * res.pct(res.ttfts, 99),
-                "cpu_us_per_token": 1e6 * cpu / max(1, res.tokens),
+                "cpu_us_per_token": m["cpu_unit_us"],
+                "cpu_spread": m["cpu_unit_spread_us"],
                 "tokens": res.tokens,
                 "errors": res.errors,
             }
@@ -179,8 +208,9 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
     for row in r["non_stream"]:
         for name in ("baseline", "neutrino"):
             m = row[name]
+            lo, hi = m["cpu_spread"]
             print(f"{row['concurrency']:>5} {name:>9} {fmt(m['req_s']):>9} {fmt(m['p50_ms']):>8} "
-                  f"{fmt(m['p99_ms']):>8} {fmt(m['cpu_us_per_req']):>11}")
+                  f"{fmt(m['p99_ms']):>8} {fmt(m['cpu_us_per_req']):>11}  ({lo:.0f}-{hi:.0f})")
         ratio = row["neutrino"]["cpu_us_per_req"] / row["baseline"]["cpu_us_per_req"]
         print(f"{'':>5} {'ratio':>9} {'':>9} {'':>8} {'':>8} {ratio:>10.2f}x")
     s = r["stream"]
@@ -189,8 +219,9 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
     print(f"{'server':>9} {'tokens/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} {'CPU us/token':>13}")
     for name in ("baseline", "neutrino"):
         m = s[name]
+        lo, hi = m["cpu_spread"]
         print(f"{name:>9} {fmt(m['tokens_s']):>10} {fmt(m['ttft_p50_ms']):>9} "
-              f"{fmt(m['ttft_p99_ms']):>9} {fmt(m['cpu_us_per_token'], ''):>13}")
+              f"{fmt(m['ttft_p99_ms']):>9} {m['cpu_us_per_token']:>13.2f}  ({lo:.2f}-{hi:.2f})")
     ratio = s["neutrino"]["cpu_us_per_token"] / s["baseline"]["cpu_us_per_token"]
     print(f"{'ratio':>9} {'':>10} {'':>9} {'':>9} {ratio:>12.2f}x")
     worst_req = max(row["neutrino"]["cpu_us_per_req"] for row in r["non_stream"])
@@ -205,9 +236,11 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--requests", type=int, default=2000)
-    p.add_argument("--tokens", type=int, default=16)
-    p.add_argument("--stream-requests", type=int, default=200)
+    p.add_argument("--requests", type=int, default=3000)
+    p.add_argument("--tokens", type=int, default=1,
+                   help="max_tokens of non-streamed requests (1: the per-request cost)")
+    p.add_argument("--repeats", type=int, default=3, help="runs per server; medians reported")
+    p.add_argument("--stream-requests", type=int, default=300)
     p.add_argument("--stream-tokens", type=int, default=256)
     p.add_argument("--stream-concurrency", type=int, default=16)
     p.add_argument("--json", help="also write the report here")

@@ -59,6 +59,7 @@ class EngineConnection(asyncio.Protocol):
         self._closing = False
         self._paused = False
         self._drain: asyncio.Future[None] | None = None
+        self._out: list[bytes] | None = None
 
     # ------------------------------------------------------------------ asyncio.Protocol
 
@@ -235,6 +236,7 @@ class EngineConnection(asyncio.Protocol):
             return True
         if fault.kind == "drop":
             self._end(req, "dropped", fault="drop")
+            self._flush()  # what was produced before the drop is on the wire
             self._closing = True
             if self._transport is not None:
                 self._transport.abort()
@@ -247,9 +249,24 @@ class EngineConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ helpers
 
     def _write(self, rid: int, msg: Message) -> None:
+        """Queue a frame; everything queued in one loop iteration leaves in one write.
+
+        With many streams in flight this is what a continuous-batching engine does:
+        each decoding step's results for all requests go out together.
+        """
         if self._closing or self._transport is None:
             return
-        self._transport.write(encode(rid, msg))
+        out = self._out
+        if out is None:
+            self._out = [encode(rid, msg)]
+            asyncio.get_running_loop().call_soon(self._flush)
+        else:
+            out.append(encode(rid, msg))
+
+    def _flush(self) -> None:
+        out, self._out = self._out, None
+        if out and not self._closing and self._transport is not None:
+            self._transport.write(b"".join(out))
 
     async def _writable(self) -> None:
         while self._paused and not self._closing:
@@ -287,6 +304,7 @@ class EngineConnection(asyncio.Protocol):
         log.warning("connection %d: protocol error: %s", self.conn_id, message)
         self._write(0, EngineError(ErrorCode.PROTOCOL, message))
         self._emit("protocol_error", message=message)
+        self._flush()
         self._closing = True
         if self._transport is not None:
             self._transport.close()

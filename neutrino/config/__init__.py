@@ -67,7 +67,8 @@ class LimitsConfig:
     max_queue: int = 1024
     max_inflight: int = 0  # 0 = sum of connected engines' capacity
     request_timeout_s: float = 120.0
-    stream_buffer_chunks: int = 4096
+    # Bytes a streaming client may leave unread before it is dropped.
+    stream_buffer_bytes: int = 4 * 1024 * 1024
     history_size: int = 1000
     max_n: int = 1
     max_stop_sequences: int = 16

@@ -38,9 +38,15 @@ log = logging.getLogger("neutrino.engine")
 class StreamSink(Protocol):
     """Receives one request's results; called synchronously from the event loop."""
 
-    def on_result(self, result: TextResult) -> None: ...
+    def on_result(self, result: TextResult) -> bool:
+        """Take a result; True asks for ``flush()`` once the current batch is done."""
+        ...
 
     def on_error(self, error: NeutrinoError) -> None: ...
+
+    def flush(self) -> None:
+        """Deliver what the batch produced (one write per stream per batch)."""
+        ...
 
 
 _ENGINE_ERRORS: dict[ErrorCode, ErrorKind] = {
@@ -215,6 +221,7 @@ class EngineConnection(asyncio.Protocol):
             self.abort()
             return
         streams = self._streams
+        dirty: list[StreamSink] = []
         for frame in frames:
             try:
                 rid, msg = decode(frame)
@@ -228,7 +235,8 @@ class EngineConnection(asyncio.Protocol):
                     continue  # cancelled or unknown: ignore late results
                 if msg.finish_reason is not FinishReason.NONE:
                     del streams[rid]
-                sink.on_result(msg)
+                if sink.on_result(msg) and (not dirty or dirty[-1] is not sink):
+                    dirty.append(sink)
             elif isinstance(msg, EngineError):
                 self._on_engine_error(rid, msg)
             elif isinstance(msg, Pong):
@@ -241,6 +249,8 @@ class EngineConnection(asyncio.Protocol):
                     self._transport.write(encode(0, Pong(nonce=msg.nonce)))
             else:
                 log.warning("engine %s sent unexpected %s", self.name, type(msg).__name__)
+        for sink in dirty:
+            sink.flush()
 
     def _on_engine_error(self, rid: int, err: EngineError) -> None:
         if rid == 0:

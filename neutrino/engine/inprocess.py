@@ -62,7 +62,8 @@ class _Run:
             final = item.finish_reason is not FinishReason.NONE
             if final:
                 self.client.runs.pop(self.rid, None)
-            self.sink.on_result(item)
+            if self.sink.on_result(item):
+                self.sink.flush()
             if not final:
                 self.handle = asyncio.get_running_loop().call_soon(self.step)
             return

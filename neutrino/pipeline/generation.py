@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from neutrino.engine.client import Submission
 from neutrino.engine.messages import FinishReason, TextResult
@@ -42,6 +43,18 @@ class Outcome:
     timings: dict[str, float] = field(default_factory=dict)
     engine_timings: dict[str, float] = field(default_factory=dict)
     stop_reason: str | int | None = None
+
+
+class PushTarget(Protocol):
+    """Where a push-mode generation delivers its output (called synchronously)."""
+
+    def on_text(self, text: str, tokens: int) -> None: ...
+
+    def on_keepalive(self) -> None: ...
+
+    def on_end(self, gen: Generation) -> None:
+        """The generation ended: read ``gen.outcome`` or ``gen.error``."""
+        ...
 
 
 class TextStream:
@@ -125,6 +138,7 @@ class Generation:
         self._keepalive_s = 0.0
         self._quiet = False
         self.keepalive_due = False
+        self._push: PushTarget | None = None
 
     # ---------------------------------------------------------------- setup
 
@@ -136,9 +150,10 @@ class Generation:
 
     # ---------------------------------------------------------------- engine side
 
-    def on_result(self, result: TextResult) -> None:
+    def on_result(self, result: TextResult) -> bool:
+        """Take one engine result; True if ``flush`` should run after this batch of frames."""
         if self.lifecycle.terminal:
-            return
+            return False
         if self.lifecycle.state is State.PROCESSING and result.tokens:
             self.lifecycle.advance(State.GENERATING)
         s = self._stream
@@ -173,9 +188,14 @@ class Generation:
                 stop_reason=s.stop_reason,
             )
             self._ended()
+            if self._push is not None:
+                return True
             self._wake()
+        elif self._push is not None:
+            return bool(self._pending)
         elif self.wake_on_text:
             self._wake()
+        return False
 
     def on_error(self, error: NeutrinoError) -> None:
         if self.lifecycle.terminal:
@@ -183,6 +203,29 @@ class Generation:
         self._error = error
         self._finish(State.FAILED)
         self._wake()
+
+    # ---------------------------------------------------------------- push mode
+
+    def push_to(self, target: PushTarget) -> None:
+        """Deliver text straight to ``target`` from the engine callbacks (no task wake-ups).
+
+        The engine connection calls :meth:`flush` once per batch of frames, so text
+        that arrives together leaves in one write. Pull mode (``wait``/``take``)
+        stays available for front ends whose writes must be awaited.
+        """
+        self._push = target
+        self.flush()
+
+    def flush(self) -> None:
+        target = self._push
+        if target is None:
+            return
+        if self._pending:
+            text, n = self.take()
+            target.on_text(text, n)
+        if self._error is not None or self._outcome is not None:
+            self._push = None
+            target.on_end(self)
 
     # ---------------------------------------------------------------- consumer side
 
@@ -201,8 +244,11 @@ class Generation:
         if self.lifecycle.terminal:
             return
         if self._quiet:
-            self.keepalive_due = True
-            self._wake()
+            if self._push is not None:
+                self._push.on_keepalive()
+            else:
+                self.keepalive_due = True
+                self._wake()
         self._quiet = True
         self._keepalive = asyncio.get_running_loop().call_later(self._keepalive_s, self._tick)
 
@@ -293,6 +339,9 @@ class Generation:
         self._on_done(self)
 
     def _wake(self) -> None:
+        if self._push is not None:
+            self.flush()
+            return
         w = self._waiter
         if w is not None and not w.done():
             w.set_result(None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from neutrino.frontends.http.render import (
     completion_response,
     sse_error,
 )
+from neutrino.frontends.http.sse import SSEPushWriter
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.request import GenerateRequest
@@ -122,16 +124,38 @@ class OpenAIRoutes:
             with contextlib.suppress(*_GONE):
                 await resp.write(sse_error(err) + SSE_DONE)
             return resp
+        reason = "client disconnected"
         try:
             if resp is None:
                 resp = await self._open(request)
-            await self._pump(resp, gen, ChunkEncoder(gen, req.kind, req.include_usage))
+            enc = ChunkEncoder(gen, req.kind, req.include_usage)
+            transport = request.transport
+            if transport is not None and resp.headers.get("Transfer-Encoding") == "chunked":
+                gone = await self._push(transport, gen, enc)
+                if gone is None:
+                    await resp.write_eof()
+                else:
+                    reason = gone
+            else:  # HTTP/1.0: aiohttp frames the body; write through it
+                await self._pump(resp, gen, enc)
         except _GONE:
             pass  # the client left; close() below cancels the engine request
         finally:
-            gen.close()
+            gen.close(reason)
         assert resp is not None
         return resp
+
+    async def _push(self, transport: asyncio.Transport, gen: Generation,
+                    enc: ChunkEncoder) -> str | None:
+        """Stream in push mode; returns why the client was lost, or None."""
+        writer = SSEPushWriter(transport, enc, self.cfg.limits.stream_buffer_bytes)
+        first = enc.first()
+        if first:
+            writer.write(first)
+        gen.start_keepalive(self._keepalive)
+        gen.push_to(writer)
+        await writer.done
+        return writer.gone
 
     async def _pump(self, resp: web.StreamResponse, gen: Generation, enc: ChunkEncoder) -> None:
         first = enc.first()
