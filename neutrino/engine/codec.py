@@ -423,9 +423,11 @@ _CANON_N_ENV = len(_ENV_ORDER)
 _CANON_N_TR = len(_TR_ORDER)
 assert _TR_TOKENS == 0, "tokens must be TextResult's first pointer"
 _CANON_PTR0 = 3 + _CANON_N_ENV + _CANON_N_TR  # index of the tokens pointer in the unpack
-# Pointers other than tokens (logprobs, timings) must all be null for the canonical path.
-_TR_OTHERS = slice(_CANON_PTR0 + 1, _CANON_PTR0 + _TR_PTRS)
-_CANON_NO_OTHERS: tuple[int, ...] = (0,) * (_TR_PTRS - 1)
+assert _TR_TIMINGS == _TR_PTRS - 1, "timings must be TextResult's last pointer"
+# The logprob pointers (between tokens and timings) must be null for the canonical path.
+_TR_OTHERS = slice(_CANON_PTR0 + 1, _CANON_PTR0 + _TR_TIMINGS)
+_CANON_NO_OTHERS: tuple[int, ...] = (0,) * (_TR_TIMINGS - 1)
+_CANON_TIMINGS_AT = _CANON_TR_PTRS + 8 * _TR_TIMINGS
 _CANON_N_TR = len(_TR_ORDER)
 assert _ENV_LAYOUT.size == 8 * _ENV_WORDS
 
@@ -443,6 +445,46 @@ _I_CACHED = 3 + _CANON_N_ENV + _CA_IX
 _I_COMPLETION = 3 + _CANON_N_ENV + _CO_IX
 _CANON_TOKENS_AT = _CANON_TR_PTRS + 8 * _TR_TOKENS + 8  # list offsets count from here
 _U32 = struct.Struct("<I")
+_TIMINGS = struct.Struct("<QQQ")
+assert (_TM_QUEUE, _TM_PREFILL, _TM_DECODE) == (0, 8, 16)
+
+
+def decode_tokens(frame: bytes) -> tuple[int, list[int]] | None:
+    """(request id, token ids) of a plain mid-stream textResult, else None.
+
+    The per-token hot path: a non-final result that carries only token ids, laid
+    out as our builder lays it out. Anything else returns None; ``decode`` reads it.
+    """
+    n = len(frame)
+    if n < _CANON.size:
+        return None
+    u = _CANON.unpack_from(frame)
+    if (
+        u[_I_FIN]
+        or u[_I_ROOT] != _CANON_ROOT
+        or u[_I_DISC] != _TEXT_RESULT
+        or u[_I_VER] != PROTOCOL_VERSION
+        or u[_I_BODY] != _CANON_BODY
+        or 8 * u[0] + 8 != n
+        or u[_TR_OTHERS] != _CANON_NO_OTHERS
+    ):
+        return None
+    w = u[_CANON_PTR0]
+    if not w:
+        return u[_I_REQ], []
+    if w & 0x8000_0007_0000_0003 != 0x0000_0002_0000_0001:
+        return None
+    start = _CANON_TOKENS_AT + 8 * ((w >> 2) & 0x3FFFFFFF)
+    count = w >> 35
+    if start + count > n:
+        return None
+    if count == 4:
+        return u[_I_REQ], [_U32.unpack_from(frame, start)[0]]
+    arr = array("I")
+    arr.frombytes(frame[start : start + count])
+    if not _LITTLE:
+        arr.byteswap()
+    return u[_I_REQ], arr.tolist()
 
 
 def _decode_canonical(frame: bytes) -> tuple[int, TextResult] | None:
@@ -484,6 +526,15 @@ def _decode_canonical(frame: bytes) -> tuple[int, TextResult] | None:
     result.prompt_tokens = u[_I_PROMPT]
     result.cached_tokens = u[_I_CACHED]
     result.completion_tokens = u[_I_COMPLETION]
+    if u[_CANON_PTR0 + _TR_TIMINGS]:
+        try:
+            t, tsize, _ = _struct_at(frame, _CANON_TIMINGS_AT)
+        except _Fallback:
+            return None
+        if tsize >= 24:
+            result.queue_ns, result.prefill_ns, result.decode_ns = _TIMINGS.unpack_from(frame, t)
+        elif tsize:
+            return None
     return u[_I_REQ], result
 
 

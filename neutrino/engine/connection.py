@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Protocol, cast
 
 from neutrino import __version__
-from neutrino.engine.codec import DecodeError, decode, encode
+from neutrino.engine.codec import DecodeError, decode, decode_tokens, encode
 from neutrino.engine.framing import FrameDecoder, FrameTooLarge, FramingError
 from neutrino.engine.messages import (
     Cancel,
@@ -40,6 +40,10 @@ class StreamSink(Protocol):
 
     def on_result(self, result: TextResult) -> bool:
         """Take a result; True asks for ``flush()`` once the current batch is done."""
+        ...
+
+    def on_tokens(self, tokens: list[int]) -> bool:
+        """Take a mid-stream result that carries only token ids (the hot path)."""
         ...
 
     def on_error(self, error: NeutrinoError) -> None: ...
@@ -223,6 +227,16 @@ class EngineConnection(asyncio.Protocol):
         streams = self._streams
         dirty: list[StreamSink] = []
         for frame in frames:
+            fast = decode_tokens(frame)
+            if fast is not None:
+                sink = streams.get(fast[0])
+                if (
+                    sink is not None
+                    and sink.on_tokens(fast[1])
+                    and (not dirty or dirty[-1] is not sink)
+                ):
+                    dirty.append(sink)
+                continue
             try:
                 rid, msg = decode(frame)
             except DecodeError as exc:

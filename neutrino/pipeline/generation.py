@@ -73,6 +73,18 @@ class TextStream:
         self.finish_reason: str | None = None
         self.stop_reason: str | int | None = None
 
+    def feed_tokens(self, tokens: list[int]) -> str:
+        """Text made visible by a mid-stream result carrying only ``tokens``."""
+        self.completion_tokens += len(tokens)
+        text = self._detok.feed(tokens)
+        stop = self._stop
+        if stop is not None:
+            text = stop.feed(text)
+            if stop.stopped:
+                self.finish_reason = "stop"
+                self.stop_reason = stop.matched
+        return text
+
     def feed(self, result: TextResult) -> str:
         """Text made visible by ``result``; sets ``finish_reason`` when the stream ends."""
         tokens = result.tokens
@@ -149,6 +161,28 @@ class Generation:
             self._timer = loop.call_later(timeout_s, self._on_timeout)
 
     # ---------------------------------------------------------------- engine side
+
+    def on_tokens(self, tokens: list[int]) -> bool:
+        """Take a mid-stream result of only token ids; same contract as ``on_result``."""
+        lc = self.lifecycle
+        if lc.state is not State.GENERATING:
+            if lc.state is not State.PROCESSING or not tokens:
+                return self.on_result(TextResult(tokens))
+            lc.advance(State.GENERATING)
+        s = self._stream
+        text = s.feed_tokens(tokens)
+        self._pending_tokens += len(tokens)
+        if text:
+            self._pending.append(text)
+            self._quiet = False
+        if s.finish_reason is not None:  # a stop string matched: end it like a result
+            return self.on_result(TextResult([]))
+        if text:
+            if self._push is not None:
+                return True
+            if self.wake_on_text:
+                self._wake()
+        return False
 
     def on_result(self, result: TextResult) -> bool:
         """Take one engine result; True if ``flush`` should run after this batch of frames."""

@@ -58,6 +58,9 @@ class ModelTexts:
             try:
                 family = self._families[self.family_name(model)]
                 tokenizer = load_tokenizer(family.tokenizer)
+                table = getattr(tokenizer, "token_table", None)
+                if callable(table):
+                    table()  # build the detokenizer's table now, not on a request
             except Exception as exc:
                 self._failed.add(model)
                 log.error("no tokenizer/template for model %s: %s", model, exc)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import unicodedata
 from collections.abc import Collection, Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import tiktoken
 
@@ -29,6 +30,34 @@ def read_tiktoken_ranks(path: str | os.PathLike[str]) -> dict[bytes, int]:
             except ValueError as e:  # binascii.Error is a ValueError
                 raise TokenizerError(f"malformed BPE rank file at line {lineno}") from e
     return ranks
+
+
+_SPLIT_ABOVE = 64
+
+
+def _literal_regex(words: Collection[str]) -> re.Pattern[str]:
+    """One regex matching any of ``words``, longest first, built as a prefix trie.
+
+    A trie keeps the pattern's leading literal (``<`` for every vocabulary we ship),
+    which lets ``re`` skip quickly to candidate positions.
+    """
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = True
+
+    def build(node: dict[str, Any]) -> str:
+        alts = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        if "" in node:
+            return "(?:" + body + ")?"
+        return body
+
+    return re.compile(build(trie))
 
 
 class TiktokenTokenizer(TableTokenizer):
@@ -67,6 +96,11 @@ class TiktokenTokenizer(TableTokenizer):
         plain = frozenset(non_special)
         self._special_ids = frozenset(i for t, i in special_tokens.items() if t not in plain)
         self._nfc = normalization == "NFC"
+        # tiktoken converts its allowed-special set on every call: cheap for a few
+        # specials, costly for Llama 3's 256. Past a few dozen, split here instead.
+        self._allowed = frozenset(self._special)
+        big = len(self._special) > _SPLIT_ABOVE
+        self._special_re = _literal_regex(self._special) if big else None
 
     @classmethod
     def from_file(
@@ -94,9 +128,35 @@ class TiktokenTokenizer(TableTokenizer):
         return self._special
 
     def encode(self, text: str) -> list[int]:
+        """Special-token strings become their ids; the text between them is BPE-encoded.
+
+        For vocabularies with many specials, splitting here, rather than passing
+        tiktoken the set of allowed specials, avoids converting that set (hundreds of
+        strings) on every call; the result is the same, as tiktoken also encodes the
+        pieces between specials apart.
+        """
         if self._nfc:
             text = unicodedata.normalize("NFC", text)
-        ids: list[int] = self._enc.encode(text, allowed_special="all", disallowed_special=())
+        pattern = self._special_re
+        if pattern is None:
+            encoded: list[int] = self._enc.encode(
+                text, allowed_special=self._allowed, disallowed_special=()
+            )
+            return encoded
+        ordinary = self._enc.encode_ordinary
+        ids: list[int] = []
+        pos = 0
+        special = self._special
+        for m in pattern.finditer(text):
+            start = m.start()
+            if start > pos:
+                ids += ordinary(text[pos:start])
+            ids.append(special[m.group()])
+            pos = m.end()
+        if pos == 0:
+            return ordinary(text)
+        if pos < len(text):
+            ids += ordinary(text[pos:])
         return ids
 
     def token_to_id(self, token: str) -> int | None:

@@ -42,8 +42,11 @@ _JSON = "application/json"
 _GONE = (ConnectionResetError, ConnectionError)
 
 
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
 def json_response(payload: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(payload), status=status, content_type=_JSON)
+    return web.Response(body=orjson.dumps(payload), status=status, headers=_JSON_HEADERS)
 
 
 async def read_json(request: web.Request, max_bytes: int) -> Any:
