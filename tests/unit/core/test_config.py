@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from neutrino.config import ConfigError, from_mapping, load
+
+
+def test_defaults_start_the_embedded_mock() -> None:
+    cfg = load([], environ={})
+    assert cfg.embedded_mock
+    assert (cfg.server.http_host, cfg.server.http_port) == ("127.0.0.1", 51055)
+    assert cfg.limits.request_timeout_s == 120.0
+
+
+def test_toml_file_and_flags(tmp_path: Path) -> None:
+    path = tmp_path / "n.toml"
+    path.write_text(
+        """
+[server]
+http_port = 6000
+[limits]
+request_timeout_s = 5
+max_queue = 7
+[[engines]]
+socket = "/run/engine.sock"
+connections = 3
+[model.families]
+my-model = "llama3"
+"""
+    )
+    cfg = load(["--config", str(path), "--http-address", "0.0.0.0:7000"], environ={})
+    assert cfg.server.http_port == 7000 and cfg.server.http_host == "0.0.0.0"
+    assert cfg.limits.request_timeout_s == 5.0 and cfg.limits.max_queue == 7
+    assert cfg.engines[0].socket == "/run/engine.sock" and cfg.engines[0].connections == 3
+    assert not cfg.embedded_mock
+    assert cfg.model.families == {"my-model": "llama3"}
+    env_cfg = load([], environ={"NEUTRINO_CFG": str(path)})
+    assert env_cfg.server.http_port == 6000
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"nope": {}}, "unknown section"),
+        ({"server": {"http_port": "x"}}, "wrong type"),
+        ({"server": {"colour": 1}}, "unknown key"),
+        ({"engines": [{"name": "a"}]}, "socket"),
+        ({"engines": [{"socket": "/s", "connections": 0}]}, "connections"),
+    ],
+)
+def test_bad_config_is_refused_clearly(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        from_mapping(data)
+
+
+def test_config_is_frozen() -> None:
+    cfg = load([], environ={})
+    with pytest.raises(AttributeError):
+        cfg.server.http_port = 1  # type: ignore[misc]
+
+
+def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load(["--config", str(tmp_path / "missing.toml")], environ={})
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[server\n")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load(["--config", str(bad)], environ={})
