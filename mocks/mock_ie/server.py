@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from mocks.mock_ie.core import Fault, MockEngine, MockGeneration
 from mocks.mock_ie.events import EventLog
+from neutrino.engine.batching import WriteBatcher
 from neutrino.engine.codec import DecodeError, decode, encode
 from neutrino.engine.framing import FrameDecoder, FrameTooLarge, FramingError
 from neutrino.engine.messages import (
@@ -59,13 +60,14 @@ class EngineConnection(asyncio.Protocol):
         self._closing = False
         self._paused = False
         self._drain: asyncio.Future[None] | None = None
-        self._out: list[bytes] | None = None
+        self._out = WriteBatcher()
 
     # ------------------------------------------------------------------ asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self._transport = cast(asyncio.Transport, transport)
+        self._out.transport = self._transport
         self._server.connections.add(self)
         self._emit("connect")
 
@@ -254,19 +256,12 @@ class EngineConnection(asyncio.Protocol):
         With many streams in flight this is what a continuous-batching engine does:
         each decoding step's results for all requests go out together.
         """
-        if self._closing or self._transport is None:
-            return
-        out = self._out
-        if out is None:
-            self._out = [encode(rid, msg)]
-            asyncio.get_running_loop().call_soon(self._flush)
-        else:
-            out.append(encode(rid, msg))
+        if not self._closing:
+            self._out.send(encode(rid, msg))
 
     def _flush(self) -> None:
-        out, self._out = self._out, None
-        if out and not self._closing and self._transport is not None:
-            self._transport.write(b"".join(out))
+        if not self._closing:
+            self._out.flush()
 
     async def _writable(self) -> None:
         while self._paused and not self._closing:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Protocol, cast
 
 from neutrino import __version__
+from neutrino.engine.batching import WriteBatcher
 from neutrino.engine.codec import DecodeError, decode, decode_tokens, encode
 from neutrino.engine.framing import FrameDecoder, FrameTooLarge, FramingError
 from neutrino.engine.messages import (
@@ -92,7 +93,7 @@ class EngineConnection(asyncio.Protocol):
         self._last_pong = 0.0
         self.hello: HelloAck | None = None
         self.cancels_sent = 0
-        self._out: list[bytes] | None = None
+        self._out = WriteBatcher()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -135,10 +136,12 @@ class EngineConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement the interface without subclassing it.
         self._transport = cast(asyncio.Transport, transport)
+        self._out.transport = self._transport
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._transport = None
+        self._out.transport = None
         if self._heartbeat is not None:
             self._heartbeat.cancel()
         if self._ack is not None and not self._ack.done():
@@ -156,6 +159,7 @@ class EngineConnection(asyncio.Protocol):
 
     def close(self) -> None:
         if self._transport is not None:
+            self._out.flush()  # queued cancels still reach the engine
             self._transport.close()
 
     def abort(self) -> None:
@@ -197,19 +201,8 @@ class EngineConnection(asyncio.Protocol):
 
     def _send(self, rid: int, msg: TextQuery | Cancel | Hello | Ping) -> None:
         """Queue a frame; frames queued in one loop iteration leave in one write."""
-        if self._transport is None:
-            return
-        out = self._out
-        if out is None:
-            self._out = [encode(rid, msg)]
-            asyncio.get_running_loop().call_soon(self._flush)
-        else:
-            out.append(encode(rid, msg))
-
-    def _flush(self) -> None:
-        out, self._out = self._out, None
-        if out and self._transport is not None:
-            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
+        if self._transport is not None:
+            self._out.send(encode(rid, msg))
 
     def pause_writing(self) -> None:
         self._write_paused = True

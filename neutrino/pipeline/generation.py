@@ -77,12 +77,15 @@ class TextStream:
         """Text made visible by a mid-stream result carrying only ``tokens``."""
         self.completion_tokens += len(tokens)
         text = self._detok.feed(tokens)
-        stop = self._stop
-        if stop is not None:
-            text = stop.feed(text)
-            if stop.stopped:
-                self.finish_reason = "stop"
-                self.stop_reason = stop.matched
+        return text if self._stop is None else self._stopped(text)
+
+    def _stopped(self, text: str) -> str:
+        """Apply stop strings to ``text``; on a match, end the stream with "stop"."""
+        assert self._stop is not None
+        text = self._stop.feed(text)
+        if self._stop.stopped:
+            self.finish_reason = "stop"
+            self.stop_reason = self._stop.matched
         return text
 
     def feed(self, result: TextResult) -> str:
@@ -101,15 +104,12 @@ class TextStream:
         text = self._detok.feed(tokens) if tokens else ""
         if final:
             text += self._detok.finish()
-        stop = self._stop
-        if stop is not None:
-            text = stop.feed(text)
-            if stop.stopped:
-                self.finish_reason = "stop"
-                self.stop_reason = stop.matched
+        if self._stop is not None:
+            text = self._stopped(text)
+            if self.finish_reason is not None:
                 return text
             if final:
-                text += stop.finish()
+                text += self._stop.finish()
         if final:
             self.finish_reason = _FINISH_NAMES.get(result.finish_reason, "stop")
         return text
