@@ -24,20 +24,38 @@ async def chat(request: web.Request) -> web.StreamResponse:
     if not body.get("stream"):
         text = "".join(WORDS[i % 5] for i in range(n))
         return web.Response(
-            body=orjson.dumps({
-                **head, "object": "chat.completion",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                             "finish_reason": "length", "logprobs": None}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": 10 + n},
-            }),
+            body=orjson.dumps(
+                {
+                    **head,
+                    "object": "chat.completion",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "length",
+                            "logprobs": None,
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": 10 + n},
+                }
+            ),
             content_type="application/json",
         )
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     for i in range(n):
-        chunk = {**head, "object": "chat.completion.chunk",
-                 "choices": [{"index": 0, "delta": {"content": WORDS[i % 5]},
-                              "finish_reason": None, "logprobs": None}]}
+        chunk = {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": WORDS[i % 5]},
+                    "finish_reason": None,
+                    "logprobs": None,
+                }
+            ],
+        }
         await resp.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
@@ -47,8 +65,9 @@ async def chat(request: web.Request) -> web.StreamResponse:
 def main() -> None:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
-    uvloop.run(web._run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None,
-                            access_log=None))
+    uvloop.run(
+        web._run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+    )
 
 
 if __name__ == "__main__":

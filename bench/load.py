@@ -26,11 +26,11 @@ class Result:
         return s[min(len(s) - 1, int(p / 100 * len(s)))]
 
 
-async def _one(session: aiohttp.ClientSession, url: str, body: bytes, stream: bool,
-               res: Result) -> None:
+async def _one(
+    session: aiohttp.ClientSession, url: str, body: bytes, stream: bool, res: Result
+) -> None:
     t0 = time.perf_counter()
-    async with session.post(url, data=body,
-                            headers={"Content-Type": "application/json"}) as resp:
+    async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
         if resp.status != 200:
             await resp.read()
             res.errors += 1
@@ -52,7 +52,7 @@ async def _one(session: aiohttp.ClientSession, url: str, body: bytes, stream: bo
                             res.ttfts.append(time.perf_counter() - t0)
                             first = False
                         events_with_text += 1
-                    elif ev.startswith(b'data: {') and b'"usage":{' in ev:
+                    elif ev.startswith(b"data: {") and b'"usage":{' in ev:
                         usage_tokens = orjson.loads(ev[6:])["usage"]["completion_tokens"]
             # Neutrino reports exact counts; the baseline sends one event per token.
             res.tokens += usage_tokens if usage_tokens is not None else events_with_text
@@ -60,8 +60,9 @@ async def _one(session: aiohttp.ClientSession, url: str, body: bytes, stream: bo
     res.requests += 1
 
 
-async def run(url: str, body: dict[str, object], *, concurrency: int, requests: int,
-              stream: bool) -> Result:
+async def run(
+    url: str, body: dict[str, object], *, concurrency: int, requests: int, stream: bool
+) -> Result:
     res = Result()
     payload = orjson.dumps(body)
     left = requests

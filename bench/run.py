@@ -67,8 +67,9 @@ class Server:
         self.name = name
         self.port = port
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         pin(self.proc.pid, SERVER_CPU)
         if ready_url:
             wait_http(ready_url)
@@ -97,10 +98,12 @@ class Server:
                 self.proc.wait()
 
 
-async def phase(server: Server, body: dict[str, Any], concurrency: int, requests: int,
-                stream: bool) -> tuple[Result, float]:
-    await run(server.url, body, concurrency=concurrency, requests=max(20, requests // 10),
-              stream=stream)  # warm-up
+async def phase(
+    server: Server, body: dict[str, Any], concurrency: int, requests: int, stream: bool
+) -> tuple[Result, float]:
+    await run(
+        server.url, body, concurrency=concurrency, requests=max(20, requests // 10), stream=stream
+    )  # warm-up
     c0 = cpu_seconds(server.proc.pid)
     res = await run(server.url, body, concurrency=concurrency, requests=requests, stream=stream)
     return res, cpu_seconds(server.proc.pid) - c0
@@ -111,8 +114,14 @@ def _median(values: list[float]) -> float:
     return s[len(s) // 2]
 
 
-async def measured(servers: list[Server], body: dict[str, Any], concurrency: int,
-                   requests: int, stream: bool, repeats: int) -> dict[str, dict[str, Any]]:
+async def measured(
+    servers: list[Server],
+    body: dict[str, Any],
+    concurrency: int,
+    requests: int,
+    stream: bool,
+    repeats: int,
+) -> dict[str, dict[str, Any]]:
     """Run each server ``repeats`` times, alternating, and keep the median run of each.
 
     Alternating spreads slow drifts of a shared machine over both servers alike.
@@ -126,8 +135,11 @@ async def measured(servers: list[Server], body: dict[str, Any], concurrency: int
         unit = [cpu / max(1, (r.tokens if stream else r.requests)) for r, cpu in rs]
         mid = _median(unit)
         res, _ = rs[unit.index(mid)]
-        out[name] = {"res": res, "cpu_unit_us": 1e6 * mid,
-                     "cpu_unit_spread_us": [1e6 * min(unit), 1e6 * max(unit)]}
+        out[name] = {
+            "res": res,
+            "cpu_unit_us": 1e6 * mid,
+            "cpu_unit_spread_us": [1e6 * min(unit), 1e6 * max(unit)],
+        }
     return out
 
 
@@ -139,9 +151,20 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="neutrino-bench-"))
     sock = str(work / "mock.sock")
     mock = subprocess.Popen(
-        [sys.executable, "-m", "mocks.mock_ie", "--socket", sock, "--capacity", "4096",
-         "--log-level", "warning"],
-        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "mocks.mock_ie",
+            "--socket",
+            sock,
+            "--capacity",
+            "4096",
+            "--log-level",
+            "warning",
+        ],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        stderr=subprocess.DEVNULL,
     )
     pin(mock.pid, OTHER_CPUS)
     pin(0, OTHER_CPUS)
@@ -150,19 +173,34 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     nport, bport = free_port(), free_port()
     neutrino = Server(
         "neutrino",
-        [sys.executable, "-m", "neutrino", "--engine", sock, "--http-address",
-         f"127.0.0.1:{nport}", "--log-level", "warning"],
-        f"http://127.0.0.1:{nport}/neutrino/v1/status", nport,
+        [
+            sys.executable,
+            "-m",
+            "neutrino",
+            "--engine",
+            sock,
+            "--http-address",
+            f"127.0.0.1:{nport}",
+            "--log-level",
+            "warning",
+        ],
+        f"http://127.0.0.1:{nport}/neutrino/v1/status",
+        nport,
     )
-    baseline = Server("baseline", [sys.executable, "-m", "bench.baseline", str(bport)], None,
-                      bport)
-    messages = [{"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": "Write a short note about the weather today."}]
+    baseline = Server("baseline", [sys.executable, "-m", "bench.baseline", str(bport)], None, bport)
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Write a short note about the weather today."},
+    ]
     report: dict[str, Any] = {"non_stream": [], "stream": {}}
     try:
         for conc in (1, 16, 64):
-            body = {"model": "qwen2.5-mock", "messages": messages, "max_tokens": args.tokens,
-                    "ignore_eos": True}
+            body = {
+                "model": "qwen2.5-mock",
+                "messages": messages,
+                "max_tokens": args.tokens,
+                "ignore_eos": True,
+            }
             row: dict[str, Any] = {"concurrency": conc}
             n = args.requests if conc > 1 else args.requests // 2
             got = await measured([baseline, neutrino], body, conc, n, False, args.repeats)
@@ -177,10 +215,22 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     "errors": res.errors,
                 }
             report["non_stream"].append(row)
-        body = {"model": "qwen2.5-mock", "messages": messages, "max_tokens": args.stream_tokens,
-                "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
-        got = await measured([baseline, neutrino], body, args.stream_concurrency,
-                             args.stream_requests, True, args.repeats)
+        body = {
+            "model": "qwen2.5-mock",
+            "messages": messages,
+            "max_tokens": args.stream_tokens,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        got = await measured(
+            [baseline, neutrino],
+            body,
+            args.stream_concurrency,
+            args.stream_requests,
+            True,
+            args.repeats,
+        )
         for name, m in got.items():
             res = m["res"]
             report["stream"][name] = {
@@ -201,33 +251,42 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
-    print(f"\nNeutrino benchmark (mock_ie, zero engine delay; {len(CPUS)} CPUs: server on "
-          f"{sorted(SERVER_CPU)}, engine and load on {sorted(OTHER_CPUS)})")
+    print(
+        f"\nNeutrino benchmark (mock_ie, zero engine delay; {len(CPUS)} CPUs: server on "
+        f"{sorted(SERVER_CPU)}, engine and load on {sorted(OTHER_CPUS)})"
+    )
     print(f"non-streaming chat, max_tokens={args.tokens}:")
     print(f"{'conc':>5} {'server':>9} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'CPU us/req':>11}")
     for row in r["non_stream"]:
         for name in ("baseline", "neutrino"):
             m = row[name]
             lo, hi = m["cpu_spread"]
-            print(f"{row['concurrency']:>5} {name:>9} {fmt(m['req_s']):>9} {fmt(m['p50_ms']):>8} "
-                  f"{fmt(m['p99_ms']):>8} {fmt(m['cpu_us_per_req']):>11}  ({lo:.0f}-{hi:.0f})")
+            print(
+                f"{row['concurrency']:>5} {name:>9} {fmt(m['req_s']):>9} {fmt(m['p50_ms']):>8} "
+                f"{fmt(m['p99_ms']):>8} {fmt(m['cpu_us_per_req']):>11}  ({lo:.0f}-{hi:.0f})"
+            )
         ratio = row["neutrino"]["cpu_us_per_req"] / row["baseline"]["cpu_us_per_req"]
         print(f"{'':>5} {'ratio':>9} {'':>9} {'':>8} {'':>8} {ratio:>10.2f}x")
     s = r["stream"]
-    print(f"streaming chat, max_tokens={args.stream_tokens}, "
-          f"concurrency={args.stream_concurrency}:")
+    print(
+        f"streaming chat, max_tokens={args.stream_tokens}, concurrency={args.stream_concurrency}:"
+    )
     print(f"{'server':>9} {'tokens/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} {'CPU us/token':>13}")
     for name in ("baseline", "neutrino"):
         m = s[name]
         lo, hi = m["cpu_spread"]
-        print(f"{name:>9} {fmt(m['tokens_s']):>10} {fmt(m['ttft_p50_ms']):>9} "
-              f"{fmt(m['ttft_p99_ms']):>9} {m['cpu_us_per_token']:>13.2f}  ({lo:.2f}-{hi:.2f})")
+        print(
+            f"{name:>9} {fmt(m['tokens_s']):>10} {fmt(m['ttft_p50_ms']):>9} "
+            f"{fmt(m['ttft_p99_ms']):>9} {m['cpu_us_per_token']:>13.2f}  ({lo:.2f}-{hi:.2f})"
+        )
     ratio = s["neutrino"]["cpu_us_per_token"] / s["baseline"]["cpu_us_per_token"]
     print(f"{'ratio':>9} {'':>10} {'':>9} {'':>9} {ratio:>12.2f}x")
     worst_req = max(row["neutrino"]["cpu_us_per_req"] for row in r["non_stream"])
-    print(f"\nNeutrino CPU: {worst_req:.0f} us per non-streamed request (worst concurrency; "
-          f"target <= 200), {s['neutrino']['cpu_us_per_token']:.2f} us per streamed token "
-          f"(target <= 8)")
+    print(
+        f"\nNeutrino CPU: {worst_req:.0f} us per non-streamed request (worst concurrency; "
+        f"target <= 200), {s['neutrino']['cpu_us_per_token']:.2f} us per streamed token "
+        f"(target <= 8)"
+    )
     errors = sum(row[n]["errors"] for row in r["non_stream"] for n in ("baseline", "neutrino"))
     errors += sum(s[n]["errors"] for n in s)
     if errors:
@@ -237,8 +296,12 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--requests", type=int, default=3000)
-    p.add_argument("--tokens", type=int, default=1,
-                   help="max_tokens of non-streamed requests (1: the per-request cost)")
+    p.add_argument(
+        "--tokens",
+        type=int,
+        default=1,
+        help="max_tokens of non-streamed requests (1: the per-request cost)",
+    )
     p.add_argument("--repeats", type=int, default=3, help="runs per server; medians reported")
     p.add_argument("--stream-requests", type=int, default=300)
     p.add_argument("--stream-tokens", type=int, default=256)

@@ -63,9 +63,7 @@ class Neutrino:
             log.info("engine ready after %.2fs", time.monotonic() - t0)
         else:
             log.warning("no engine connected yet; serving 503 until one is")
-        log.info(
-            "Neutrino listening on http://%s:%d", self.cfg.server.http_host, self.http.port
-        )
+        log.info("Neutrino listening on http://%s:%d", self.cfg.server.http_host, self.http.port)
 
     async def stop(self) -> None:
         orch = self.orchestrator

@@ -24,7 +24,10 @@ class ErrorSpec:
 class ErrorKind(enum.Enum):
     BAD_REQUEST = ErrorSpec(400, "invalid_request_error", None, "INVALID_ARGUMENT", "bad_request")
     CONTEXT_LENGTH = ErrorSpec(
-        400, "invalid_request_error", "context_length_exceeded", "INVALID_ARGUMENT",
+        400,
+        "invalid_request_error",
+        "context_length_exceeded",
+        "INVALID_ARGUMENT",
         "context_length",
     )
     UNSUPPORTED = ErrorSpec(

@@ -36,11 +36,17 @@ class MockSupervisor:
     def _argv(self) -> list[str]:
         cfg = self.cfg
         argv = [
-            sys.executable, "-m", "mocks.mock_ie",
-            "--socket", self.socket,
-            "--capacity", str(cfg.capacity),
-            "--ttft-ms", str(cfg.ttft_ms),
-            "--itl-ms", str(cfg.itl_ms),
+            sys.executable,
+            "-m",
+            "mocks.mock_ie",
+            "--socket",
+            self.socket,
+            "--capacity",
+            str(cfg.capacity),
+            "--ttft-ms",
+            str(cfg.ttft_ms),
+            "--itl-ms",
+            str(cfg.itl_ms),
         ]
         for m in cfg.models:
             argv += ["--model", m]

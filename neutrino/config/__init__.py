@@ -199,7 +199,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="TOML config file (default: $NEUTRINO_CFG)")
     p.add_argument("--http-address", help="HOST:PORT for the OpenAI HTTP API")
     p.add_argument(
-        "--engine", action="append", default=[], metavar="SOCKET",
+        "--engine",
+        action="append",
+        default=[],
+        metavar="SOCKET",
         help="UNIX socket of an engine started elsewhere (repeatable; disables the mock)",
     )
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])

@@ -16,8 +16,17 @@ from neutrino.engine.messages import Sampling, TextQuery
 from neutrino.engine.schema import PROTOCOL_VERSION, ie
 
 _WIDTH = {
-    "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "enum": 2, "int32": 4, "uint32": 4,
-    "float32": 4, "int64": 8, "uint64": 8, "float64": 8,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "enum": 2,
+    "int32": 4,
+    "uint32": 4,
+    "float32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float64": 8,
 }
 _CODE = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
 _F32, _F2I = struct.Struct("<f"), struct.Struct("<I")
@@ -58,7 +67,11 @@ class _Layout:
                 w = _WIDTH[kind]
                 default = getattr(dv, kind if kind != "enum" else "enum")
                 self.prims[f.name] = (
-                    struct.Struct(_CODE[w]), off * w, _default_bits(kind, default), kind, default
+                    struct.Struct(_CODE[w]),
+                    off * w,
+                    _default_bits(kind, default),
+                    kind,
+                    default,
                 )
             else:
                 self.ptrs[f.name] = off

@@ -200,9 +200,7 @@ def _slow_body(body: Any) -> Message:
         return HelloAck(
             engine=a.engine,
             protocol_version=a.protocolVersion,
-            models=[
-                ModelInfo(m.name, m.contextLength, m.maxOutputTokens) for m in a.models
-            ],
+            models=[ModelInfo(m.name, m.contextLength, m.maxOutputTokens) for m in a.models],
             capacity=a.capacity,
         )
     raise DecodeError(f"unknown message kind {kind!r}")
@@ -211,9 +209,7 @@ def _slow_body(body: Any) -> Message:
 def decode_slow(frame: bytes) -> tuple[int, Message]:
     """Decode any frame with pycapnp."""
     try:
-        with ie.Envelope.from_bytes(
-            frame, traversal_limit_in_words=_TRAVERSAL_LIMIT_WORDS
-        ) as env:
+        with ie.Envelope.from_bytes(frame, traversal_limit_in_words=_TRAVERSAL_LIMIT_WORDS) as env:
             if env.version != PROTOCOL_VERSION:
                 raise DecodeError(f"protocol version {env.version}, expected {PROTOCOL_VERSION}")
             return env.requestId, _slow_body(env.body)
@@ -249,9 +245,9 @@ _ENV_REQ = 8 * _slot(ie.Envelope, "requestId")
 _ENV_DISC = 2 * int(ie.Envelope.Body.schema.node.struct.discriminantOffset)
 _TEXT_RESULT = _discriminant(ie.Envelope.Body, "textResult")
 _BODY_PTR = 0  # all union members share pointer slot 0 (checked below)
-assert all(
-    f.slot.offset == _BODY_PTR for f in ie.Envelope.Body.schema.node.struct.fields
-), "Envelope.body members must share pointer 0"
+assert all(f.slot.offset == _BODY_PTR for f in ie.Envelope.Body.schema.node.struct.fields), (
+    "Envelope.body members must share pointer 0"
+)
 
 _TR = ie.TextResult
 _TR_TOKENS = _slot(_TR, "tokens")

@@ -148,8 +148,9 @@ class EngineConnection(asyncio.Protocol):
             self._ack.set_exception(ConnectionError("engine closed the connection during hello"))
         streams, self._streams = self._streams, {}
         if streams:
-            log.warning("engine %s connection lost with %d requests in flight", self.name,
-                        len(streams))
+            log.warning(
+                "engine %s connection lost with %d requests in flight", self.name, len(streams)
+            )
         for sink in streams.values():
             sink.on_error(
                 NeutrinoError(ErrorKind.ENGINE_DISCONNECTED, "the engine connection was lost")

@@ -44,8 +44,9 @@ class EngineCore(Protocol):
 class _Run:
     __slots__ = ("cancelled", "client", "gen", "handle", "rid", "sink")
 
-    def __init__(self, client: InProcessEngineClient, rid: int, gen: CoreGeneration,
-                 sink: StreamSink) -> None:
+    def __init__(
+        self, client: InProcessEngineClient, rid: int, gen: CoreGeneration, sink: StreamSink
+    ) -> None:
         self.client = client
         self.rid = rid
         self.gen = gen

@@ -107,8 +107,12 @@ class EnginePool:
             backoff = link.backoff_initial_s
             self.hello = conn.hello
             self._slots[slot] = conn
-            log.info("engine %s slot %d connected (%s)", self.name, slot,
-                     conn.hello.engine if conn.hello else "?")
+            log.info(
+                "engine %s slot %d connected (%s)",
+                self.name,
+                slot,
+                conn.hello.engine if conn.hello else "?",
+            )
             self._connected_once.set()
             self._changed()
             try:
@@ -134,9 +138,7 @@ class EnginePool:
             "reconnects": self.reconnects,
             "engine": hello.engine if hello else None,
             "capacity": hello.capacity if hello else 0,
-            "models": [
-                {"name": m.name, "context_length": m.context_length} for m in hello.models
-            ]
+            "models": [{"name": m.name, "context_length": m.context_length} for m in hello.models]
             if hello
             else [],
         }

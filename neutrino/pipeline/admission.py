@@ -40,9 +40,7 @@ class Admission:
         if self.try_acquire():
             return
         if len(self._waiting) >= self.max_queue:
-            raise NeutrinoError(
-                ErrorKind.QUEUE_FULL, "the server is at capacity; retry later"
-            )
+            raise NeutrinoError(ErrorKind.QUEUE_FULL, "the server is at capacity; retry later")
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append(fut)
         try:

@@ -60,8 +60,14 @@ class PushTarget(Protocol):
 class TextStream:
     """Sans-IO: engine results -> visible text, honouring stop strings."""
 
-    __slots__ = ("_detok", "_stop", "_stop_ids", "completion_tokens", "finish_reason",
-                 "stop_reason")
+    __slots__ = (
+        "_detok",
+        "_stop",
+        "_stop_ids",
+        "completion_tokens",
+        "finish_reason",
+        "stop_reason",
+    )
 
     def __init__(
         self, tokenizer: Tokenizer, stops: list[str], stop_token_ids: frozenset[int]

@@ -23,12 +23,15 @@ MSG = [{"role": "user", "content": "hi"}]
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MockIE, NeutrinoProc]]:
     work: Path = tmp_path_factory.mktemp("tiny")
     mock = MockIE(work, "--model", f"{TINY}:qwen2:64", "--model", "qwen2.5-mock:qwen2:4096").start()
-    server = NeutrinoProc(work, config=f"""
+    server = NeutrinoProc(
+        work,
+        config=f"""
 [[engines]]
 socket = "{mock.socket}"
 [limits]
 max_body_bytes = 65536
-""")
+""",
+    )
     try:
         server.start()
         yield mock, server
@@ -37,10 +40,16 @@ max_body_bytes = 65536
         mock.stop()
 
 
-def post(server: NeutrinoProc, path: str, data: bytes, method: str = "POST",
-         ctype: str = "application/json") -> tuple[int, dict[str, Any]]:
-    req = urllib.request.Request(server.base_url + path, data=data, method=method,
-                                 headers={"Content-Type": ctype})
+def post(
+    server: NeutrinoProc,
+    path: str,
+    data: bytes,
+    method: str = "POST",
+    ctype: str = "application/json",
+) -> tuple[int, dict[str, Any]]:
+    req = urllib.request.Request(
+        server.base_url + path, data=data, method=method, headers={"Content-Type": ctype}
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.status, json.loads(r.read())
@@ -58,48 +67,97 @@ CASES: list[tuple[str, str, bytes, int, str | None]] = [
     ("invalid json", "/v1/chat/completions", b"{not json", 400, None),
     ("empty body", "/v1/chat/completions", b"", 400, None),
     ("body not an object", "/v1/chat/completions", b"[1, 2]", 400, None),
-    ("missing model", "/v1/chat/completions", json.dumps({"messages": MSG}).encode(), 400,
-     "model"),
+    ("missing model", "/v1/chat/completions", json.dumps({"messages": MSG}).encode(), 400, "model"),
     ("model wrong type", "/v1/chat/completions", chat(model=5), 400, "model"),
-    ("messages missing", "/v1/chat/completions", json.dumps({"model": TINY}).encode(), 400,
-     "messages"),
+    (
+        "messages missing",
+        "/v1/chat/completions",
+        json.dumps({"model": TINY}).encode(),
+        400,
+        "messages",
+    ),
     ("messages empty", "/v1/chat/completions", chat(messages=[]), 400, "messages"),
-    ("bad role", "/v1/chat/completions", chat(messages=[{"role": "robot", "content": "x"}]), 400,
-     "messages[0].role"),
-    ("content wrong type", "/v1/chat/completions",
-     chat(messages=[{"role": "user", "content": 5}]), 400, "messages[0].content"),
+    (
+        "bad role",
+        "/v1/chat/completions",
+        chat(messages=[{"role": "robot", "content": "x"}]),
+        400,
+        "messages[0].role",
+    ),
+    (
+        "content wrong type",
+        "/v1/chat/completions",
+        chat(messages=[{"role": "user", "content": 5}]),
+        400,
+        "messages[0].content",
+    ),
     ("negative max_tokens", "/v1/chat/completions", chat(max_tokens=-1), 400, "max_tokens"),
-    ("zero max_completion_tokens", "/v1/chat/completions", chat(max_completion_tokens=0), 400,
-     "max_completion_tokens"),
+    (
+        "zero max_completion_tokens",
+        "/v1/chat/completions",
+        chat(max_completion_tokens=0),
+        400,
+        "max_completion_tokens",
+    ),
     ("max_tokens string", "/v1/chat/completions", chat(max_tokens="10"), 400, "max_tokens"),
     ("temperature too high", "/v1/chat/completions", chat(temperature=3), 400, "temperature"),
-    ("temperature wrong type", "/v1/chat/completions", chat(temperature="hot"), 400,
-     "temperature"),
+    ("temperature wrong type", "/v1/chat/completions", chat(temperature="hot"), 400, "temperature"),
     ("top_p zero", "/v1/chat/completions", chat(top_p=0), 400, "top_p"),
     ("stream not bool", "/v1/chat/completions", chat(stream="yes"), 400, "stream"),
-    ("stream_options without stream", "/v1/chat/completions",
-     chat(stream_options={"include_usage": True}), 400, "stream_options"),
+    (
+        "stream_options without stream",
+        "/v1/chat/completions",
+        chat(stream_options={"include_usage": True}),
+        400,
+        "stream_options",
+    ),
     ("stop wrong type", "/v1/chat/completions", chat(stop=[1, 2]), 400, "stop"),
     ("seed wrong type", "/v1/chat/completions", chat(seed=1.5), 400, "seed"),
     ("n too large", "/v1/chat/completions", chat(n=3), 400, "n"),
-    ("prompt longer than context", "/v1/chat/completions",
-     chat(messages=[{"role": "user", "content": "word " * 200}]), 400, "messages"),
-    ("max_tokens beyond context", "/v1/chat/completions", chat(max_tokens=1000), 400,
-     "max_tokens"),
+    (
+        "prompt longer than context",
+        "/v1/chat/completions",
+        chat(messages=[{"role": "user", "content": "word " * 200}]),
+        400,
+        "messages",
+    ),
+    ("max_tokens beyond context", "/v1/chat/completions", chat(max_tokens=1000), 400, "max_tokens"),
     ("unknown model", "/v1/chat/completions", chat(model="nope"), 404, "model"),
-    ("completion prompt missing", "/v1/completions", json.dumps({"model": TINY}).encode(), 400,
-     "prompt"),
-    ("completion token id beyond vocab", "/v1/completions",
-     json.dumps({"model": TINY, "prompt": [1, 2, 999999999]}).encode(), 400, "prompt"),
-    ("oversized body", "/v1/chat/completions",
-     chat(messages=[{"role": "user", "content": "x" * 70000}]), 413, None),
+    (
+        "completion prompt missing",
+        "/v1/completions",
+        json.dumps({"model": TINY}).encode(),
+        400,
+        "prompt",
+    ),
+    (
+        "completion token id beyond vocab",
+        "/v1/completions",
+        json.dumps({"model": TINY, "prompt": [1, 2, 999999999]}).encode(),
+        400,
+        "prompt",
+    ),
+    (
+        "oversized body",
+        "/v1/chat/completions",
+        chat(messages=[{"role": "user", "content": "x" * 70000}]),
+        413,
+        None,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "path", "data", "status", "param"), CASES,
-                         ids=[c[0] for c in CASES])
-def test_bad_input(tiny: tuple[MockIE, NeutrinoProc], name: str, path: str, data: bytes,
-                   status: int, param: str | None) -> None:
+@pytest.mark.parametrize(
+    ("name", "path", "data", "status", "param"), CASES, ids=[c[0] for c in CASES]
+)
+def test_bad_input(
+    tiny: tuple[MockIE, NeutrinoProc],
+    name: str,
+    path: str,
+    data: bytes,
+    status: int,
+    param: str | None,
+) -> None:
     mock, server = tiny
     before = len(mock.events("query"))
     got, body = post(server, path, data)

@@ -30,8 +30,11 @@ def aclient(stack: tuple[MockIE, NeutrinoProc]) -> openai.AsyncOpenAI:
 
 
 def raw_post(server: NeutrinoProc, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
-    req = urllib.request.Request(server.base_url + path, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        server.base_url + path,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             return r.status, r.read()
@@ -44,7 +47,7 @@ def sse_payloads(raw: bytes) -> list[str]:
     for block in raw.decode().split("\n\n"):
         for line in block.splitlines():
             if line.startswith("data: "):
-                out.append(line[len("data: "):])
+                out.append(line[len("data: ") :])
     return out
 
 
@@ -65,7 +68,11 @@ def test_sync_chat_non_stream(client: openai.OpenAI) -> None:
 def test_sync_stream_equals_non_stream(client: openai.OpenAI) -> None:
     whole = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=30, seed=9)
     stream = client.chat.completions.create(
-        model=MODEL, messages=MESSAGES, max_tokens=30, seed=9, stream=True,
+        model=MODEL,
+        messages=MESSAGES,
+        max_tokens=30,
+        seed=9,
+        stream=True,
         stream_options={"include_usage": True},
     )
     parts, finish, usage = [], None, None
@@ -85,10 +92,12 @@ def test_sync_stream_equals_non_stream(client: openai.OpenAI) -> None:
 
 
 async def test_async_chat_stream_and_not(aclient: openai.AsyncOpenAI) -> None:
-    whole = await aclient.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=20,
-                                                  seed=4)
-    stream = await aclient.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=20,
-                                                   seed=4, stream=True)
+    whole = await aclient.chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=20, seed=4
+    )
+    stream = await aclient.chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=20, seed=4, stream=True
+    )
     text = ""
     async for chunk in stream:
         for c in chunk.choices:
@@ -102,8 +111,9 @@ def test_completions_stream_and_not(client: openai.OpenAI) -> None:
     assert r.choices[0].text and r.usage is not None
     text = "".join(
         c.choices[0].text
-        for c in client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=16,
-                                           seed=2, stream=True)
+        for c in client.completions.create(
+            model=MODEL, prompt="Once upon a time", max_tokens=16, seed=2, stream=True
+        )
         if c.choices
     )
     assert text == r.choices[0].text
@@ -112,11 +122,22 @@ def test_completions_stream_and_not(client: openai.OpenAI) -> None:
 def test_raw_stream_chunks_validate(stack: tuple[MockIE, NeutrinoProc]) -> None:
     server = stack[1]
     for path, body, schema in [
-        ("/v1/chat/completions", {"model": MODEL, "messages": MESSAGES, "max_tokens": 12,
-                                  "stream": True, "stream_options": {"include_usage": True}},
-         "CreateChatCompletionStreamResponse"),
-        ("/v1/completions", {"model": MODEL, "prompt": "Hi", "max_tokens": 12, "stream": True},
-         "CreateCompletionStreamChunk"),
+        (
+            "/v1/chat/completions",
+            {
+                "model": MODEL,
+                "messages": MESSAGES,
+                "max_tokens": 12,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
+            "CreateChatCompletionStreamResponse",
+        ),
+        (
+            "/v1/completions",
+            {"model": MODEL, "prompt": "Hi", "max_tokens": 12, "stream": True},
+            "CreateCompletionStreamChunk",
+        ),
     ]:
         status, raw = raw_post(server, path, body)
         assert status == 200
@@ -135,8 +156,9 @@ def test_raw_stream_chunks_validate(stack: tuple[MockIE, NeutrinoProc]) -> None:
 
 
 def test_raw_non_stream_validates(stack: tuple[MockIE, NeutrinoProc]) -> None:
-    status, raw = raw_post(stack[1], "/v1/chat/completions",
-                           {"model": MODEL, "messages": MESSAGES, "max_tokens": 5})
+    status, raw = raw_post(
+        stack[1], "/v1/chat/completions", {"model": MODEL, "messages": MESSAGES, "max_tokens": 5}
+    )
     assert status == 200
     validate(json.loads(raw), "CreateChatCompletionResponse")
 
@@ -157,22 +179,31 @@ def test_stop_strings_never_leak(client: openai.OpenAI) -> None:
     assert len(words) > 4
     stop = words[3][:3] if len(words[3]) >= 3 else words[3]
     cut = full[: full.find(stop)]
-    r = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=40, seed=11,
-                                       stop=[stop, "zzz-never"])
+    r = client.chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=40, seed=11, stop=[stop, "zzz-never"]
+    )
     assert r.choices[0].message.content == cut
     assert r.choices[0].finish_reason == "stop"
     streamed = "".join(
         c.choices[0].delta.content or ""
-        for c in client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=40,
-                                                seed=11, stop=stop, stream=True)
+        for c in client.chat.completions.create(
+            model=MODEL, messages=MESSAGES, max_tokens=40, seed=11, stop=stop, stream=True
+        )
         if c.choices
     )
     assert streamed == cut and stop not in streamed
 
 
 def test_seed_determinism_and_user(client: openai.OpenAI) -> None:
-    a = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=16, seed=5,
-                                       user="alice", temperature=0.7, top_p=0.9)
+    a = client.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,
+        max_tokens=16,
+        seed=5,
+        user="alice",
+        temperature=0.7,
+        top_p=0.9,
+    )
     b = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=16, seed=5)
     c = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=16, seed=6)
     assert a.choices[0].message.content == b.choices[0].message.content
@@ -187,8 +218,9 @@ def test_n_above_supported_is_a_clear_400(client: openai.OpenAI) -> None:
 
 
 def test_max_completion_tokens_is_honoured(client: openai.OpenAI) -> None:
-    r = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_completion_tokens=3,
-                                       seed=1)
+    r = client.chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_completion_tokens=3, seed=1
+    )
     assert r.usage is not None and r.usage.completion_tokens <= 3
 
 

@@ -88,7 +88,8 @@ async def test_client_disconnect_non_stream_sends_one_cancel(
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
         sock.sendall(
             b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload
+            + f"Content-Length: {len(payload)}\r\n\r\n".encode()
+            + payload
         )
         assert mock.wait_event("query", 1)
         time.sleep(0.1)
@@ -134,14 +135,23 @@ async def test_64_concurrent_streams_share_one_connection(
     client = openai.AsyncOpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
 
     async def expected(seed: int) -> str:
-        r = await client.chat.completions.create(model=MODEL, messages=MSG, max_tokens=32,  # type: ignore[arg-type]
-                                                 seed=seed)
+        r = await client.chat.completions.create(
+            model=MODEL,
+            messages=MSG,
+            max_tokens=32,  # type: ignore[arg-type]
+            seed=seed,
+        )
         return r.choices[0].message.content or ""
 
     async def streamed(seed: int) -> str:
         text = ""
-        stream = await client.chat.completions.create(model=MODEL, messages=MSG, max_tokens=32,  # type: ignore[arg-type]
-                                                      seed=seed, stream=True)
+        stream = await client.chat.completions.create(
+            model=MODEL,
+            messages=MSG,
+            max_tokens=32,  # type: ignore[arg-type]
+            seed=seed,
+            stream=True,
+        )
         async for chunk in stream:
             for c in chunk.choices:
                 text += c.delta.content or ""
@@ -158,7 +168,8 @@ async def test_64_concurrent_streams_share_one_connection(
 
 
 async def test_timeout_gives_504_and_cancels(
-    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc],
+    mock_factory: Callable[..., MockIE],
+    neutrino_factory: Callable[..., NeutrinoProc],
     tmp_path: Path,
 ) -> None:
     script = tmp_path / "stall.json"
@@ -171,8 +182,9 @@ async def test_timeout_gives_504_and_cancels(
         assert r.status == 504
         assert (await r.json())["error"]["code"] == "timeout"
         assert 0.4 < time.monotonic() - t0 < 3
-        r = await s.post(server.base_url + "/v1/chat/completions",
-                         json=body(max_tokens=20, stream=True))
+        r = await s.post(
+            server.base_url + "/v1/chat/completions", json=body(max_tokens=20, stream=True)
+        )
         events = await read_events(r, 100)
         assert json.loads(events[-2])["error"]["code"] == "timeout" and events[-1] == "[DONE]"
     cancels = mock.wait_event("cancel", 2)

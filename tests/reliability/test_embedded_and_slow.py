@@ -41,18 +41,21 @@ def test_embedded_mock_is_started_supervised_and_stopped(
 ) -> None:
     server = neutrino_factory()  # no engines configured: the embedded default
     client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
-    r = client.chat.completions.create(model="qwen2.5-mock", max_tokens=8,
-                                       messages=[{"role": "user", "content": "hi"}])
+    r = client.chat.completions.create(
+        model="qwen2.5-mock", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+    )
     assert r.choices[0].message.content
     state = server.get_json("/neutrino/v1/app_state")
     pid = state["embedded_mock"]["pid"]
     assert _alive(pid)
     os.kill(pid, signal.SIGKILL)  # the engine dies: Neutrino restarts it
-    assert wait_for(lambda: server.get_json("/neutrino/v1/app_state")["embedded_mock"]["restarts"]
-                    >= 1)
+    assert wait_for(
+        lambda: server.get_json("/neutrino/v1/app_state")["embedded_mock"]["restarts"] >= 1
+    )
     assert wait_for(lambda: server.status_code() == 200)
-    r = client.chat.completions.create(model="qwen2.5-mock", max_tokens=4,
-                                       messages=[{"role": "user", "content": "again"}])
+    r = client.chat.completions.create(
+        model="qwen2.5-mock", max_tokens=4, messages=[{"role": "user", "content": "again"}]
+    )
     assert r.choices[0].message.content
     new_pid = server.get_json("/neutrino/v1/app_state")["embedded_mock"]["pid"]
     assert new_pid != pid
@@ -61,15 +64,25 @@ def test_embedded_mock_is_started_supervised_and_stopped(
 
 
 def test_http10_stream_is_framed_by_aiohttp(
-    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc],
+    mock_factory: Callable[..., MockIE],
+    neutrino_factory: Callable[..., NeutrinoProc],
 ) -> None:
     mock = mock_factory()
     server = neutrino_factory("--engine", mock.socket)
-    body = json.dumps({"model": "qwen2.5-mock", "stream": True, "max_tokens": 12,
-                       "messages": [{"role": "user", "content": "hi"}]}).encode()
+    body = json.dumps(
+        {
+            "model": "qwen2.5-mock",
+            "stream": True,
+            "max_tokens": 12,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    ).encode()
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
-        s.sendall(b"POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
-                  + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        s.sendall(
+            b"POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
         raw = b""
         while chunk := s.recv(65536):
             raw += chunk
@@ -79,23 +92,35 @@ def test_http10_stream_is_framed_by_aiohttp(
 
 
 def test_client_that_stops_reading_is_dropped(
-    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc],
+    mock_factory: Callable[..., MockIE],
+    neutrino_factory: Callable[..., NeutrinoProc],
 ) -> None:
     mock = mock_factory("--reply-tokens", "120000", "--model", "qwen2.5-mock:qwen2:131072")
-    server = neutrino_factory(config=f"""
+    server = neutrino_factory(
+        config=f"""
 [[engines]]
 socket = "{mock.socket}"
 [limits]
 stream_buffer_bytes = 65536
-""")
-    body = json.dumps({"model": "qwen2.5-mock", "stream": True, "max_tokens": 120000,
-                       "messages": [{"role": "user", "content": "hi"}]}).encode()
+"""
+    )
+    body = json.dumps(
+        {
+            "model": "qwen2.5-mock",
+            "stream": True,
+            "max_tokens": 120000,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    ).encode()
     s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     try:
-        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                  b"Content-Type: application/json\r\n"
-                  + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        s.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
         # Never read: the server's buffer for us fills and it gives up on us.
         cancels = mock.wait_event("cancel", 1, timeout=15)
         assert len(cancels) == 1 and cancels[0]["reason"] == "client too slow"

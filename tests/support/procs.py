@@ -45,9 +45,18 @@ class MockIE:
         if os.path.exists(self.socket):
             os.unlink(self.socket)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mocks.mock_ie", "--socket", self.socket,
-             "--events", str(self.events_path), *self.args],
-            cwd=REPO, env=_env(),
+            [
+                sys.executable,
+                "-m",
+                "mocks.mock_ie",
+                "--socket",
+                self.socket,
+                "--events",
+                str(self.events_path),
+                *self.args,
+            ],
+            cwd=REPO,
+            env=_env(),
         )
         deadline = time.monotonic() + timeout
         while not os.path.exists(self.socket):
@@ -110,15 +119,24 @@ class NeutrinoProc:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0, wait_engine: bool = True) -> NeutrinoProc:
-        argv = [sys.executable, "-m", "neutrino", "--http-address", f"127.0.0.1:{self.port}",
-                "--log-level", "info", *self.args]
+        argv = [
+            sys.executable,
+            "-m",
+            "neutrino",
+            "--http-address",
+            f"127.0.0.1:{self.port}",
+            "--log-level",
+            "info",
+            *self.args,
+        ]
         if self.config is not None:
             cfg = self.workdir / f"neutrino-{self.port}.toml"
             cfg.write_text(self.config)
             argv += ["--config", str(cfg)]
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=self._log,
-                                     stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            argv, cwd=REPO, env=_env(), stdout=self._log, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + timeout
         want = 200 if wait_engine else None
         while True:

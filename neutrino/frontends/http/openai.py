@@ -148,8 +148,9 @@ class OpenAIRoutes:
         assert resp is not None
         return resp
 
-    async def _push(self, transport: asyncio.Transport, gen: Generation,
-                    enc: ChunkEncoder) -> str | None:
+    async def _push(
+        self, transport: asyncio.Transport, gen: Generation, enc: ChunkEncoder
+    ) -> str | None:
         """Stream in push mode; returns why the client was lost, or None."""
         writer = SSEPushWriter(transport, enc, self.cfg.limits.stream_buffer_bytes)
         first = enc.first()

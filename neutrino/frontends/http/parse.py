@@ -164,8 +164,9 @@ def _common(
             raise bad_request("stream_options is only allowed with stream=true", "stream_options")
         iu = opts.get("include_usage", False)
         if not isinstance(iu, bool):
-            raise bad_request("stream_options.include_usage must be a boolean",
-                              "stream_options.include_usage")
+            raise bad_request(
+                "stream_options.include_usage must be a boolean", "stream_options.include_usage"
+            )
         include_usage = iu
     if r.boolean("logprobs", False) if kind == "chat" else body.get("logprobs") is not None:
         raise _unsupported("logprobs are not supported yet", "logprobs")
@@ -237,8 +238,9 @@ def parse_chat(body: Any, limits: LimitsConfig) -> GenerateRequest:
         reserved = {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}
         bad = reserved & kwargs.keys()
         if bad:
-            raise bad_request(f"chat_template_kwargs may not set {sorted(bad)[0]}",
-                              "chat_template_kwargs")
+            raise bad_request(
+                f"chat_template_kwargs may not set {sorted(bad)[0]}", "chat_template_kwargs"
+            )
         req.template_kwargs = dict(kwargs)
     req.add_generation_prompt = _Reader(body).boolean("add_generation_prompt", True)
     return req

@@ -15,12 +15,11 @@ from neutrino.pipeline.orchestrator import Orchestrator
 
 log = logging.getLogger("neutrino.http")
 
+
 def build_app(
     cfg: Config, orchestrator: Orchestrator, extra_state: Callable[[], dict[str, Any]]
 ) -> web.Application:
-    app = web.Application(
-        client_max_size=cfg.limits.max_body_bytes
-    )
+    app = web.Application(client_max_size=cfg.limits.max_body_bytes)
     OpenAIRoutes(cfg, orchestrator).register(app)
     AdminRoutes(orchestrator, extra_state).register(app)
     return app

@@ -40,7 +40,8 @@ def results(draw: st.DrawFn) -> TextResult:
         top_logprobs=k if lp and n else 0,
         top_token_ids=draw(st.lists(u32, min_size=n * k, max_size=n * k)) if lp and n and k else (),
         top_token_logprobs=draw(st.lists(f32, min_size=n * k, max_size=n * k))
-        if lp and n and k else (),
+        if lp and n and k
+        else (),
         stop_token_id=draw(u32),
         prompt_tokens=draw(u32),
         cached_tokens=draw(u32),
@@ -52,8 +53,10 @@ def results(draw: st.DrawFn) -> TextResult:
 
 
 def _norm(msg: TextResult) -> tuple[object, ...]:
-    return tuple(list(v) if isinstance(v, list | tuple) else v
-                 for v in (getattr(msg, f) for f in msg.__slots__))
+    return tuple(
+        list(v) if isinstance(v, list | tuple) else v
+        for v in (getattr(msg, f) for f in msg.__slots__)
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -115,7 +118,10 @@ def test_capnp_tool_decodes_our_frame() -> None:
     frame = encode(42, TextQuery("qwen2.5-mock", [1, 2, 3], Sampling(max_tokens=16, seed=7)))
     out = subprocess.run(
         ["capnp", "decode", "--short", str(SCHEMA_PATH), "Envelope"],
-        input=frame, capture_output=True, check=True, timeout=30,
+        input=frame,
+        capture_output=True,
+        check=True,
+        timeout=30,
     ).stdout.decode()
     assert "requestId = 42" in out
     assert 'model = "qwen2.5-mock"' in out
@@ -123,7 +129,10 @@ def test_capnp_tool_decodes_our_frame() -> None:
     frame = encode(5, TextResult(tokens=[1], finish_reason=FinishReason.LENGTH))
     out = subprocess.run(
         ["capnp", "decode", "--short", str(SCHEMA_PATH), "Envelope"],
-        input=frame, capture_output=True, check=True, timeout=30,
+        input=frame,
+        capture_output=True,
+        check=True,
+        timeout=30,
     ).stdout.decode()
     assert "finishReason = length" in out and "requestId = 5" in out
 

@@ -31,8 +31,13 @@ def make(
 
 
 def chat(text: str, **kw: object) -> GenerateRequest:
-    return GenerateRequest(request_id="chatcmpl-t", model=MODEL, kind="chat",
-                           messages=[{"role": "user", "content": text}], **kw)  # type: ignore[arg-type]
+    return GenerateRequest(
+        request_id="chatcmpl-t",
+        model=MODEL,
+        kind="chat",
+        messages=[{"role": "user", "content": text}],
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 async def test_complete_generation_and_history() -> None:
@@ -60,8 +65,9 @@ async def test_scripted_text_and_stop_string_cancels_engine_once() -> None:
 
 
 async def test_client_close_sends_exactly_one_cancel() -> None:
-    script = Script.from_rules([{"match": "*", "fault": "stall", "fault_after": 2,
-                                 "reply": "one two three four five six"}])
+    script = Script.from_rules(
+        [{"match": "*", "fault": "stall", "fault_after": 2, "reply": "one two three four five six"}]
+    )
     orch, engine = make(script)
     gen = await orch.start(chat("x", max_tokens=50))
     await asyncio.wait_for(gen.wait(), 1.0)
@@ -73,8 +79,9 @@ async def test_client_close_sends_exactly_one_cancel() -> None:
 
 
 async def test_engine_disconnect_fails_request() -> None:
-    script = Script.from_rules([{"match": "*", "fault": "stall", "fault_after": 1,
-                                 "reply": "one two three"}])
+    script = Script.from_rules(
+        [{"match": "*", "fault": "stall", "fault_after": 1, "reply": "one two three"}]
+    )
     orch, engine = make(script)
     gen = await orch.start(chat("x", max_tokens=20))
     engine.disconnect()
@@ -85,8 +92,9 @@ async def test_engine_disconnect_fails_request() -> None:
 
 
 async def test_timeout_cancels_and_fails() -> None:
-    script = Script.from_rules([{"match": "*", "fault": "stall", "fault_after": 0,
-                                 "reply": "never"}])
+    script = Script.from_rules(
+        [{"match": "*", "fault": "stall", "fault_after": 0, "reply": "never"}]
+    )
     orch, engine = make(script)
     req = chat("x", max_tokens=5)
     req.timeout_s = 0.05
@@ -102,8 +110,11 @@ async def test_validation_errors_never_reach_the_engine() -> None:
     cases = [
         (chat("x", max_tokens=5000), ErrorKind.CONTEXT_LENGTH, "max_tokens"),
         (chat("word " * 5000), ErrorKind.CONTEXT_LENGTH, "messages"),
-        (GenerateRequest("c", "nope", "chat", messages=[{"role": "user", "content": "x"}]),
-         ErrorKind.MODEL_NOT_FOUND, "model"),
+        (
+            GenerateRequest("c", "nope", "chat", messages=[{"role": "user", "content": "x"}]),
+            ErrorKind.MODEL_NOT_FOUND,
+            "model",
+        ),
     ]
     for req, kind, param in cases:
         with pytest.raises(NeutrinoError) as info:
@@ -114,8 +125,9 @@ async def test_validation_errors_never_reach_the_engine() -> None:
 
 
 async def test_queue_full_and_fifo_admission() -> None:
-    script = Script.from_rules([{"match": "*", "fault": "stall", "fault_after": 0,
-                                 "reply": "never"}])
+    script = Script.from_rules(
+        [{"match": "*", "fault": "stall", "fault_after": 0, "reply": "never"}]
+    )
     orch, _ = make(script, max_inflight=1, max_queue=1)
     first = await orch.start(chat("a", max_tokens=5))
     queued = asyncio.ensure_future(orch.start(chat("b", max_tokens=5)))

@@ -27,9 +27,15 @@ def test_happy_path_is_timestamped_in_order() -> None:
 def test_every_pair_follows_the_table(src: State, dst: State) -> None:
     lc = Lifecycle()
     # Walk to src along the happy path (or jump to a terminal state from START).
-    path = {State.START: [], State.QUEUED: HAPPY[:1], State.PROCESSING: HAPPY[:2],
-            State.GENERATING: HAPPY[:3], State.COMPLETE: HAPPY,
-            State.FAILED: [State.FAILED], State.CANCELLED: [State.CANCELLED]}[src]
+    path = {
+        State.START: [],
+        State.QUEUED: HAPPY[:1],
+        State.PROCESSING: HAPPY[:2],
+        State.GENERATING: HAPPY[:3],
+        State.COMPLETE: HAPPY,
+        State.FAILED: [State.FAILED],
+        State.CANCELLED: [State.CANCELLED],
+    }[src]
     for s in path:
         lc.advance(s)
     if dst in TRANSITIONS[src]:
