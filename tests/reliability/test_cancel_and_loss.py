@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -204,3 +205,55 @@ async def test_sse_comment_at_once_and_keepalives(
         raw = await r.read()
     assert raw.count(b": keepalive") >= 3
     assert raw.rstrip().endswith(b"data: [DONE]")
+
+
+async def test_silent_engine_is_detected_by_heartbeats(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    mock = mock_factory("--itl-ms", "20", "--reply-tokens", "300")
+    server = neutrino_factory(
+        # The extra lines land in [engine_link].
+        config=engine_config(
+            mock, "heartbeat_interval_s = 0.2\nheartbeat_timeout_s = 0.4", connections=1
+        )
+    )
+    assert mock.proc is not None
+    async with aiohttp.ClientSession() as s:
+        resp = await s.post(server.base_url + "/v1/chat/completions", json=body(stream=True))
+        await read_events(resp, 2)
+        mock.proc.send_signal(signal.SIGSTOP)  # alive but silent: no tokens, no pongs
+        try:
+            t0 = time.monotonic()
+            rest = await asyncio.wait_for(read_events(resp, 1000), 5)
+            assert json.loads(rest[-2])["error"]["code"] == "engine_disconnected"
+            assert time.monotonic() - t0 < 2.0
+        finally:
+            mock.proc.send_signal(signal.SIGCONT)
+        assert await asyncio.to_thread(wait_for, lambda: server.status_code() == 200, 10)
+
+
+async def test_full_queue_is_a_429(
+    mock_factory: Callable[..., MockIE],
+    neutrino_factory: Callable[..., NeutrinoProc],
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "stall.json"
+    script.write_text(json.dumps({"rules": [{"match": "*", "fault": "stall", "fault_after": 1}]}))
+    mock = mock_factory("--script", str(script))
+    server = neutrino_factory(
+        config=engine_config(mock, "[limits]\nmax_inflight = 1\nmax_queue = 1")
+    )
+    async with aiohttp.ClientSession() as s:
+        url = server.base_url + "/v1/chat/completions"
+        first = asyncio.ensure_future(s.post(url, json=body(max_tokens=5)))
+        await asyncio.to_thread(mock.wait_event, "query", 1)
+        second = asyncio.ensure_future(s.post(url, json=body(max_tokens=5)))
+        await asyncio.sleep(0.3)  # the second waits in the queue
+        r = await s.post(url, json=body(max_tokens=5))
+        assert r.status == 429
+        err = (await r.json())["error"]
+        assert err["code"] == "queue_full" and err["type"] == "rate_limit_error"
+        state = server.get_json("/neutrino/v1/app_state")
+        assert state["queue_depth"] == 1 and state["in_flight"] == 1
+        first.cancel()
+        second.cancel()
