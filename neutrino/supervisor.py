@@ -17,10 +17,16 @@ from neutrino.config import MockConfig
 log = logging.getLogger("neutrino.supervisor")
 
 
+try:  # loaded here, in the parent: the child may only make the call, not load libraries
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL("libc.so.6", use_errno=True)
+except OSError:  # not glibc: the child is still stopped by stop(), just not on a crash
+    _LIBC = None
+_PR_SET_PDEATHSIG = 1
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class MockSupervisor:

@@ -38,8 +38,8 @@ _SSE_HEADERS = {
 }
 _JSON = "application/json"
 
-# Exceptions that mean the client went away while we were writing.
-_GONE = (ConnectionResetError, ConnectionError)
+# What aiohttp raises when the client went away while we were writing.
+_GONE = ConnectionError
 
 
 _JSON_HEADERS = {"Content-Type": "application/json"}
@@ -124,7 +124,7 @@ class OpenAIRoutes:
         except NeutrinoError as err:
             if resp is None:
                 raise
-            with contextlib.suppress(*_GONE):
+            with contextlib.suppress(_GONE):
                 await resp.write(sse_error(err) + SSE_DONE)
             return resp
         reason = "client disconnected"
