@@ -12,7 +12,7 @@ import struct
 from typing import Any
 
 from neutrino.engine.arrays import pack_u32
-from neutrino.engine.messages import Sampling, TextQuery
+from neutrino.engine.messages import Sampling, TextQuery, TextResult
 from neutrino.engine.schema import PROTOCOL_VERSION, ie
 
 _WIDTH = {
@@ -186,4 +186,77 @@ def encode_text_query(request_id: int, q: TextQuery) -> bytes:
         _Q.pack_into(seg, p, _list_ptr(p, stops_at, len(stops)))
         seg[stops_at : stops_at + len(stops)] = stops
     seg.release()
+    return bytes(buf)
+
+
+_TR = _Layout(ie.TextResult)
+_TM = _Layout(ie.Timings)
+_TR_DATA_AT = 8 + 8 * (1 + _ENV.words)  # frame byte of TextResult's data section
+_TR_PTRS_AT = _TR_DATA_AT + 8 * _TR.data_words
+_TR_FIXED = _TR_PTRS_AT + 8 * _TR.ptr_count  # frame bytes before the first list
+_TR_ROOT = _struct_ptr(0, 8, _ENV)
+_TR_BODY = _struct_ptr(8 + 8 * _ENV.data_words, 8 * (1 + _ENV.words), _TR)
+
+
+def _tr_header() -> tuple[bytes, struct.Struct]:
+    """The constant part of a textResult frame, and a packer for its variable fields."""
+    head = bytearray(_TR_FIXED)
+    seg = memoryview(head)[8:]
+    _Q.pack_into(seg, 0, _TR_ROOT)
+    _ENV.put(seg, 8, "version", PROTOCOL_VERSION)
+    struct.pack_into("<H", seg, 8 + _DISC_OFF, _BODY["textResult"])
+    _Q.pack_into(seg, 8 + 8 * _ENV.data_words, _TR_BODY)
+    seg.release()
+    order = sorted(
+        (_TR.prims[n][1], n)
+        for n in ("finishReason", "stopTokenId", "promptTokens", "cachedTokens",
+                  "completionTokens")
+    )
+    fmt, pos = "<", 0
+    for off, name in order:
+        fmt += f"{off - pos}x" if off > pos else ""
+        code = _TR.prims[name][0].format[1:]
+        fmt += code
+        pos = off + struct.calcsize("<" + code)
+    assert [n for _, n in order] == [
+        "finishReason", "stopTokenId", "promptTokens", "cachedTokens", "completionTokens"
+    ], "field order of TextResult's data section changed"
+    return bytes(head), struct.Struct(fmt)
+
+
+_TR_HEAD, _TR_FIELDS = _tr_header()
+_TR_TOKENS_PTR = _TR_PTRS_AT + 8 * _TR.ptrs["tokens"]
+_TR_TIMINGS_PTR = _TR_PTRS_AT + 8 * _TR.ptrs["timings"]
+_SEG_WORDS = struct.Struct("<4xI")
+_QQQ = struct.Struct("<QQQ")
+assert all(d == 0 for _, _, d, _, _ in _TR.prims.values()), "fields need zero defaults"
+assert [_TM.prims[n][1] for n in ("queueNs", "prefillNs", "decodeNs")] == [0, 8, 16]
+
+
+def encode_text_result(request_id: int, r: TextResult) -> bytes:
+    """Frame bytes equal in meaning to pycapnp's for a result without logprobs.
+
+    The mock engine's per-token path; laid out like pycapnp's builder lays it out.
+    """
+    tokens = pack_u32(r.tokens) if r.tokens else b""
+    pad = _pad(len(tokens)) - len(tokens)
+    timed = r.queue_ns or r.prefill_ns or r.decode_ns
+    size = _TR_FIXED + len(tokens) + pad + (24 if timed else 0)
+    buf = bytearray(_TR_HEAD)
+    if tokens:
+        buf += tokens
+        if pad:
+            buf += bytes(pad)
+        off = (_TR_FIXED - _TR_TOKENS_PTR - 8) // 8
+        _Q.pack_into(buf, _TR_TOKENS_PTR, 1 | (off << 2) | (2 << 32) | (len(tokens) << 35))
+    if timed:
+        at = len(buf)
+        buf += _QQQ.pack(r.queue_ns, r.prefill_ns, r.decode_ns)
+        _Q.pack_into(buf, _TR_TIMINGS_PTR, _struct_ptr(_TR_TIMINGS_PTR - 8, at - 8, _TM))
+    _SEG_WORDS.pack_into(buf, 0, (size - 8) // 8)
+    _Q.pack_into(buf, 8 + 8 + 8, request_id)
+    _TR_FIELDS.pack_into(
+        buf, _TR_DATA_AT, int(r.finish_reason), r.stop_token_id, r.prompt_tokens,
+        r.cached_tokens, r.completion_tokens,
+    )
     return bytes(buf)

@@ -15,7 +15,7 @@ from typing import Any
 
 from neutrino.engine.arrays import LITTLE as _LITTLE
 from neutrino.engine.arrays import pack_f32, pack_u32, unpack_f32, unpack_u32
-from neutrino.engine.builder import encode_text_query
+from neutrino.engine.builder import encode_text_query, encode_text_result
 from neutrino.engine.messages import (
     Cancel,
     EngineError,
@@ -72,6 +72,13 @@ def encode(request_id: int, msg: Message) -> bytes:
     """One frame (standard stream framing) carrying ``msg`` for ``request_id``."""
     if type(msg) is TextQuery:
         return encode_text_query(request_id, msg)
+    if type(msg) is TextResult and not msg.logprobs and not msg.top_logprobs:
+        return encode_text_result(request_id, msg)
+    return encode_capnp(request_id, msg)
+
+
+def encode_capnp(request_id: int, msg: Message) -> bytes:
+    """``encode`` through pycapnp's builder, for every message kind."""
     env = _new(request_id)
     body = env.body
     if isinstance(msg, TextResult):
