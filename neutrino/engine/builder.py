@@ -94,10 +94,40 @@ class _Layout:
         if bits:
             fmt.pack_into(buf, base + off, bits)
 
-    def put_bool(self, buf: bytearray | memoryview, base: int, name: str, value: bool) -> None:
-        byte, bit, default = self.bools[name]
-        if value != default:
-            buf[base + byte] |= 1 << bit
+    def data_packer(self, names: list[str]) -> tuple[struct.Struct, int, list[str]]:
+        """A packer writing ``names`` (all primitive fields) raw, in offset order.
+
+        Returns the struct, the integer of default bits to XOR the packed section
+        with (Cap'n Proto stores ``value XOR default``), and the field order. Bool
+        bytes appear in the order as pseudo-fields named ``"@<byte>"``.
+        """
+        items: list[tuple[int, str, str]] = []
+        for n in names:
+            packer, off, _, kind, _ = self.prims[n]
+            code = {"float32": "f", "float64": "d"}.get(kind, packer.format[1:])
+            if kind.startswith("int"):
+                code = code.lower()
+            items.append((off, code, n))
+        for byte in sorted({b for b, _, _ in self.bools.values()}):
+            items.append((byte, "B", f"@{byte}"))
+        items.sort()
+        fmt, pos = "<", 0
+        for off, code, _ in items:
+            if off < pos:
+                raise RuntimeError("overlapping fields")
+            fmt += f"{off - pos}x" if off > pos else ""
+            fmt += code
+            pos = off + struct.calcsize("<" + code)
+        size = 8 * self.data_words
+        fmt += f"{size - pos}x"
+        defaults = bytearray(size)
+        for n in names:
+            f, off, bits, _, _ = self.prims[n]
+            f.pack_into(defaults, off, bits)
+        for byte, bit, default in self.bools.values():
+            if default:
+                defaults[byte] |= 1 << bit
+        return struct.Struct(fmt), int.from_bytes(defaults, "little"), [n for _, _, n in items]
 
     def ptr_at(self, base: int, name: str) -> int:
         """Byte position of pointer ``name`` in a struct whose data starts at ``base``."""
@@ -126,66 +156,100 @@ def _pad(n: int) -> int:
     return (n + 7) & ~7
 
 
-def encode_text_query(request_id: int, q: TextQuery) -> bytes:
-    """Frame bytes equal in meaning to ``codec.encode(request_id, q)``."""
-    s: Sampling = q.sampling
-    model = q.model.encode()
-    trace = q.traceparent.encode()
-    prompt = pack_u32(q.prompt_tokens)
-    stops = pack_u32(s.stop_token_ids) if s.stop_token_ids else b""
-    # Byte positions within the segment (which starts at frame byte 8).
-    env = 8
-    tq = env + 8 * _ENV.words
-    smp = tq + 8 * _TQ.words
-    model_at = smp + 8 * _SMP.words
-    prompt_at = model_at + _pad(len(model) + 1)
-    stops_at = prompt_at + _pad(len(prompt))
-    trace_at = stops_at + _pad(len(stops))
-    end = trace_at + (_pad(len(trace) + 1) if trace else 0)
-    buf = bytearray(8 + end)
-    seg = memoryview(buf)[8:]
-    struct.pack_into("<II", buf, 0, 0, end // 8)
-    _Q.pack_into(seg, 0, _struct_ptr(0, env, _ENV))
-    _ENV.put(seg, env, "version", PROTOCOL_VERSION)
-    _ENV.put(seg, env, "requestId", request_id)
-    struct.pack_into("<H", seg, env + _DISC_OFF, _BODY["textQuery"])
-    body_ptr = env + 8 * _ENV.data_words
-    _Q.pack_into(seg, body_ptr, _struct_ptr(body_ptr, tq, _TQ))
-    _TQ.put(seg, tq, "deadlineMs", q.deadline_ms)
-    p = _TQ.ptr_at(tq, "model")
-    _Q.pack_into(seg, p, _list_ptr(p, model_at, len(model) + 1))
-    seg[model_at : model_at + len(model)] = model
-    if prompt:
-        p = _TQ.ptr_at(tq, "promptTokens")
-        _Q.pack_into(seg, p, _list_ptr(p, prompt_at, len(prompt)))
-        seg[prompt_at : prompt_at + len(prompt)] = prompt
-    if trace:
-        p = _TQ.ptr_at(tq, "traceparent")
-        _Q.pack_into(seg, p, _list_ptr(p, trace_at, len(trace) + 1))
-        seg[trace_at : trace_at + len(trace)] = trace
-    p = _TQ.ptr_at(tq, "sampling")
-    _Q.pack_into(seg, p, _struct_ptr(p, smp, _SMP))
-    put = _SMP.put
-    put(seg, smp, "maxTokens", s.max_tokens)
-    put(seg, smp, "temperature", s.temperature)
-    put(seg, smp, "topP", s.top_p)
-    put(seg, smp, "topK", s.top_k)
-    put(seg, smp, "minP", s.min_p)
-    if s.seed is not None:
-        put(seg, smp, "seed", s.seed)
-        _SMP.put_bool(seg, smp, "hasSeed", True)
-    _SMP.put_bool(seg, smp, "logprobs", s.logprobs)
-    put(seg, smp, "topLogprobs", s.top_logprobs)
-    put(seg, smp, "presencePenalty", s.presence_penalty)
-    put(seg, smp, "frequencyPenalty", s.frequency_penalty)
-    put(seg, smp, "repetitionPenalty", s.repetition_penalty)
-    _SMP.put_bool(seg, smp, "ignoreEos", s.ignore_eos)
-    put(seg, smp, "minTokens", s.min_tokens)
-    if stops:
-        p = _SMP.ptr_at(smp, "stopTokenIds")
-        _Q.pack_into(seg, p, _list_ptr(p, stops_at, len(stops)))
-        seg[stops_at : stops_at + len(stops)] = stops
+_SMP_STRUCT, _SMP_DEFAULTS, _SMP_ORDER = _SMP.data_packer(
+    [
+        "maxTokens", "temperature", "topP", "topK", "minP", "seed", "topLogprobs",
+        "presencePenalty", "frequencyPenalty", "repetitionPenalty", "minTokens",
+    ]
+)
+_SMP_SIZE = 8 * _SMP.data_words
+_SMP_BOOL_BYTES = {n for n in _SMP_ORDER if n.startswith("@")}
+assert len(_SMP_BOOL_BYTES) == 1, "Sampling's bools are expected in one byte"
+_SMP_HAS_SEED = 1 << _SMP.bools["hasSeed"][1]
+_SMP_LOGPROBS = 1 << _SMP.bools["logprobs"][1]
+_SMP_IGNORE_EOS = 1 << _SMP.bools["ignoreEos"][1]
+
+
+def _sampling_data(s: Sampling) -> bytes:
+    """Sampling's data section in one pack (then XOR with the schema's defaults)."""
+    flags = (
+        (_SMP_HAS_SEED if s.seed is not None else 0)
+        | (_SMP_LOGPROBS if s.logprobs else 0)
+        | (_SMP_IGNORE_EOS if s.ignore_eos else 0)
+    )
+    values = {
+        "maxTokens": s.max_tokens, "temperature": s.temperature, "topP": s.top_p,
+        "topK": s.top_k, "minP": s.min_p, "seed": s.seed or 0,
+        "topLogprobs": s.top_logprobs, "presencePenalty": s.presence_penalty,
+        "frequencyPenalty": s.frequency_penalty, "repetitionPenalty": s.repetition_penalty,
+        "minTokens": s.min_tokens,
+    }
+    raw = _SMP_STRUCT.pack(*[flags if n[0] == "@" else values[n] for n in _SMP_ORDER])
+    return (int.from_bytes(raw, "little") ^ _SMP_DEFAULTS).to_bytes(_SMP_SIZE, "little")
+
+
+# Fixed positions of a textQuery frame (frame bytes; the segment starts at byte 8).
+_TQ_ENV = 16  # Envelope data
+_TQ_AT = 8 + 8 * (1 + _ENV.words)  # TextQuery data
+_SMP_AT = _TQ_AT + 8 * _TQ.words  # Sampling data
+_BLOBS_AT = _SMP_AT + 8 * _SMP.words  # first list
+_TQ_REQ = _TQ_ENV + _ENV.prims["requestId"][1]
+_TQ_DEADLINE = _TQ_AT + _TQ.prims["deadlineMs"][1]
+_TQ_MODEL = _TQ_AT + 8 * _TQ.data_words + 8 * _TQ.ptrs["model"]
+_TQ_PROMPT = _TQ_AT + 8 * _TQ.data_words + 8 * _TQ.ptrs["promptTokens"]
+_TQ_TRACE = _TQ_AT + 8 * _TQ.data_words + 8 * _TQ.ptrs["traceparent"]
+_SMP_STOPS = _SMP_AT + 8 * _SMP.data_words + 8 * _SMP.ptrs["stopTokenIds"]
+_U32 = struct.Struct("<I")
+assert _TQ.prims["deadlineMs"][2] == 0 and _ENV.prims["requestId"][2] == 0
+
+
+def _tq_head() -> bytes:
+    head = bytearray(_BLOBS_AT)
+    seg = memoryview(head)[8:]
+    _Q.pack_into(seg, 0, _struct_ptr(0, 8, _ENV))
+    _ENV.put(seg, 8, "version", PROTOCOL_VERSION)
+    struct.pack_into("<H", seg, 8 + _DISC_OFF, _BODY["textQuery"])
+    body_ptr = 8 + 8 * _ENV.data_words
+    _Q.pack_into(seg, body_ptr, _struct_ptr(body_ptr, _TQ_AT - 8, _TQ))
+    p = _TQ.ptr_at(_TQ_AT - 8, "sampling")
+    _Q.pack_into(seg, p, _struct_ptr(p, _SMP_AT - 8, _SMP))
     seg.release()
+    return bytes(head)
+
+
+_TQ_HEAD = _tq_head()
+
+
+def _list_at(buf: bytearray, ptr: int, blob: bytes, count: int) -> None:
+    """Append ``blob`` (padded to a word) and point the list pointer at ``ptr`` to it."""
+    at = len(buf)
+    buf += blob
+    pad = -len(blob) & 7
+    if pad:
+        buf += bytes(pad)
+    _Q.pack_into(buf, ptr, 1 | (((at - ptr - 8) >> 3) << 2) | (2 << 32) | (count << 35))
+
+
+def encode_text_query(request_id: int, q: TextQuery) -> bytes:
+    """Frame bytes equal in meaning to ``codec.encode_capnp(request_id, q)``."""
+    s: Sampling = q.sampling
+    buf = bytearray(_TQ_HEAD)
+    model = q.model.encode() + b"\0"
+    _list_at(buf, _TQ_MODEL, model, len(model))
+    if q.prompt_tokens:
+        prompt = pack_u32(q.prompt_tokens)
+        _list_at(buf, _TQ_PROMPT, prompt, len(prompt))
+    if s.stop_token_ids:
+        stops = pack_u32(s.stop_token_ids)
+        _list_at(buf, _SMP_STOPS, stops, len(stops))
+    if q.traceparent:
+        trace = q.traceparent.encode() + b"\0"
+        _list_at(buf, _TQ_TRACE, trace, len(trace))
+    buf[_SMP_AT : _SMP_AT + _SMP_SIZE] = _sampling_data(s)
+    _U32.pack_into(buf, 4, (len(buf) - 8) >> 3)
+    _Q.pack_into(buf, _TQ_REQ, request_id)
+    if q.deadline_ms:
+        _U32.pack_into(buf, _TQ_DEADLINE, q.deadline_ms)
     return bytes(buf)
 
 

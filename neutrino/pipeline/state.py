@@ -65,24 +65,26 @@ class Lifecycle:
     def terminal(self) -> bool:
         return self.state in TERMINAL
 
-    def _span(self, start: State, *ends: State) -> float:
-        t0 = self.times.get(start)
-        if t0 is None:
-            return 0.0
-        for end in ends:
-            t1 = self.times.get(end)
-            if t1 is not None:
-                return (t1 - t0) / 1e9
-        return 0.0
-
     def timings(self) -> dict[str, float]:
-        """Seconds spent per phase, as Groq's API reports them in ``usage``."""
-        done = (State.COMPLETE, State.FAILED, State.CANCELLED)
+        """Seconds spent per phase, as Groq's API reports them in ``usage``.
+
+        States are entered in order, so a phase lasts until the next state entered;
+        a phase not (yet) finished counts as zero.
+        """
+        spent = {State.QUEUED: 0, State.PROCESSING: 0, State.GENERATING: 0}
+        prev_state, prev_t = State.START, 0
+        first = last = 0
+        for i, (state, t) in enumerate(self.times.items()):
+            if i == 0:
+                first = t
+            elif prev_state in spent:
+                spent[prev_state] = t - prev_t
+            prev_state, prev_t, last = state, t, t
         return {
-            "queue_time": self._span(State.QUEUED, State.PROCESSING, *done),
-            "prompt_time": self._span(State.PROCESSING, State.GENERATING, *done),
-            "completion_time": self._span(State.GENERATING, *done),
-            "total_time": self._span(State.START, *done),
+            "queue_time": spent[State.QUEUED] / 1e9,
+            "prompt_time": spent[State.PROCESSING] / 1e9,
+            "completion_time": spent[State.GENERATING] / 1e9,
+            "total_time": (last - first) / 1e9 if self.state in TERMINAL else 0.0,
         }
 
     def transitions(self) -> list[tuple[str, float]]:
