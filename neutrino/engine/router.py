@@ -27,6 +27,11 @@ class _Submission:
         self.conn.forget(self.rid)
 
 
+def _load(pool: EnginePool) -> float:
+    capacity = pool.hello.capacity if pool.hello else 1
+    return pool.inflight / max(1, capacity)
+
+
 class EngineRouter:
     """Picks, per model, the least-loaded connected engine and connection."""
 
@@ -85,7 +90,7 @@ class EngineRouter:
         pools = self._by_model.get(query.model)
         conn: EngineConnection | None = None
         if pools:
-            best = min(pools, key=lambda p: p.inflight / max(1, p.hello.capacity if p.hello else 1))
+            best = pools[0] if len(pools) == 1 else min(pools, key=_load)
             conn = best.pick()
         if conn is None:
             if not self.has_engine() or query.model in self._known:
