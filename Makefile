@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
 # Debian packages the tests use: `capnp` decodes our frames in a test.
 APT_PACKAGES := capnproto
+# `make bench` drives non-streamed load with wrk (a C load generator) when it can.
+BENCH_APT_PACKAGES := wrk
 
 .PHONY: install run test test-fast bench lint system-deps clean
 
@@ -22,7 +24,7 @@ $(STAMP): $(PY) pyproject.toml
 install: $(STAMP)
 
 system-deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(APT_PACKAGES) $(EXTRA_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
@@ -36,6 +38,7 @@ test: install system-deps
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: install
+	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(BENCH_APT_PACKAGES)" || echo "wrk unavailable: using the Python load generator"
 	$(PY) -m bench.run $(ARGS)
 
 lint: install

@@ -17,6 +17,7 @@ class Result:
     tokens: int = 0
     wall_s: float = 0.0
     latencies: list[float] = field(default_factory=list)
+    p99: float | None = None  # when the driver reports it (wrk) instead of samples
     ttfts: list[float] = field(default_factory=list)
 
     def pct(self, values: list[float], p: float) -> float:

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,6 +27,7 @@ from bench.load import Result, run
 
 REPO = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
+WRK_SECONDS = 4
 # The server under test gets a core of its own; the engine and the load generator
 # share the other, so contention does not change the server's cost per request.
 CPUS = sorted(os.sched_getaffinity(0))
@@ -109,6 +111,65 @@ async def phase(
     return res, cpu_seconds(server.proc.pid) - c0
 
 
+WRK = shutil.which("wrk")
+
+
+def _seconds(text: str) -> float:
+    units = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}
+    for unit in ("us", "ms", "m", "s"):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * units[unit]
+    return float(text)
+
+
+async def wrk_phase(
+    server: Server, body: dict[str, Any], concurrency: int, seconds: int
+) -> tuple[Result, float]:
+    """Drive ``server`` with wrk (C, a fraction of the Python client's cost per request)."""
+    assert WRK is not None
+    script = Path(tempfile.mkdtemp(prefix="neutrino-wrk-")) / "post.lua"
+    payload = json.dumps(body)
+    script.write_text(
+        'wrk.method = "POST"\n'
+        'wrk.headers["Content-Type"] = "application/json"\n'
+        f"wrk.body = [==[{payload}]==]\n"
+    )
+
+    def run_wrk(duration: int) -> str:
+        argv = [
+            "taskset",
+            "-c",
+            ",".join(map(str, sorted(OTHER_CPUS))),
+            WRK,
+            "-t1",
+            f"-c{concurrency}",
+            f"-d{int(duration)}s",
+            "--latency",
+            "-s",
+            str(script),
+            server.url,
+        ]
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+    await asyncio.to_thread(run_wrk, 1)  # warm-up
+    c0 = cpu_seconds(server.proc.pid)
+    out = await asyncio.to_thread(run_wrk, seconds)
+    cpu = cpu_seconds(server.proc.pid) - c0
+    res = Result()
+    for line in out.splitlines():
+        words = line.split()
+        if "requests in" in line:
+            res.requests = int(words[0])
+            res.wall_s = _seconds(words[3].rstrip(","))
+        elif words[:1] == ["50%"]:
+            res.latencies.append(_seconds(words[1]))
+        elif words[:1] == ["99%"]:
+            res.p99 = _seconds(words[1])
+        elif line.strip().startswith("Non-2xx"):
+            res.errors = int(words[-1])
+    return res, cpu
+
+
 def _median(values: list[float]) -> float:
     s = sorted(values)
     return s[len(s) // 2]
@@ -129,7 +190,10 @@ async def measured(
     runs: dict[str, list[tuple[Result, float]]] = {s.name: [] for s in servers}
     for _ in range(repeats):
         for srv in servers:
-            runs[srv.name].append(await phase(srv, body, concurrency, requests, stream))
+            if WRK is not None and not stream:
+                runs[srv.name].append(await wrk_phase(srv, body, concurrency, WRK_SECONDS))
+            else:
+                runs[srv.name].append(await phase(srv, body, concurrency, requests, stream))
     out: dict[str, dict[str, Any]] = {}
     for name, rs in runs.items():
         unit = [cpu / max(1, (r.tokens if stream else r.requests)) for r, cpu in rs]
@@ -209,7 +273,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 row[name] = {
                     "req_s": res.requests / res.wall_s,
                     "p50_ms": 1000 * res.pct(res.latencies, 50),
-                    "p99_ms": 1000 * res.pct(res.latencies, 99),
+                    "p99_ms": 1000
+                    * (res.p99 if res.p99 is not None else res.pct(res.latencies, 99)),
                     "cpu_us_per_req": m["cpu_unit_us"],
                     "cpu_spread": m["cpu_unit_spread_us"],
                     "errors": res.errors,
@@ -255,7 +320,8 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"\nNeutrino benchmark (mock_ie, zero engine delay; {len(CPUS)} CPUs: server on "
         f"{sorted(SERVER_CPU)}, engine and load on {sorted(OTHER_CPUS)})"
     )
-    print(f"non-streaming chat, max_tokens={args.tokens}:")
+    driver = "wrk" if WRK else "the Python load generator (install wrk for a lighter one)"
+    print(f"non-streaming chat, max_tokens={args.tokens}, driven by {driver}:")
     print(f"{'conc':>5} {'server':>9} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'CPU us/req':>11}")
     for row in r["non_stream"]:
         for name in ("baseline", "neutrino"):
