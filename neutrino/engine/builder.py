@@ -158,8 +158,17 @@ def _pad(n: int) -> int:
 
 _SMP_STRUCT, _SMP_DEFAULTS, _SMP_ORDER = _SMP.data_packer(
     [
-        "maxTokens", "temperature", "topP", "topK", "minP", "seed", "topLogprobs",
-        "presencePenalty", "frequencyPenalty", "repetitionPenalty", "minTokens",
+        "maxTokens",
+        "temperature",
+        "topP",
+        "topK",
+        "minP",
+        "seed",
+        "topLogprobs",
+        "presencePenalty",
+        "frequencyPenalty",
+        "repetitionPenalty",
+        "minTokens",
     ]
 )
 _SMP_SIZE = 8 * _SMP.data_words
@@ -178,10 +187,16 @@ def _sampling_data(s: Sampling) -> bytes:
         | (_SMP_IGNORE_EOS if s.ignore_eos else 0)
     )
     values = {
-        "maxTokens": s.max_tokens, "temperature": s.temperature, "topP": s.top_p,
-        "topK": s.top_k, "minP": s.min_p, "seed": s.seed or 0,
-        "topLogprobs": s.top_logprobs, "presencePenalty": s.presence_penalty,
-        "frequencyPenalty": s.frequency_penalty, "repetitionPenalty": s.repetition_penalty,
+        "maxTokens": s.max_tokens,
+        "temperature": s.temperature,
+        "topP": s.top_p,
+        "topK": s.top_k,
+        "minP": s.min_p,
+        "seed": s.seed or 0,
+        "topLogprobs": s.top_logprobs,
+        "presencePenalty": s.presence_penalty,
+        "frequencyPenalty": s.frequency_penalty,
+        "repetitionPenalty": s.repetition_penalty,
         "minTokens": s.min_tokens,
     }
     raw = _SMP_STRUCT.pack(*[flags if n[0] == "@" else values[n] for n in _SMP_ORDER])
@@ -273,8 +288,7 @@ def _tr_header() -> tuple[bytes, struct.Struct]:
     seg.release()
     order = sorted(
         (_TR.prims[n][1], n)
-        for n in ("finishReason", "stopTokenId", "promptTokens", "cachedTokens",
-                  "completionTokens")
+        for n in ("finishReason", "stopTokenId", "promptTokens", "cachedTokens", "completionTokens")
     )
     fmt, pos = "<", 0
     for off, name in order:
@@ -283,7 +297,11 @@ def _tr_header() -> tuple[bytes, struct.Struct]:
         fmt += code
         pos = off + struct.calcsize("<" + code)
     assert [n for _, n in order] == [
-        "finishReason", "stopTokenId", "promptTokens", "cachedTokens", "completionTokens"
+        "finishReason",
+        "stopTokenId",
+        "promptTokens",
+        "cachedTokens",
+        "completionTokens",
     ], "field order of TextResult's data section changed"
     return bytes(head), struct.Struct(fmt)
 
@@ -320,7 +338,12 @@ def encode_text_result(request_id: int, r: TextResult) -> bytes:
     _SEG_WORDS.pack_into(buf, 0, (size - 8) // 8)
     _Q.pack_into(buf, 8 + 8 + 8, request_id)
     _TR_FIELDS.pack_into(
-        buf, _TR_DATA_AT, int(r.finish_reason), r.stop_token_id, r.prompt_tokens,
-        r.cached_tokens, r.completion_tokens,
+        buf,
+        _TR_DATA_AT,
+        int(r.finish_reason),
+        r.stop_token_id,
+        r.prompt_tokens,
+        r.cached_tokens,
+        r.completion_tokens,
     )
     return bytes(buf)
