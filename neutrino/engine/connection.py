@@ -16,7 +16,7 @@ from typing import Protocol, cast
 
 from neutrino import __version__
 from neutrino.engine.batching import WriteBatcher
-from neutrino.engine.codec import DecodeError, decode, decode_tokens, encode
+from neutrino.engine.codec import DecodeError, decode, encode
 from neutrino.engine.framing import FrameDecoder, FrameTooLarge, FramingError
 from neutrino.engine.messages import (
     Cancel,
@@ -30,6 +30,7 @@ from neutrino.engine.messages import (
     TextQuery,
     TextResult,
 )
+from neutrino.engine.reader import decode_tokens
 from neutrino.engine.schema import PROTOCOL_VERSION
 from neutrino.errors import ErrorKind, NeutrinoError
 

@@ -10,7 +10,6 @@ from neutrino.engine.codec import (
     DecodeError,
     decode,
     decode_slow,
-    decode_tokens,
     encode,
     encode_capnp,
 )
@@ -29,6 +28,7 @@ from neutrino.engine.messages import (
     TextQuery,
     TextResult,
 )
+from neutrino.engine.reader import decode_tokens
 from neutrino.engine.schema import MAX_FRAME_BYTES, SCHEMA_PATH
 
 u32 = st.integers(0, 2**32 - 1)
