@@ -111,7 +111,8 @@ class Orchestrator:
                 self.admission.release()
             self._fail_early(req, lifecycle, State.FAILED, exc)
             raise
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ConnectionError):
+            # The client went away (the handler was cancelled, or opening its stream failed).
             if admitted and not lifecycle.terminal:
                 self.admission.release()
             self._fail_early(req, lifecycle, State.CANCELLED, None)
