@@ -39,6 +39,16 @@ struct Envelope {
     error @7 :Error;
     ping @8 :Ping;
     pong @9 :Pong;
+    embedQuery @10 :EmbedQuery;
+    embedResult @11 :EmbedResult;
+    rerankQuery @12 :RerankQuery;
+    rerankResult @13 :RerankResult;
+    audioQuery @14 :AudioQuery;
+    audioResult @15 :AudioResult;
+    speechQuery @16 :SpeechQuery;
+    speechResult @17 :SpeechResult;
+    detectQuery @18 :DetectQuery;
+    detectResult @19 :DetectResult;
   }
 }
 
@@ -58,6 +68,18 @@ struct ModelInfo {
   name @0 :Text;
   contextLength @1 :UInt32;   # prompt + completion tokens
   maxOutputTokens @2 :UInt32; # 0 = bounded by context only
+  capabilities @3 :List(Capability);  # empty = [generate]
+  embeddingDimensions @4 :UInt32;     # native size of embed vectors (embed models)
+}
+
+enum Capability {
+  generate @0;                # textQuery -> textResult
+  vision @1;                  # textQuery may carry images
+  embed @2;                   # embedQuery -> embedResult
+  rerank @3;                  # rerankQuery -> rerankResult
+  transcribe @4;              # audioQuery -> audioResult (transcribe and translate)
+  speech @5;                  # speechQuery -> speechResult*
+  detect @6;                  # detectQuery -> detectResult
 }
 
 struct Sampling {
@@ -84,6 +106,14 @@ struct TextQuery {
   sampling @2 :Sampling;
   deadlineMs @3 :UInt32;      # 0 = none; engine may give up after this long
   traceparent @4 :Text;       # W3C trace context, may be empty
+  images @5 :List(Image);     # images referenced by the prompt, in order
+}
+
+struct Image {
+  data @0 :Data;              # the encoded image as the client sent it (checked by Neutrino)
+  mimeType @1 :Text;          # "image/png", "image/jpeg"
+  width @2 :UInt32;
+  height @3 :UInt32;
 }
 
 enum FinishReason {
@@ -138,4 +168,101 @@ struct Ping {
 
 struct Pong {
   nonce @0 :UInt64;
+}
+
+# ----------------------------------------------------------------------------- modalities
+#
+# Each query below is answered by its result (speech: a stream of results, the last with
+# final = true) or by an error; a cancel ends any of them. Token ids are packed LE uint32
+# `Data`, vectors and scores packed LE float32, audio 16-bit LE mono PCM.
+
+struct EmbedQuery {
+  model @0 :Text;
+  inputs @1 :List(Data);      # one token id array per input
+  dimensions @2 :UInt32;      # 0 = the model's own size; else truncate (Matryoshka)
+  normalize @3 :Bool = true;  # L2-normalise each vector
+  traceparent @4 :Text;
+}
+
+struct EmbedResult {
+  dimensions @0 :UInt32;
+  vectors @1 :Data;           # LE float32, len(inputs) * dimensions, row-major
+  promptTokens @2 :UInt32;
+}
+
+struct RerankQuery {
+  model @0 :Text;
+  query @1 :Data;             # token ids
+  documents @2 :List(Data);   # token ids per document
+  traceparent @3 :Text;
+}
+
+struct RerankResult {
+  scores @0 :Data;            # LE float32, one per document, in input order
+  promptTokens @1 :UInt32;
+}
+
+enum AudioTask {
+  transcribe @0;              # text in the spoken language
+  translate @1;               # English text
+}
+
+struct AudioQuery {
+  model @0 :Text;
+  task @1 :AudioTask;
+  pcm @2 :Data;               # 16-bit LE mono PCM, decoded and checked by Neutrino
+  sampleRate @3 :UInt32;
+  language @4 :Text;          # ISO-639-1 hint, may be empty
+  promptTokens @5 :Data;      # optional context to condition on
+  temperature @6 :Float32;
+  maxTokens @7 :UInt32;
+  traceparent @8 :Text;
+}
+
+struct AudioSegment {
+  startS @0 :Float32;
+  endS @1 :Float32;
+  tokens @2 :Data;            # token ids of this segment's text
+}
+
+struct AudioResult {
+  language @0 :Text;
+  durationS @1 :Float32;
+  segments @2 :List(AudioSegment);
+  completionTokens @3 :UInt32;
+}
+
+struct SpeechQuery {
+  model @0 :Text;
+  text @1 :Text;              # what to say
+  voice @2 :Text;
+  sampleRate @3 :UInt32;      # 0 = the model's own
+  speed @4 :Float32 = 1.0;
+  traceparent @5 :Text;
+}
+
+struct SpeechResult {
+  pcm @0 :Data;               # 16-bit LE mono PCM chunk
+  sampleRate @1 :UInt32;
+  final @2 :Bool;             # the last chunk (may be empty)
+}
+
+struct DetectQuery {
+  model @0 :Text;
+  image @1 :Image;
+  threshold @2 :Float32;      # minimum score to report
+  traceparent @3 :Text;
+}
+
+struct Box {
+  label @0 :Text;
+  score @1 :Float32;
+  x0 @2 :Float32;             # pixels, top-left origin
+  y0 @3 :Float32;
+  x1 @4 :Float32;
+  y1 @5 :Float32;
+}
+
+struct DetectResult {
+  boxes @0 :List(Box);
 }

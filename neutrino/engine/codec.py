@@ -15,6 +15,7 @@ from neutrino.engine.arrays import pack_f32, pack_u32, unpack_f32, unpack_u32
 from neutrino.engine.builder import encode_text_query, encode_text_result
 from neutrino.engine.messages import (
     Cancel,
+    Capability,
     EngineError,
     ErrorCode,
     FinishReason,
@@ -28,6 +29,7 @@ from neutrino.engine.messages import (
     TextQuery,
     TextResult,
 )
+from neutrino.engine.modal_codec import fill_body, fill_image, read_body, read_image
 from neutrino.engine.reader import DecodeError as DecodeError
 from neutrino.engine.reader import decode_canonical, decode_general
 from neutrino.engine.schema import PROTOCOL_VERSION, ie
@@ -62,9 +64,15 @@ def _fill_sampling(b: Any, s: Sampling) -> None:
     b.minTokens = s.min_tokens
 
 
+# Enum values pycapnp accepts in lists: the schema's names (e.g. "embed").
+_CAPABILITY_NAMES = {
+    Capability(int(v)): name for name, v in ie.Capability.schema.enumerants.items()
+}
+
+
 def encode(request_id: int, msg: Message) -> bytes:
     """One frame (standard stream framing) carrying ``msg`` for ``request_id``."""
-    if type(msg) is TextQuery:
+    if type(msg) is TextQuery and not msg.images:
         return encode_text_query(request_id, msg)
     if type(msg) is TextResult and not msg.logprobs and not msg.top_logprobs:
         return encode_text_result(request_id, msg)
@@ -103,6 +111,10 @@ def encode_capnp(request_id: int, msg: Message) -> bytes:
         q.deadlineMs = msg.deadline_ms
         if msg.traceparent:
             q.traceparent = msg.traceparent
+        if msg.images:
+            images = q.init("images", len(msg.images))
+            for i, img in enumerate(msg.images):
+                fill_image(images[i], img)
     elif isinstance(msg, Cancel):
         body.init("cancel").reason = msg.reason
     elif isinstance(msg, EngineError):
@@ -127,6 +139,11 @@ def encode_capnp(request_id: int, msg: Message) -> bytes:
             models[i].name = m.name
             models[i].contextLength = m.context_length
             models[i].maxOutputTokens = m.max_output_tokens
+            models[i].embeddingDimensions = m.embedding_dimensions
+            if m.capabilities:
+                models[i].capabilities = [_CAPABILITY_NAMES[c] for c in m.capabilities]
+    elif fill_body(body, msg):
+        pass
     else:  # pragma: no cover - exhaustive over Message
         raise TypeError(f"cannot encode {type(msg).__name__}")
     data: bytes = env.to_bytes()
@@ -183,6 +200,7 @@ def _slow_body(body: Any) -> Message:
             sampling=_sampling(q.sampling),
             deadline_ms=q.deadlineMs,
             traceparent=q.traceparent,
+            images=[read_image(img) for img in q.images],
         )
     if kind == "cancel":
         return Cancel(reason=body.cancel.reason)
@@ -201,9 +219,21 @@ def _slow_body(body: Any) -> Message:
         return HelloAck(
             engine=a.engine,
             protocol_version=a.protocolVersion,
-            models=[ModelInfo(m.name, m.contextLength, m.maxOutputTokens) for m in a.models],
+            models=[
+                ModelInfo(
+                    m.name,
+                    m.contextLength,
+                    m.maxOutputTokens,
+                    tuple(Capability(c.raw) for c in m.capabilities),
+                    m.embeddingDimensions,
+                )
+                for m in a.models
+            ],
             capacity=a.capacity,
         )
+    modal = read_body(kind, body)
+    if modal is not None:
+        return modal
     raise DecodeError(f"unknown message kind {kind!r}")
 
 

@@ -34,11 +34,28 @@ class Hello:
     protocol_version: int
 
 
+class Capability(enum.IntEnum):
+    GENERATE = 0
+    VISION = 1
+    EMBED = 2
+    RERANK = 3
+    TRANSCRIBE = 4
+    SPEECH = 5
+    DETECT = 6
+
+
 @dataclass(slots=True)
 class ModelInfo:
     name: str
     context_length: int
     max_output_tokens: int = 0
+    capabilities: tuple[Capability, ...] = ()  # empty: generation only
+    embedding_dimensions: int = 0
+
+    def can(self, capability: Capability) -> bool:
+        if not self.capabilities:
+            return capability is Capability.GENERATE
+        return capability in self.capabilities
 
 
 @dataclass(slots=True)
@@ -68,12 +85,21 @@ class Sampling:
 
 
 @dataclass(slots=True)
+class Image:
+    data: bytes  # encoded (PNG/JPEG), as checked by Neutrino
+    mime_type: str
+    width: int
+    height: int
+
+
+@dataclass(slots=True)
 class TextQuery:
     model: str
     prompt_tokens: list[int]
     sampling: Sampling
     deadline_ms: int = 0
     traceparent: str = ""
+    images: list[Image] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -115,4 +141,116 @@ class Pong:
     nonce: int
 
 
-Message = Hello | HelloAck | TextQuery | TextResult | Cancel | EngineError | Ping | Pong
+# ----------------------------------------------------------------------------- modalities
+
+
+@dataclass(slots=True)
+class EmbedQuery:
+    model: str
+    inputs: list[list[int]]
+    dimensions: int = 0
+    normalize: bool = True
+    traceparent: str = ""
+
+
+@dataclass(slots=True)
+class EmbedResult:
+    dimensions: int
+    vectors: list[float]  # row-major, len(inputs) * dimensions
+    prompt_tokens: int = 0
+
+    def rows(self) -> list[list[float]]:
+        d = self.dimensions
+        return [self.vectors[i : i + d] for i in range(0, len(self.vectors), d)] if d else []
+
+
+@dataclass(slots=True)
+class RerankQuery:
+    model: str
+    query: list[int]
+    documents: list[list[int]]
+    traceparent: str = ""
+
+
+@dataclass(slots=True)
+class RerankResult:
+    scores: list[float]
+    prompt_tokens: int = 0
+
+
+class AudioTask(enum.IntEnum):
+    TRANSCRIBE = 0
+    TRANSLATE = 1
+
+
+@dataclass(slots=True)
+class AudioQuery:
+    model: str
+    task: AudioTask
+    pcm: bytes  # 16-bit LE mono
+    sample_rate: int
+    language: str = ""
+    prompt_tokens: list[int] = field(default_factory=list)
+    temperature: float = 0.0
+    max_tokens: int = 0
+    traceparent: str = ""
+
+
+@dataclass(slots=True)
+class AudioSegment:
+    start_s: float
+    end_s: float
+    tokens: list[int]
+
+
+@dataclass(slots=True)
+class AudioResult:
+    language: str
+    duration_s: float
+    segments: list[AudioSegment]
+    completion_tokens: int = 0
+
+
+@dataclass(slots=True)
+class SpeechQuery:
+    model: str
+    text: str
+    voice: str = ""
+    sample_rate: int = 0
+    speed: float = 1.0
+    traceparent: str = ""
+
+
+@dataclass(slots=True)
+class SpeechResult:
+    pcm: bytes
+    sample_rate: int
+    final: bool = False
+
+
+@dataclass(slots=True)
+class DetectQuery:
+    model: str
+    image: Image
+    threshold: float = 0.0
+    traceparent: str = ""
+
+
+@dataclass(slots=True)
+class Box:
+    label: str
+    score: float
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+
+@dataclass(slots=True)
+class DetectResult:
+    boxes: list[Box]
+
+
+Query = TextQuery | EmbedQuery | RerankQuery | AudioQuery | SpeechQuery | DetectQuery
+Result = TextResult | EmbedResult | RerankResult | AudioResult | SpeechResult | DetectResult
+Message = Hello | HelloAck | Query | Result | Cancel | EngineError | Ping | Pong
