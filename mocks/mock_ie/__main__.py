@@ -13,22 +13,40 @@ from mocks.mock_ie.core import MockEngine, MockModel, Tokenizer, load_tokenizer
 from mocks.mock_ie.events import EventLog
 from mocks.mock_ie.script import Script, ScriptError
 from mocks.mock_ie.server import MockServer
+from neutrino.engine.messages import Capability
 
 log = logging.getLogger("mock_ie")
 
 DEFAULT_TOKENIZER = "qwen2"
+_G, _V = Capability.GENERATE, Capability.VISION
 DEFAULT_MODELS: tuple[MockModel, ...] = (
     MockModel("qwen2.5-mock", "qwen2", 32768),
     MockModel("llama3.2-mock", "llama3", 131072),
+    MockModel("qwen2.5-vl-mock", "qwen2", 32768, (_G, _V)),
+    MockModel("embed-mock", "qwen2", 512, (Capability.EMBED, Capability.RERANK), 384),
+    MockModel("whisper-mock", "qwen2", 448, (Capability.TRANSCRIBE,)),
+    MockModel("tts-mock", "qwen2", 4096, (Capability.SPEECH,)),
+    MockModel("detect-mock", "qwen2", 1, (Capability.DETECT,)),
 )
 _OPTIONAL_DEFAULTS = frozenset({"llama3.2-mock"})  # skipped with a warning if unavailable
 
 
 def parse_model(spec: str) -> MockModel:
-    """``NAME[:TOKENIZER[:CONTEXT]]``; the tokenizer defaults to qwen2, the context to 32768."""
+    """``NAME[:TOKENIZER[:CONTEXT[:CAPS]]]``: the tokenizer defaults to qwen2, the context to
+    32768, CAPS (capabilities joined by ``+``, e.g. ``embed+rerank``) to ``generate``."""
     parts = spec.split(":")
-    if not parts[0] or len(parts) > 3:
-        raise argparse.ArgumentTypeError(f"bad model {spec!r}: use NAME[:TOKENIZER[:CONTEXT]]")
+    if not parts[0] or len(parts) > 4:
+        raise argparse.ArgumentTypeError(
+            f"bad model {spec!r}: use NAME[:TOKENIZER[:CONTEXT[:CAPS]]]"
+        )
+    if len(parts) == 4:
+        try:
+            caps = tuple(Capability[c.upper()] for c in parts[3].split("+") if c)
+        except KeyError:
+            known = "+".join(c.name.lower() for c in Capability)
+            raise argparse.ArgumentTypeError(f"bad capabilities in {spec!r}: {known}") from None
+        base = parse_model(":".join(parts[:3]))
+        return MockModel(base.name, base.tokenizer, base.context_length, caps or (_G,))
     tokenizer = parts[1] if len(parts) > 1 and parts[1] else DEFAULT_TOKENIZER
     if len(parts) < 3:
         return MockModel(parts[0], tokenizer)

@@ -24,6 +24,7 @@ from mocks.mock_ie import corpus
 from mocks.mock_ie.script import Rule, Script
 from neutrino.engine.arrays import pack_u32
 from neutrino.engine.messages import (
+    Capability,
     EngineError,
     ErrorCode,
     FinishReason,
@@ -61,6 +62,8 @@ class MockModel:
     name: str
     tokenizer: str
     context_length: int = 32768
+    capabilities: tuple[Capability, ...] = (Capability.GENERATE,)
+    embedding_dimensions: int = 0
 
 
 @dataclass(frozen=True)
@@ -303,6 +306,16 @@ class MockEngine:
     def models(self) -> list[MockModel]:
         return list(self._models.values())
 
+    def model(self, name: str) -> MockModel | None:
+        return self._models.get(name)
+
+    def scripted_reply(self, model: MockModel, prompt: str) -> str | None:
+        """The script's reply for ``prompt`` (matched as text generation matches it)."""
+        if self.script is None:
+            return None
+        rule = self.script.match(prompt)
+        return rule.reply if rule is not None else None
+
     def tokenizer(self, model: str) -> Tokenizer:
         """The tokenizer of a served model."""
         return self._tokenizers[self._models[model].tokenizer]
@@ -311,7 +324,10 @@ class MockEngine:
         return HelloAck(
             engine=ENGINE_NAME,
             protocol_version=PROTOCOL_VERSION,
-            models=[ModelInfo(m.name, m.context_length, 0) for m in self._models.values()],
+            models=[
+                ModelInfo(m.name, m.context_length, 0, m.capabilities, m.embedding_dimensions)
+                for m in self._models.values()
+            ],
             capacity=self.capacity,
         )
 
@@ -323,6 +339,12 @@ class MockEngine:
             return EngineError(
                 ErrorCode.UNKNOWN_MODEL, f"unknown model {query.model!r}; serving: {served}"
             )
+        if Capability.GENERATE not in model.capabilities:
+            return EngineError(
+                ErrorCode.UNSUPPORTED, f"model {model.name!r} does not generate text"
+            )
+        if query.images and Capability.VISION not in model.capabilities:
+            return EngineError(ErrorCode.UNSUPPORTED, f"model {model.name!r} takes no images")
         s = query.sampling
         if s.max_tokens <= 0:
             return EngineError(ErrorCode.INVALID_REQUEST, "max_tokens must be at least 1")
@@ -399,6 +421,9 @@ class MockEngine:
         if rule is not None and rule.reply is not None:
             return tok.encode(rule.reply)
         s = query.sampling
+        if query.images:  # say what arrived, so tests can prove the image path
+            sizes = ", ".join(f"{i.width}x{i.height} {i.mime_type}" for i in query.images)
+            return tok.encode(f"I see {len(query.images)} image(s): {sizes}.")
         if self.reply_tokens is not None:
             n = self.reply_tokens
         else:

@@ -17,11 +17,15 @@ from typing import Any, cast
 
 from mocks.mock_ie.core import Fault, MockEngine, MockGeneration
 from mocks.mock_ie.events import EventLog
+from mocks.mock_ie.modalities import modal_answer
 from neutrino.engine.batching import WriteBatcher
 from neutrino.engine.codec import DecodeError, decode, encode
 from neutrino.engine.framing import FrameDecoder, FrameTooLarge, FramingError
 from neutrino.engine.messages import (
+    AudioQuery,
     Cancel,
+    DetectQuery,
+    EmbedQuery,
     EngineError,
     ErrorCode,
     FinishReason,
@@ -29,6 +33,8 @@ from neutrino.engine.messages import (
     Message,
     Ping,
     Pong,
+    RerankQuery,
+    SpeechQuery,
     TextQuery,
 )
 from neutrino.engine.schema import PROTOCOL_VERSION
@@ -61,6 +67,7 @@ class EngineConnection(asyncio.Protocol):
         self._paused = False
         self._drain: asyncio.Future[None] | None = None
         self._out = WriteBatcher()
+        self._modal: dict[int, asyncio.Task[None]] = {}
 
     # ------------------------------------------------------------------ asyncio.Protocol
 
@@ -94,6 +101,8 @@ class EngineConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        for task in list(self._modal.values()):
+            task.cancel()
         for req in list(self._requests.values()):
             if req.task is not None:
                 req.task.cancel()
@@ -117,6 +126,11 @@ class EngineConnection(asyncio.Protocol):
                 self._protocol_error("textQuery before hello")
                 return
             self._on_query(rid, msg)
+        elif isinstance(msg, EmbedQuery | RerankQuery | AudioQuery | SpeechQuery | DetectQuery):
+            if not self._hello:
+                self._protocol_error(f"{type(msg).__name__} before hello")
+                return
+            self._on_modal(rid, msg)
         elif isinstance(msg, Cancel):
             self._on_cancel(rid, msg)
         elif isinstance(msg, Ping):
@@ -182,7 +196,48 @@ class EngineConnection(asyncio.Protocol):
         server.active += 1
         req.task = asyncio.get_running_loop().create_task(self._stream(req))
 
+    def _on_modal(
+        self, rid: int, q: EmbedQuery | RerankQuery | AudioQuery | SpeechQuery | DetectQuery
+    ) -> None:
+        """Answer a modality query: one result (speech: a stream of chunks) or an error."""
+        self._emit("query", request_id=rid, kind=type(q).__name__, model=q.model)
+        server = self._server
+        if rid == 0 or rid in self._requests or rid in self._modal:
+            self._reject(rid, EngineError(ErrorCode.INVALID_REQUEST, f"bad request id {rid}"))
+            return
+        if server.active >= server.engine.capacity:
+            self._reject(rid, EngineError(ErrorCode.OVERLOADED, "engine at capacity"))
+            return
+        answer = modal_answer(server.engine, q)
+        if isinstance(answer, EngineError):
+            self._reject(rid, answer)
+            return
+        server.active += 1
+        self._modal[rid] = asyncio.get_running_loop().create_task(self._send_modal(rid, answer))
+
+    async def _send_modal(self, rid: int, frames: list[Message]) -> None:
+        server = self._server
+        try:
+            if server.ttft_s > 0:
+                await asyncio.sleep(server.ttft_s)
+            for i, frame in enumerate(frames):
+                if i:
+                    await asyncio.sleep(server.itl_s)
+                if self._paused:
+                    await self._writable()
+                self._write(rid, frame)
+            self._emit("finish", request_id=rid, finish_reason="stop", frames=len(frames))
+        finally:
+            if self._modal.pop(rid, None) is not None:
+                server.active -= 1
+
     def _on_cancel(self, rid: int, msg: Cancel) -> None:
+        task = self._modal.get(rid)
+        if task is not None:
+            self._emit("cancel", request_id=rid, reason=msg.reason, active=True)
+            task.cancel()
+            self._emit("finish", request_id=rid, finish_reason="cancelled")
+            return
         req = self._requests.get(rid)
         self._emit("cancel", request_id=rid, reason=msg.reason, active=req is not None)
         if req is None or req.gen.done:

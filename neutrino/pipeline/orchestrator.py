@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from neutrino.config import Config
 from neutrino.engine.client import EngineClient
-from neutrino.engine.messages import ModelInfo, Sampling, TextQuery
+from neutrino.engine.messages import Capability, ModelInfo, Sampling, TextQuery
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.admission import Admission
 from neutrino.pipeline.generation import Generation, TextStream
@@ -133,6 +133,12 @@ class Orchestrator:
     def _model_info(self, model: str) -> ModelInfo:
         info = self.engines.models().get(model)
         if info is not None:
+            if not info.can(Capability.GENERATE):
+                raise NeutrinoError(
+                    ErrorKind.BAD_REQUEST,
+                    f"the model {model!r} does not generate text",
+                    param="model",
+                )
             return info
         if not self.engines.has_engine():
             raise NeutrinoError(ErrorKind.NO_ENGINE, "no inference engine is connected")

@@ -193,3 +193,19 @@ def test_sdk_raises_typed_errors(tiny: tuple[MockIE, NeutrinoProc]) -> None:
 def test_history_limit_validation(tiny: tuple[MockIE, NeutrinoProc]) -> None:
     code, body = post(tiny[1], "/neutrino/v1/history?limit=abc", b"", method="GET")
     assert code == 400 and body["error"]["param"] == "limit"
+
+
+def test_chat_on_a_model_that_does_not_generate(tmp_path: Path) -> None:
+    mock = MockIE(tmp_path, "--model", "emb:qwen2:512:embed", "--model", "chat:qwen2:512").start()
+    server = NeutrinoProc(tmp_path, "--engine", mock.socket)
+    try:
+        server.start()
+        code, body = post(
+            server, "/v1/chat/completions", json.dumps({"model": "emb", "messages": MSG}).encode()
+        )
+        assert code == 400 and body["error"]["param"] == "model"
+        assert "does not generate" in body["error"]["message"]
+        assert not mock.events("query")
+    finally:
+        server.stop()
+        mock.stop()
