@@ -29,6 +29,8 @@ from neutrino.engine.messages import (
     ErrorCode,
     FinishReason,
     HelloAck,
+    Message,
+    ModalQuery,
     ModelInfo,
     TextQuery,
     TextResult,
@@ -308,6 +310,12 @@ class MockEngine:
 
     def model(self, name: str) -> MockModel | None:
         return self._models.get(name)
+
+    def answer(self, query: ModalQuery) -> list[Message] | EngineError:
+        """Every frame answering a modality query (see ``modalities``), or an error."""
+        from mocks.mock_ie.modalities import modal_answer  # it imports this module
+
+        return modal_answer(self, query)
 
     def scripted_reply(self, model: MockModel, prompt: str) -> str | None:
         """The script's reply for ``prompt`` (matched as text generation matches it)."""

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from neutrino.engine.connection import StreamSink
-from neutrino.engine.messages import ModelInfo, TextQuery
+from neutrino.engine.messages import ModelInfo, Query
 
 
 class Submission(Protocol):
@@ -39,7 +39,7 @@ class EngineClient(Protocol):
         """Concurrent requests the connected engines accept, in total."""
         ...
 
-    def submit(self, query: TextQuery, sink: StreamSink) -> Submission:
+    def submit(self, query: Query, sink: StreamSink) -> Submission:
         """Send ``query``; raises NeutrinoError (NO_ENGINE, MODEL_NOT_FOUND) if it cannot."""
         ...
 

@@ -19,15 +19,18 @@ from neutrino.engine.batching import WriteBatcher
 from neutrino.engine.codec import DecodeError, decode, encode
 from neutrino.engine.framing import FrameDecoder, FrameTooLarge, FramingError
 from neutrino.engine.messages import (
+    MODAL_RESULTS,
     Cancel,
     EngineError,
     ErrorCode,
     FinishReason,
     Hello,
     HelloAck,
+    ModalResult,
     Ping,
     Pong,
-    TextQuery,
+    Query,
+    SpeechResult,
     TextResult,
 )
 from neutrino.engine.reader import decode_tokens
@@ -49,6 +52,10 @@ class StreamSink(Protocol):
         ...
 
     def on_error(self, error: NeutrinoError) -> None: ...
+
+    def on_modal(self, result: ModalResult) -> None:
+        """Take a modality result (embeddings, scores, transcript, audio chunk, boxes)."""
+        ...
 
     def flush(self) -> None:
         """Deliver what the batch produced (one write per stream per batch)."""
@@ -178,7 +185,7 @@ class EngineConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ requests
 
-    def submit(self, query: TextQuery, sink: StreamSink) -> int:
+    def submit(self, query: Query, sink: StreamSink) -> int:
         """Send a query; results go to ``sink``. Returns the request id."""
         if not self.is_open:
             raise NeutrinoError(ErrorKind.NO_ENGINE, "no engine connection is available")
@@ -201,7 +208,7 @@ class EngineConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ I/O
 
-    def _send(self, rid: int, msg: TextQuery | Cancel | Hello | Ping) -> None:
+    def _send(self, rid: int, msg: Query | Cancel | Hello | Ping) -> None:
         """Queue a frame; frames queued in one loop iteration leave in one write."""
         if self._transport is not None:
             self._out.send(encode(rid, msg))
@@ -246,6 +253,13 @@ class EngineConnection(asyncio.Protocol):
                     del streams[rid]
                 if sink.on_result(msg) and (not dirty or dirty[-1] is not sink):
                     dirty.append(sink)
+            elif isinstance(msg, MODAL_RESULTS):
+                sink = streams.get(rid)
+                if sink is None:
+                    continue
+                if not isinstance(msg, SpeechResult) or msg.final:
+                    del streams[rid]
+                sink.on_modal(msg)
             elif isinstance(msg, EngineError):
                 self._on_engine_error(rid, msg)
             elif isinstance(msg, Pong):

@@ -18,7 +18,11 @@ from neutrino.engine.messages import (
     EngineError,
     FinishReason,
     HelloAck,
+    ModalQuery,
+    ModalResult,
     ModelInfo,
+    Query,
+    SpeechResult,
     TextQuery,
     TextResult,
 )
@@ -99,7 +103,7 @@ class InProcessEngineClient:
         self._models = {m.name: m for m in self.hello.models}
         self._ids = itertools.count(1)
         self.runs: dict[int, _Run] = {}
-        self.queries: list[TextQuery] = []
+        self.queries: list[Query] = []
         self.cancels: list[tuple[int, str]] = []
         self.connected = True
 
@@ -112,11 +116,13 @@ class InProcessEngineClient:
     def capacity(self) -> int:
         return self.hello.capacity if self.connected else 0
 
-    def submit(self, query: TextQuery, sink: StreamSink) -> _Run:
+    def submit(self, query: Query, sink: StreamSink) -> _Run:
         if not self.connected:
             raise NeutrinoError(ErrorKind.NO_ENGINE, "no inference engine is connected")
         self.queries.append(query)
         rid = next(self._ids)
+        if not isinstance(query, TextQuery):
+            return self._answer(rid, query, sink)
         started = self.core.start(query)
         if isinstance(started, EngineError):
             err = classify_engine_error(started)
@@ -127,6 +133,30 @@ class InProcessEngineClient:
         self.runs[rid] = run
         run.handle = asyncio.get_running_loop().call_soon(run.step)
         return run
+
+    def _answer(self, rid: int, query: ModalQuery, sink: StreamSink) -> _Run:
+        """Modality queries: the core's ``answer(query)`` gives every frame at once."""
+        answer = getattr(self.core, "answer", None)
+        loop = asyncio.get_running_loop()
+        run = _Run(self, rid, _Failed(), sink)
+        got = answer(query) if answer is not None else None
+        if got is None:
+            err = NeutrinoError(ErrorKind.UNSUPPORTED, "this engine does not serve that query")
+            loop.call_soon(sink.on_error, err)
+        elif isinstance(got, EngineError):
+            loop.call_soon(sink.on_error, classify_engine_error(got))
+        else:
+            self.runs[rid] = run
+            for frame in got:
+                loop.call_soon(self._deliver, run, frame)
+        return run
+
+    def _deliver(self, run: _Run, frame: ModalResult) -> None:
+        if run.cancelled or self.runs.get(run.rid) is not run:
+            return
+        if not isinstance(frame, SpeechResult) or frame.final:
+            self.runs.pop(run.rid, None)
+        run.sink.on_modal(frame)
 
     def disconnect(self) -> None:
         """Fail every request in flight, as a lost engine connection does."""

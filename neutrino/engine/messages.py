@@ -252,5 +252,8 @@ class DetectResult:
 
 
 Query = TextQuery | EmbedQuery | RerankQuery | AudioQuery | SpeechQuery | DetectQuery
+ModalQuery = EmbedQuery | RerankQuery | AudioQuery | SpeechQuery | DetectQuery
+ModalResult = EmbedResult | RerankResult | AudioResult | SpeechResult | DetectResult
+MODAL_RESULTS = (EmbedResult, RerankResult, AudioResult, SpeechResult, DetectResult)
 Result = TextResult | EmbedResult | RerankResult | AudioResult | SpeechResult | DetectResult
 Message = Hello | HelloAck | Query | Result | Cancel | EngineError | Ping | Pong

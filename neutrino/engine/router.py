@@ -8,7 +8,7 @@ from typing import Any
 
 from neutrino.config import EngineConfig, EngineLinkConfig
 from neutrino.engine.connection import EngineConnection, StreamSink
-from neutrino.engine.messages import ModelInfo, TextQuery
+from neutrino.engine.messages import ModelInfo, Query
 from neutrino.engine.pool import EnginePool
 from neutrino.errors import ErrorKind, NeutrinoError
 
@@ -86,7 +86,7 @@ class EngineRouter:
     def capacity(self) -> int:
         return self._capacity
 
-    def submit(self, query: TextQuery, sink: StreamSink) -> _Submission:
+    def submit(self, query: Query, sink: StreamSink) -> _Submission:
         pools = self._by_model.get(query.model)
         conn: EngineConnection | None = None
         if pools:

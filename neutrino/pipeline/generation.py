@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from neutrino.engine.client import Submission
-from neutrino.engine.messages import FinishReason, TextResult
+from neutrino.engine.messages import FinishReason, ModalResult, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.history import HistoryEntry
 from neutrino.pipeline.state import Lifecycle, State
@@ -236,6 +236,11 @@ class Generation:
         elif self.wake_on_text:
             self._wake()
         return False
+
+    def on_modal(self, result: ModalResult) -> None:
+        self.on_error(
+            NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered a text query wrongly")
+        )
 
     def on_error(self, error: NeutrinoError) -> None:
         if self.lifecycle.terminal:

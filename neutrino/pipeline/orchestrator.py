@@ -9,9 +9,10 @@ from collections.abc import Awaitable, Callable
 
 from neutrino.config import Config
 from neutrino.engine.client import EngineClient
-from neutrino.engine.messages import Capability, ModelInfo, Sampling, TextQuery
+from neutrino.engine.messages import Capability, ModalQuery, ModelInfo, Sampling, TextQuery
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.admission import Admission
+from neutrino.pipeline.call import ModalCall
 from neutrino.pipeline.generation import Generation, TextStream
 from neutrino.pipeline.history import History, HistoryEntry
 from neutrino.pipeline.models import ModelText, ModelTexts
@@ -79,20 +80,7 @@ class Orchestrator:
             )
             lifecycle.advance(State.QUEUED)
             deadline = time.monotonic() + self._timeout(req)
-            if not self.admission.try_acquire():
-                if self.admission.full:
-                    raise NeutrinoError(
-                        ErrorKind.QUEUE_FULL, "the server is at capacity; retry later"
-                    )
-                if on_queued is not None:
-                    await on_queued()
-                try:
-                    async with asyncio.timeout(self._timeout(req)):
-                        await self.admission.acquire()
-                except TimeoutError:
-                    raise NeutrinoError(
-                        ErrorKind.TIMEOUT, "the request timed out waiting in the queue"
-                    ) from None
+            await self._admit(self._timeout(req), on_queued)
             admitted = True
             lifecycle.advance(State.PROCESSING)
             gen = Generation(
@@ -106,29 +94,110 @@ class Orchestrator:
             submission = self.engines.submit(query, gen)
             gen.attach(submission, max(0.001, deadline - time.monotonic()))
             return gen
-        except NeutrinoError as exc:
-            if admitted and not lifecycle.terminal:
-                self.admission.release()
-            self._fail_early(req, lifecycle, State.FAILED, exc)
-            raise
-        except (asyncio.CancelledError, ConnectionError):
-            # The client went away (the handler was cancelled, or opening its stream failed).
-            if admitted and not lifecycle.terminal:
-                self.admission.release()
-            self._fail_early(req, lifecycle, State.CANCELLED, None)
-            raise
-        except Exception as exc:
-            if admitted and not lifecycle.terminal:
-                self.admission.release()
-            log.exception("request %s failed before reaching the engine", req.request_id)
-            err = NeutrinoError(ErrorKind.INTERNAL, "internal error")
-            self._fail_early(req, lifecycle, State.FAILED, err)
-            raise err from exc
+        except BaseException as exc:
+            raise self._abort(req.request_id, req.model, lifecycle, admitted, exc) from None
+
+    async def call(
+        self,
+        *,
+        request_id: str,
+        model: str,
+        capability: Capability,
+        build: Callable[[ModelText, ModelInfo], tuple[ModalQuery, int]],
+        timeout_s: float | None = None,
+        on_queued: Callable[[], Awaitable[None]] | None = None,
+    ) -> ModalCall:
+        """Validate and submit a modality query; returns its live call.
+
+        ``build`` turns the model's text assets and engine info into the query and
+        its prompt token count; it raises NeutrinoError for bad input.
+        """
+        lifecycle = Lifecycle()
+        self.started += 1
+        admitted = False
+        timeout = timeout_s or self.cfg.limits.request_timeout_s
+        try:
+            if self.draining:
+                raise NeutrinoError(ErrorKind.SHUTTING_DOWN, "the server is shutting down")
+            info = self._capable(model, capability)
+            text = self.texts.cached(model)
+            if text is None:
+                text = await asyncio.to_thread(self.texts.get, model)
+            query, prompt_tokens = build(text, info)
+            lifecycle.advance(State.QUEUED)
+            deadline = time.monotonic() + timeout
+            await self._admit(timeout, on_queued)
+            admitted = True
+            lifecycle.advance(State.PROCESSING)
+            call = ModalCall(
+                request_id=request_id,
+                model=model,
+                prompt_tokens=prompt_tokens,
+                lifecycle=lifecycle,
+                on_done=self._done,
+            )
+            call.attach(self.engines.submit(query, call), max(0.001, deadline - time.monotonic()))
+            return call
+        except BaseException as exc:
+            raise self._abort(request_id, model, lifecycle, admitted, exc) from None
+
+    async def _admit(self, timeout: float, on_queued: Callable[[], Awaitable[None]] | None) -> None:
+        """Take an engine slot, waiting in the bounded FIFO queue if needed."""
+        if self.admission.try_acquire():
+            return
+        if self.admission.full:
+            raise NeutrinoError(ErrorKind.QUEUE_FULL, "the server is at capacity; retry later")
+        if on_queued is not None:
+            await on_queued()
+        try:
+            async with asyncio.timeout(timeout):
+                await self.admission.acquire()
+        except TimeoutError:
+            raise NeutrinoError(
+                ErrorKind.TIMEOUT, "the request timed out waiting in the queue"
+            ) from None
+
+    def _abort(
+        self,
+        request_id: str,
+        model: str,
+        lifecycle: Lifecycle,
+        admitted: bool,
+        exc: BaseException,
+    ) -> BaseException:
+        """End a request that failed before reaching the engine; the exception to raise."""
+        if admitted and not lifecycle.terminal:
+            self.admission.release()
+        if isinstance(exc, NeutrinoError):
+            self._fail_early(request_id, model, lifecycle, State.FAILED, exc)
+            return exc
+        if isinstance(exc, asyncio.CancelledError | ConnectionError):
+            # The client went away (its handler was cancelled, or opening its stream failed).
+            self._fail_early(request_id, model, lifecycle, State.CANCELLED, None)
+            return exc
+        if not isinstance(exc, Exception):
+            return exc  # KeyboardInterrupt and the like pass through untouched
+        log.error("request %s failed before reaching the engine", request_id, exc_info=exc)
+        err = NeutrinoError(ErrorKind.INTERNAL, "internal error")
+        self._fail_early(request_id, model, lifecycle, State.FAILED, err)
+        return err
 
     # ------------------------------------------------------------------ steps
 
     def _timeout(self, req: GenerateRequest) -> float:
         return req.timeout_s or self.cfg.limits.request_timeout_s
+
+    def _capable(self, model: str, capability: Capability) -> ModelInfo:
+        info = self.engines.models().get(model)
+        if info is None:
+            return self._model_info(model)  # raises: no engine, or no such model
+        if not info.can(capability):
+            raise NeutrinoError(
+                ErrorKind.BAD_REQUEST,
+                f"the model {model!r} does not support {capability.name.lower()}",
+                param="model",
+            )
+        return info
 
     def _model_info(self, model: str) -> ModelInfo:
         info = self.engines.models().get(model)
@@ -230,14 +299,15 @@ class Orchestrator:
     def _count(self, state: State) -> None:
         self.finished[state.value] = self.finished.get(state.value, 0) + 1
 
-    def _done(self, gen: Generation) -> None:
+    def _done(self, gen: Generation | ModalCall) -> None:
         self.admission.release()
         self._count(gen.lifecycle.state)
         self.history.add(gen.history_entry())
 
     def _fail_early(
         self,
-        req: GenerateRequest,
+        request_id: str,
+        model: str,
         lifecycle: Lifecycle,
         state: State,
         err: NeutrinoError | None,
@@ -246,4 +316,4 @@ class Orchestrator:
             return
         lifecycle.advance(state)
         self._count(state)
-        self.history.add(HistoryEntry(req.request_id, req.model, lifecycle, error=err))
+        self.history.add(HistoryEntry(request_id, model, lifecycle, error=err))

@@ -1,0 +1,159 @@
+"""One modality request in flight (embeddings, rerank, audio, speech, detection).
+
+The counterpart of :class:`~neutrino.pipeline.generation.Generation` for queries
+answered by whole results rather than a token stream: it is the engine sink, owns
+the request's lifecycle, its timeout and its single cancel, and gives the front
+end the results in order (``wait``/``take``, or ``result()`` for one answer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from neutrino.engine.client import Submission
+from neutrino.engine.messages import ModalResult, SpeechResult, TextResult
+from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.history import HistoryEntry
+from neutrino.pipeline.state import Lifecycle, State
+
+
+class ModalCall:
+    def __init__(
+        self,
+        *,
+        request_id: str,
+        model: str,
+        prompt_tokens: int,
+        lifecycle: Lifecycle,
+        on_done: Callable[[ModalCall], None],
+    ) -> None:
+        self.request_id = request_id
+        self.model = model
+        self.prompt_tokens = prompt_tokens
+        self.lifecycle = lifecycle
+        self.created = int(lifecycle.created_wall)
+        self._on_done = on_done
+        self._pending: list[ModalResult] = []
+        self._finished = False
+        self._error: NeutrinoError | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._submission: Submission | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def attach(self, submission: Submission, timeout_s: float) -> None:
+        self._submission = submission
+        if not self.lifecycle.terminal:
+            self._timer = asyncio.get_running_loop().call_later(timeout_s, self._on_timeout)
+
+    # ------------------------------------------------------------------ engine side
+
+    def on_modal(self, result: ModalResult) -> None:
+        if self.lifecycle.terminal:
+            return
+        if self.lifecycle.state is State.PROCESSING:
+            self.lifecycle.advance(State.GENERATING)
+        self._pending.append(result)
+        if not isinstance(result, SpeechResult) or result.final:
+            self._finished = True
+            self._end(State.COMPLETE)
+        self._wake()
+
+    def on_result(self, result: TextResult) -> bool:
+        self.on_error(NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered wrongly"))
+        return False
+
+    def on_tokens(self, tokens: list[int]) -> bool:
+        self.on_error(NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered wrongly"))
+        return False
+
+    def on_error(self, error: NeutrinoError) -> None:
+        if self.lifecycle.terminal:
+            return
+        self._error = error
+        self._end(State.FAILED)
+        self._wake()
+
+    def flush(self) -> None:
+        return None
+
+    # ------------------------------------------------------------------ consumer side
+
+    async def wait(self) -> None:
+        if self._pending or self._finished or self._error is not None:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiter = fut
+        try:
+            await fut
+        finally:
+            self._waiter = None
+
+    def take(self) -> list[ModalResult]:
+        out, self._pending = self._pending, []
+        return out
+
+    @property
+    def finished(self) -> bool:
+        """The engine sent its last result (take() may still hold some)."""
+        return self._finished
+
+    @property
+    def error(self) -> NeutrinoError | None:
+        return self._error
+
+    async def result(self) -> ModalResult:
+        """The single result of a one-answer query; raises the request's error."""
+        while True:
+            await self.wait()
+            if self._error is not None:
+                raise self._error
+            if self._finished:
+                return self._pending[-1]
+
+    def close(self, reason: str = "client disconnected") -> None:
+        """End from the client side: one cancel to the engine if it is still working."""
+        if self.lifecycle.terminal:
+            return
+        if self._submission is not None:
+            self._submission.cancel(reason)
+        self._error = NeutrinoError(ErrorKind.CANCELLED, "the request was cancelled")
+        self._end(State.CANCELLED)
+        self._wake()
+
+    # ------------------------------------------------------------------ internals
+
+    def _on_timeout(self) -> None:
+        self._timer = None
+        if self.lifecycle.terminal:
+            return
+        if self._submission is not None:
+            self._submission.cancel("timeout")
+        self._error = NeutrinoError(ErrorKind.TIMEOUT, "the request timed out")
+        self._end(State.FAILED)
+        self._wake()
+
+    def _end(self, state: State) -> None:
+        self.lifecycle.advance(state)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._submission is not None:
+            self._submission.forget()
+        self._on_done(self)
+
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def history_entry(self) -> HistoryEntry:
+        return HistoryEntry(
+            self.request_id,
+            self.model,
+            self.lifecycle,
+            self.prompt_tokens,
+            0,
+            "stop" if self.lifecycle.state is State.COMPLETE else None,
+            self._error,
+        )
