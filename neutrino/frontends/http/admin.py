@@ -18,6 +18,9 @@ _KNOWN_PATHS = frozenset(
     {
         "/v1/chat/completions",
         "/v1/completions",
+        "/v1/embeddings",
+        "/v1/rerank",
+        "/rerank",
         "/v1/models",
         "/neutrino/v1/status",
         "/neutrino/v1/app_state",
