@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from neutrino.config import Config
 from neutrino.engine.client import EngineClient
@@ -66,6 +67,12 @@ class Orchestrator:
             if self.draining:
                 raise NeutrinoError(ErrorKind.SHUTTING_DOWN, "the server is shutting down")
             info = self._model_info(req.model)
+            if req.images and not info.can(Capability.VISION):
+                raise NeutrinoError(
+                    ErrorKind.BAD_REQUEST,
+                    f"the model {req.model!r} does not accept images",
+                    param="messages",
+                )
             text = self.texts.cached(req.model)
             if text is None:
                 text = await asyncio.to_thread(self.texts.get, req.model)
@@ -77,6 +84,7 @@ class Orchestrator:
                 sampling=sampling,
                 deadline_ms=int(1000 * self._timeout(req)),
                 traceparent=req.traceparent,
+                images=req.images,
             )
             lifecycle.advance(State.QUEUED)
             deadline = time.monotonic() + self._timeout(req)
@@ -188,6 +196,7 @@ class Orchestrator:
         return req.timeout_s or self.cfg.limits.request_timeout_s
 
     def _capable(self, model: str, capability: Capability) -> ModelInfo:
+        """The model's engine info, if it is served and can do ``capability``."""
         info = self.engines.models().get(model)
         if info is None:
             return self._model_info(model)  # raises: no engine, or no such model
@@ -219,9 +228,12 @@ class Orchestrator:
         tok = text.tokenizer
         if req.kind == "chat":
             assert req.messages is not None
+            messages = req.messages
+            if req.images:
+                messages = _images_as_placeholders(messages, text.family.image_placeholder)
             try:
                 rendered = text.template.render(
-                    req.messages,
+                    messages,
                     add_generation_prompt=req.add_generation_prompt,
                     tools=req.tools,
                     **req.template_kwargs,
@@ -317,3 +329,20 @@ class Orchestrator:
         lifecycle.advance(state)
         self._count(state)
         self.history.add(HistoryEntry(request_id, model, lifecycle, error=err))
+
+
+def _images_as_placeholders(
+    messages: list[dict[str, Any]], placeholder: str
+) -> list[dict[str, Any]]:
+    """Messages whose image parts are replaced by the family's image placeholder text."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list) and any(p.get("type") == "image_url" for p in content):
+            parts = [
+                {"type": "text", "text": placeholder} if p.get("type") == "image_url" else p
+                for p in content
+            ]
+            m = {**m, "content": parts}
+        out.append(m)
+    return out

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from neutrino.engine.messages import Image
+
 
 @dataclass(slots=True)
 class GenerateRequest:
@@ -34,3 +36,4 @@ class GenerateRequest:
     tools: list[dict[str, Any]] | None = None
     traceparent: str = ""
     timeout_s: float | None = None
+    images: list[Image] = field(default_factory=list)  # in the order they appear

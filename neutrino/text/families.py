@@ -49,6 +49,8 @@ class ModelFamily:
     source: str
     license: str
     tool_call_arguments: ToolCallArguments = "as_is"
+    # Text standing in for an image part of a message when the prompt is rendered.
+    image_placeholder: str = "<image>"
 
 
 def _str(entry: Mapping[str, Any], key: str, where: str, *, optional: bool = False) -> Any:
@@ -85,6 +87,7 @@ def _family(name: str, entry: Any) -> ModelFamily:
         source=_str(entry, "source", where),
         license=_str(entry, "license", where),
         tool_call_arguments=arguments,
+        image_placeholder=_str(entry, "image_placeholder", where, optional=True) or "<image>",
     )
 
 

@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from neutrino.config import LimitsConfig
+from neutrino.engine.messages import Image
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.pipeline.images import MAX_IMAGES, decode_image_url
 from neutrino.pipeline.request import GenerateRequest
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -110,7 +112,8 @@ def _token_ids(v: Any, key: str) -> list[int]:
     return list(v)
 
 
-def _messages(v: Any) -> list[dict[str, Any]]:
+def _messages(v: Any, images: list[Image]) -> list[dict[str, Any]]:
+    """Checked messages; image parts are decoded into ``images``, in order."""
     if not isinstance(v, list) or not v:
         raise bad_request("messages must be a non-empty array", "messages")
     out: list[dict[str, Any]] = []
@@ -130,6 +133,15 @@ def _messages(v: Any) -> list[dict[str, Any]]:
                 pwhere = f"{where}.content[{j}]"
                 if not isinstance(part, dict) or not isinstance(part.get("type"), str):
                     raise bad_request(f"{pwhere} must be an object with a type", pwhere)
+                if part["type"] == "image_url":
+                    url = part.get("image_url")
+                    url = url.get("url") if isinstance(url, dict) else url
+                    if not isinstance(url, str):
+                        raise bad_request(f"{pwhere}.image_url.url must be a string", pwhere)
+                    if len(images) >= MAX_IMAGES:
+                        raise bad_request(f"at most {MAX_IMAGES} images per request", pwhere)
+                    images.append(decode_image_url(url, pwhere))
+                    continue
                 if part["type"] != "text":
                     raise _unsupported(
                         f"content parts of type {part['type']!r} are not supported yet", pwhere
@@ -216,7 +228,7 @@ def parse_chat(body: Any, limits: LimitsConfig) -> GenerateRequest:
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
     req = _common(body, "chat", limits, "chatcmpl")
-    req.messages = _messages(body.get("messages"))
+    req.messages = _messages(body.get("messages"), req.images)
     req.max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
     fmt = body.get("response_format")
     if fmt is not None:

@@ -1,0 +1,66 @@
+"""Images in chat messages: data URIs decoded and checked before anything reaches an engine.
+
+Only ``data:`` URIs are accepted: Neutrino never fetches URLs on a client's behalf.
+Pillow identifies the format (PNG or JPEG), reads the size and verifies the file;
+anything else is a 400 naming the message part.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import warnings
+
+from PIL import Image as PILImage
+
+from neutrino.engine.messages import Image
+from neutrino.errors import bad_request
+
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+MAX_IMAGE_PIXELS = 64 * 1024 * 1024
+MAX_IMAGES = 16
+_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg"}
+
+
+def decode_image_url(url: str, param: str) -> Image:
+    """The checked image behind a data URI (``data:image/png;base64,...``)."""
+    if not url.startswith("data:"):
+        raise bad_request(
+            "only data: URIs are accepted for images (the server does not fetch URLs)", param
+        )
+    header, sep, payload = url.partition(",")
+    if not sep or ";base64" not in header:
+        raise bad_request("an image data URI must be base64-encoded", param)
+    if len(payload) > MAX_IMAGE_BYTES * 4 // 3 + 4:
+        raise bad_request(f"an image may be at most {MAX_IMAGE_BYTES} bytes", param)
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise bad_request("the image data is not valid base64", param) from None
+    return check_image(data, param)
+
+
+def check_image(data: bytes, param: str) -> Image:
+    if not data:
+        raise bad_request("the image is empty", param)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", PILImage.DecompressionBombWarning)
+            with PILImage.open(io.BytesIO(data)) as img:
+                fmt = img.format or ""
+                width, height = img.size
+                if fmt not in _FORMATS:
+                    raise bad_request(f"images must be PNG or JPEG, not {fmt or 'unknown'}", param)
+                if width * height > MAX_IMAGE_PIXELS:
+                    raise bad_request(f"an image may have at most {MAX_IMAGE_PIXELS} pixels", param)
+                img.verify()
+    except (
+        OSError,
+        SyntaxError,
+        ValueError,
+        PILImage.DecompressionBombWarning,
+        PILImage.DecompressionBombError,
+    ):
+        raise bad_request("the image cannot be decoded (corrupt or not an image)", param) from None
+    return Image(data=data, mime_type=_FORMATS[fmt], width=width, height=height)

@@ -1,0 +1,88 @@
+"""Images in chat messages: data URIs checked with Pillow and carried to the engine."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import openai
+import pytest
+from PIL import Image
+
+from tests.support.procs import MockIE, NeutrinoProc
+
+VLM = "qwen2.5-vl-mock"
+
+
+def data_uri(fmt: str = "PNG", size: tuple[int, int] = (64, 32)) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", size, (200, 30, 30)).save(buf, format=fmt)
+    mime = {"PNG": "image/png", "JPEG": "image/jpeg"}.get(fmt, "image/gif")
+    return f"data:{mime};base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def message(*urls: str) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = [{"type": "text", "text": "What is in these images?"}]
+    parts += [{"type": "image_url", "image_url": {"url": u}} for u in urls]
+    return [{"role": "user", "content": parts}]
+
+
+def post(server: NeutrinoProc, body: Any) -> tuple[int, dict[str, Any]]:
+    req = urllib.request.Request(
+        server.base_url + "/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_images_reach_the_engine(stack: tuple[MockIE, NeutrinoProc]) -> None:
+    client = openai.OpenAI(base_url=stack[1].base_url + "/v1", api_key="x", max_retries=0)
+    r = client.chat.completions.create(
+        model=VLM,
+        messages=message(data_uri(), data_uri("JPEG", (20, 10))),  # type: ignore[arg-type]
+        max_tokens=64,
+    )
+    assert r.choices[0].message.content == ("I see 2 image(s): 64x32 image/png, 20x10 image/jpeg.")
+    # The image placeholders are part of the prompt the engine counted.
+    assert r.usage is not None and r.usage.prompt_tokens > 10
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("https://example.com/cat.png", "data: URIs"),
+        ("data:image/png;base64,not-base64!!", "base64"),
+        (
+            "data:image/png;base64," + base64.b64encode(b"\x89PNG\r\n\x1a\nbroken").decode(),
+            "cannot be decoded",
+        ),
+        ("data:image/png;base64,", "empty"),
+    ],
+)
+def test_bad_images_are_a_400_with_the_part(
+    stack: tuple[MockIE, NeutrinoProc], url: str, words: str
+) -> None:
+    mock, server = stack
+    before = len(mock.events("query"))
+    status, body = post(server, {"model": VLM, "messages": message(url)})
+    assert status == 400, body
+    assert body["error"]["param"] == "messages[0].content[1]"
+    assert words in body["error"]["message"]
+    assert len(mock.events("query")) == before
+
+
+def test_gif_and_text_only_models_are_refused(stack: tuple[MockIE, NeutrinoProc]) -> None:
+    _, server = stack
+    status, body = post(server, {"model": VLM, "messages": message(data_uri("GIF"))})
+    assert status == 400 and "PNG or JPEG" in body["error"]["message"]
+    status, body = post(server, {"model": "qwen2.5-mock", "messages": message(data_uri())})
+    assert status == 400 and "does not accept images" in body["error"]["message"]
