@@ -86,3 +86,31 @@ def test_gif_and_text_only_models_are_refused(stack: tuple[MockIE, NeutrinoProc]
     assert status == 400 and "PNG or JPEG" in body["error"]["message"]
     status, body = post(server, {"model": "qwen2.5-mock", "messages": message(data_uri())})
     assert status == 400 and "does not accept images" in body["error"]["message"]
+
+
+def test_object_detection(stack: tuple[MockIE, NeutrinoProc]) -> None:
+    mock, server = stack
+    req = urllib.request.Request(
+        server.base_url + "/v1/detect",
+        data=json.dumps(
+            {"model": "detect-mock", "image": data_uri(size=(80, 40)), "threshold": 0.6}
+        ).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        got = json.loads(r.read())
+    assert got["image"] == {"width": 80, "height": 40}
+    assert got["data"] == [
+        {"label": "object", "score": pytest.approx(0.9), "box": [20.0, 10.0, 60.0, 30.0]}
+    ]
+    before = len(mock.events("query"))
+    req = urllib.request.Request(
+        server.base_url + "/v1/detect",
+        data=json.dumps({"model": "detect-mock", "image": "data:image/png;base64,AAAA"}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(req, timeout=30)
+    assert info.value.code == 400
+    assert json.loads(info.value.read())["error"]["param"] == "image"
+    assert len(mock.events("query")) == before

@@ -19,6 +19,7 @@ _KNOWN_PATHS = frozenset(
         "/v1/chat/completions",
         "/v1/completions",
         "/v1/embeddings",
+        "/v1/detect",
         "/v1/rerank",
         "/rerank",
         "/v1/models",

@@ -1,0 +1,77 @@
+"""``POST /v1/detect``: object detection on one image (Neutrino's own endpoint; OpenAI has
+none). Body: ``{"model", "image": data URI, "threshold"}``; answer: the boxes found, in
+pixels with a top-left origin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from neutrino.config import Config
+from neutrino.engine.messages import Capability, DetectQuery, DetectResult, ModelInfo
+from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.frontends.http.guard import guarded
+from neutrino.frontends.http.openai import json_response, read_json
+from neutrino.frontends.http.parse import new_id
+from neutrino.pipeline.images import decode_image_url
+from neutrino.pipeline.models import ModelText
+from neutrino.pipeline.orchestrator import Orchestrator
+
+
+class DetectRoutes:
+    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
+        self.cfg = cfg
+        self.orch = orchestrator
+
+    def register(self, app: web.Application) -> None:
+        app.router.add_post("/v1/detect", guarded(self.detect))
+
+    async def detect(self, request: web.Request) -> web.StreamResponse:
+        body = await read_json(request, self.cfg.limits.max_body_bytes)
+        if not isinstance(body, dict):
+            raise bad_request("the request body must be a JSON object")
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            raise bad_request("model is required and must be a string", "model")
+        url = body.get("image")
+        if isinstance(url, dict):
+            url = url.get("url")
+        if not isinstance(url, str):
+            raise bad_request("image must be a data URI", "image")
+        image = decode_image_url(url, "image")
+        threshold = body.get("threshold", 0.0)
+        if (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int | float)
+            or not (0 <= threshold <= 1)
+        ):
+            raise bad_request("threshold must be a number between 0 and 1", "threshold")
+        traceparent = request.headers.get("traceparent", "")
+
+        def build(text: ModelText, info: ModelInfo) -> tuple[DetectQuery, int]:
+            return DetectQuery(model, image, float(threshold), traceparent), 0
+
+        rid = new_id("det")
+        call = await self.orch.call(
+            request_id=rid, model=model, capability=Capability.DETECT, build=build
+        )
+        try:
+            result = await call.result()
+        finally:
+            call.close()
+        if not isinstance(result, DetectResult):
+            raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")
+        data: list[dict[str, Any]] = [
+            {"label": b.label, "score": b.score, "box": [b.x0, b.y0, b.x1, b.y1]}
+            for b in result.boxes
+        ]
+        return json_response(
+            {
+                "id": rid,
+                "object": "list",
+                "model": model,
+                "image": {"width": image.width, "height": image.height},
+                "data": data,
+            }
+        )
