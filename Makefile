@@ -8,7 +8,7 @@ APT_PACKAGES := capnproto
 # `make bench` drives non-streamed load with wrk (a C load generator) when it can.
 BENCH_APT_PACKAGES := wrk
 
-.PHONY: install run test test-fast bench lint system-deps clean
+.PHONY: install protos run test test-fast bench lint system-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,12 @@ $(STAMP): $(PY) pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-install: $(STAMP)
+# gRPC stubs: grpc_tools.protoc compiles protos/neutrino/v1/*.proto into neutrino/v1/
+# (gitignored, never edited by hand); only files whose content changed are rewritten.
+protos: $(STAMP)
+	$(PY) -m neutrino.frontends.grpc.codegen
+
+install: $(STAMP) protos
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES) $(EXTRA_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -46,4 +51,4 @@ lint: install
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache neutrino/v1

@@ -245,6 +245,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             sock,
             "--http-address",
             f"127.0.0.1:{nport}",
+            "--grpc-address",
+            "127.0.0.1:0",
             "--log-level",
             "warning",
         ],

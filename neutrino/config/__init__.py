@@ -89,6 +89,17 @@ class HttpConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class GrpcConfig:
+    """The gRPC front end (``neutrino.v1`` services, health and reflection)."""
+
+    enabled: bool = True
+    address: str = "127.0.0.1:50051"  # HOST:PORT (port 0: any free port)
+    max_message_bytes: int = 26 * 1024 * 1024  # received and sent messages
+    # Backstop for the health status, which also follows engine changes at once.
+    health_interval_s: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class ShutdownConfig:
     grace_s: float = 10.0
 
@@ -103,6 +114,7 @@ class Config:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     engine_link: EngineLinkConfig = field(default_factory=EngineLinkConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
+    grpc: GrpcConfig = field(default_factory=GrpcConfig)
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
 
     @property
@@ -118,6 +130,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "limits": LimitsConfig,
     "engine_link": EngineLinkConfig,
     "http": HttpConfig,
+    "grpc": GrpcConfig,
     "shutdown": ShutdownConfig,
 }
 
@@ -198,6 +211,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="neutrino", description="Neutrino LLM front server")
     p.add_argument("--config", help="TOML config file (default: $NEUTRINO_CFG)")
     p.add_argument("--http-address", help="HOST:PORT for the OpenAI HTTP API")
+    p.add_argument("--grpc-address", help="HOST:PORT for the gRPC API")
     p.add_argument(
         "--engine",
         action="append",
@@ -213,10 +227,10 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _split_address(value: str) -> tuple[str, int]:
+def _split_address(value: str, what: str = "--http-address") -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit():
-        raise ConfigError(f"--http-address must be HOST:PORT, got {value!r}")
+        raise ConfigError(f"{what} must be HOST:PORT, got {value!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
@@ -242,6 +256,11 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
                 EngineConfig(socket=s, name=f"engine{i}") for i, s in enumerate(args.engine)
             ),
         )
+    if args.grpc_address:
+        cfg = replace(cfg, grpc=replace(cfg.grpc, address=args.grpc_address))
+    _split_address(cfg.grpc.address, "grpc.address")
+    if cfg.grpc.max_message_bytes < 1:
+        raise ConfigError("grpc.max_message_bytes must be >= 1")
     if args.request_timeout is not None:
         cfg = replace(cfg, limits=replace(cfg.limits, request_timeout_s=args.request_timeout))
     mock = cfg.mock

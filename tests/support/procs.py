@@ -127,6 +127,8 @@ class NeutrinoProc:
             f"127.0.0.1:{self.port}",
             "--log-level",
             "info",
+            "--grpc-address",  # a free port each; a test may pass its own after this
+            "127.0.0.1:0",
             *self.args,
         ]
         if self.config is not None:

@@ -1,0 +1,124 @@
+"""The gRPC server: ``neutrino.v1`` services, ``grpc.health.v1`` and reflection.
+
+It runs on the process's event loop beside the HTTP server (``grpc.aio``) and is
+started and stopped by :class:`neutrino.app.Neutrino`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from neutrino.config import Config
+from neutrino.frontends.grpc.service import InferenceService
+from neutrino.frontends.grpc.stubs import inference_pb2, inference_pb2_grpc
+from neutrino.pipeline.orchestrator import Orchestrator
+
+log = logging.getLogger("neutrino.grpc")
+
+INFERENCE_SERVICE: str = inference_pb2.DESCRIPTOR.services_by_name["Inference"].full_name
+HEALTH_SERVICE: str = health.SERVICE_NAME
+# Health is reported for the whole server ("") and for each neutrino.v1 service.
+_HEALTH_NAMES = (health.OVERALL_HEALTH, INFERENCE_SERVICE)
+
+
+class GrpcServer:
+    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
+        self.cfg = cfg
+        self.orch = orchestrator
+        self.address = cfg.grpc.address
+        self.port = 0
+        self._server: grpc.aio.Server | None = None
+        self._health: Any = None  # grpc_health's aio HealthServicer (untyped package)
+        self._serving: bool | None = None
+        self._refresh: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._draining = False
+
+    async def start(self) -> None:
+        limit = self.cfg.grpc.max_message_bytes
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", limit),
+                # A port already taken is an error, not a port silently shared.
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        inference_pb2_grpc.add_InferenceServicer_to_server(
+            InferenceService(self.cfg, self.orch), server
+        )
+        self._health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection(
+            (INFERENCE_SERVICE, HEALTH_SERVICE, reflection.SERVICE_NAME), server
+        )
+        try:
+            self.port = server.add_insecure_port(self.address)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen for gRPC on {self.address}: {exc}") from None
+        await self._update()  # NOT_SERVING until an engine is there
+        await server.start()
+        self._server = server
+        self._refresh = asyncio.Event()
+        self._task = asyncio.create_task(self._watch(), name="grpc-health")
+        host = self.address.rpartition(":")[0]
+        log.info("Neutrino gRPC listening on %s:%d", host, self.port)
+
+    def engines_changed(self) -> None:
+        """Engines came or went: bring the health status up to date now."""
+        if self._refresh is not None:
+            self._refresh.set()
+
+    def _wanted(self) -> bool:
+        return not self._draining and not self.orch.draining and self.orch.engines.has_engine()
+
+    async def _update(self) -> None:
+        serving = self._wanted()
+        if serving == self._serving:
+            return
+        self._serving = serving
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in _HEALTH_NAMES:
+            await self._health.set(name, status)
+        log.info("gRPC health: %s", "SERVING" if serving else "NOT_SERVING")
+
+    async def _watch(self) -> None:
+        assert self._refresh is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.cfg.grpc.health_interval_s):
+                    await self._refresh.wait()
+            self._refresh.clear()
+            await self._update()
+
+    async def drain(self) -> None:
+        """Report NOT_SERVING from now on; calls in flight go on."""
+        self._draining = True
+        if self._health is not None:
+            await self._update()
+            await self._health.enter_graceful_shutdown()
+
+    async def stop(self, grace_s: float = 1.0) -> None:
+        await self.drain()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._server is not None:
+            t0 = time.monotonic()
+            await self._server.stop(grace_s)
+            log.debug("gRPC server stopped in %.3fs", time.monotonic() - t0)
+            self._server = None

@@ -1,0 +1,15 @@
+"""The generated ``neutrino.v1`` modules, with a clear error when they were never built."""
+
+from __future__ import annotations
+
+try:
+    from neutrino.v1 import common_pb2, inference_pb2, inference_pb2_grpc
+except ModuleNotFoundError as exc:  # pragma: no cover - a checkout that skipped `make`
+    if not (exc.name or "").startswith("neutrino.v1"):
+        raise
+    raise ImportError(
+        "the gRPC stubs are not generated: run `make protos` "
+        "(or `python -m neutrino.frontends.grpc.codegen`), or set [grpc] enabled = false"
+    ) from exc
+
+__all__ = ["common_pb2", "inference_pb2", "inference_pb2_grpc"]

@@ -1,0 +1,147 @@
+"""neutrino.v1 messages <-> pipeline types, and the [grpc] configuration."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neutrino.config import ConfigError, LimitsConfig, load
+from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.frontends.grpc import convert
+from neutrino.pipeline.generation import Outcome
+from neutrino.v1 import inference_pb2
+
+LIMITS = LimitsConfig()
+
+
+def chat(**kw: Any) -> inference_pb2.GenerateRequest:
+    kw.setdefault("model", "m")
+    kw.setdefault(
+        "chat", inference_pb2.Chat(messages=[inference_pb2.ChatMessage(role="user", content="hi")])
+    )
+    return inference_pb2.GenerateRequest(**kw)
+
+
+def test_defaults_match_http() -> None:
+    req = convert.to_request(chat(), LIMITS, stream=False)
+    assert req.kind == "chat" and req.model == "m"
+    assert req.messages == [{"role": "user", "content": "hi"}]
+    assert req.max_tokens is None and req.seed is None and req.user is None
+    assert (req.temperature, req.top_p, req.top_k, req.min_p) == (1.0, 1.0, -1, 0.0)
+    assert (req.presence_penalty, req.frequency_penalty, req.repetition_penalty) == (0, 0, 1)
+    assert req.add_generation_prompt and not req.stream and not req.ignore_eos
+    assert req.request_id.startswith("chatcmpl-")
+
+
+def test_every_field_is_carried() -> None:
+    msg = chat(
+        max_tokens=9,
+        temperature=0.5,
+        top_p=0.25,
+        top_k=0,
+        min_p=0.125,
+        seed=2**64 - 1,
+        stop=["a", "b"],
+        stop_token_ids=[5, 6],
+        presence_penalty=-1.5,
+        frequency_penalty=1.5,
+        repetition_penalty=1.25,
+        ignore_eos=True,
+        min_tokens=3,
+        user="u1",
+    )
+    msg.chat.add_generation_prompt = False
+    req = convert.to_request(msg, LIMITS, stream=True)
+    assert req.max_tokens == 9 and req.temperature == 0.5 and req.top_p == 0.25
+    assert req.top_k == -1 and req.min_p == 0.125 and req.seed == 2**64 - 1
+    assert req.stop == ["a", "b"] and req.stop_token_ids == [5, 6]
+    assert (req.presence_penalty, req.frequency_penalty, req.repetition_penalty) == (
+        -1.5,
+        1.5,
+        1.25,
+    )
+    assert req.ignore_eos and req.min_tokens == 3 and req.user == "u1"
+    assert not req.add_generation_prompt and req.stream
+
+
+def test_completion_defaults_to_16_tokens() -> None:
+    msg = inference_pb2.GenerateRequest(
+        model="m", completion=inference_pb2.Completion(prompt="Once")
+    )
+    req = convert.to_request(msg, LIMITS, stream=False)
+    assert req.kind == "completion" and req.prompt == "Once" and req.max_tokens == 16
+    assert req.request_id.startswith("cmpl-")
+
+
+@pytest.mark.parametrize(
+    ("msg", "param"),
+    [
+        (chat(model=""), "model"),
+        (inference_pb2.GenerateRequest(model="m"), "input"),
+        (chat(chat=inference_pb2.Chat()), "chat.messages"),
+        (
+            chat(chat=inference_pb2.Chat(messages=[inference_pb2.ChatMessage(role="x")])),
+            "chat.messages[0].role",
+        ),
+        (chat(max_tokens=0), "max_tokens"),
+        (chat(max_tokens=-1), "max_tokens"),
+        (chat(min_tokens=-1), "min_tokens"),
+        (chat(top_k=-2), "top_k"),
+        (chat(temperature=2.5), "temperature"),
+        (chat(temperature=math.nan), "temperature"),
+        (chat(top_p=0.0), "top_p"),
+        (chat(min_p=1.5), "min_p"),
+        (chat(presence_penalty=-3), "presence_penalty"),
+        (chat(frequency_penalty=3), "frequency_penalty"),
+        (chat(repetition_penalty=2.5), "repetition_penalty"),
+        (chat(stop=["ok", ""]), "stop"),
+        (chat(stop=["s"] * 17), "stop"),
+        (chat(stop_token_ids=[2**32 - 1]), "stop_token_ids"),
+    ],
+)
+def test_bad_fields_are_bad_requests(msg: inference_pb2.GenerateRequest, param: str) -> None:
+    with pytest.raises(NeutrinoError) as info:
+        convert.to_request(msg, LIMITS, stream=False)
+    assert info.value.kind is ErrorKind.BAD_REQUEST
+    assert info.value.kind.spec.grpc == "INVALID_ARGUMENT"
+    assert info.value.param == param
+
+
+def test_outcome_mapping() -> None:
+    out = Outcome(
+        finish_reason="length",
+        prompt_tokens=7,
+        completion_tokens=5,
+        cached_tokens=2,
+        timings={"queue_time": 0.5, "prompt_time": 0.25, "completion_time": 1.0, "total_time": 2},
+        stop_reason=None,
+    )
+    u = convert.usage(out)
+    assert (u.prompt_tokens, u.completion_tokens, u.total_tokens, u.cached_tokens) == (7, 5, 12, 2)
+    assert (u.queue_time, u.prompt_time, u.completion_time, u.total_time) == (0.5, 0.25, 1, 2)
+    assert convert.finish_reason(out) == inference_pb2.FINISH_REASON_LENGTH
+    assert convert.stop_reason(out) is None
+    out.finish_reason, out.stop_reason = "stop", "END"
+    assert convert.finish_reason(out) == inference_pb2.FINISH_REASON_STOP
+    reason = convert.stop_reason(out)
+    assert reason is not None and reason.stop_string == "END"
+    out.stop_reason = 151645
+    reason = convert.stop_reason(out)
+    assert reason is not None and reason.stop_token_id == 151645
+
+
+def test_grpc_config(tmp_path: Path) -> None:
+    cfg = load([], environ={}).grpc
+    assert cfg.enabled and cfg.address == "127.0.0.1:50051"
+    assert cfg.max_message_bytes == 26 * 1024 * 1024
+    flag = load(["--grpc-address", "0.0.0.0:6000"], environ={}).grpc
+    assert flag.address == "0.0.0.0:6000"
+    path = tmp_path / "n.toml"
+    path.write_text('[grpc]\nenabled = false\naddress = "127.0.0.1:7000"\n')
+    loaded = load(["--config", str(path)], environ={}).grpc
+    assert not loaded.enabled and loaded.address == "127.0.0.1:7000"
+    with pytest.raises(ConfigError):
+        load(["--grpc-address", "nonsense"], environ={})
