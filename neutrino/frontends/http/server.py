@@ -10,6 +10,7 @@ from aiohttp import web
 
 from neutrino.config import Config
 from neutrino.frontends.http.admin import AdminRoutes
+from neutrino.frontends.http.audio import AudioRoutes
 from neutrino.frontends.http.detect import DetectRoutes
 from neutrino.frontends.http.embeddings import EmbeddingRoutes
 from neutrino.frontends.http.openai import OpenAIRoutes
@@ -24,6 +25,7 @@ def build_app(
     app = web.Application(client_max_size=cfg.limits.max_body_bytes)
     OpenAIRoutes(cfg, orchestrator).register(app)
     EmbeddingRoutes(cfg, orchestrator).register(app)
+    AudioRoutes(cfg, orchestrator).register(app)
     DetectRoutes(cfg, orchestrator).register(app)
     AdminRoutes(orchestrator, extra_state).register(app)
     return app

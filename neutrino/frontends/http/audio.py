@@ -1,0 +1,453 @@
+"""OpenAI's audio endpoints over the engine's audio and speech queries.
+
+* ``POST /v1/audio/transcriptions`` and ``POST /v1/audio/translations``: a
+  multipart form with a WAV ``file`` (decoded here to 16-bit mono PCM), ``model``,
+  ``language``, ``prompt`` (tokenized with the model's tokenizer), ``temperature``
+  and ``response_format`` (json, text, verbose_json, srt, vtt);
+* ``POST /v1/audio/speech``: JSON in, audio (wav or raw pcm) streamed out as the
+  engine produces it; a client that leaves makes the engine get one cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import BodyPartReader, web
+
+from neutrino.audio.subtitles import (
+    Segment,
+    language_code,
+    language_name,
+    to_srt,
+    to_text,
+    to_vtt,
+    transcript,
+    verbose_json,
+)
+from neutrino.audio.wav import Audio, WavError, read_wav, wav_header
+from neutrino.config import Config
+from neutrino.engine.messages import (
+    AudioQuery,
+    AudioResult,
+    AudioTask,
+    Capability,
+    ModelInfo,
+    SpeechQuery,
+    SpeechResult,
+)
+from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.frontends.http.guard import guarded
+from neutrino.frontends.http.openai import json_response, read_json
+from neutrino.frontends.http.parse import new_id
+from neutrino.pipeline.call import ModalCall
+from neutrino.pipeline.models import ModelText
+from neutrino.pipeline.orchestrator import Orchestrator
+from neutrino.text.tokenizer import Tokenizer
+
+log = logging.getLogger("neutrino.http")
+
+TRANSCRIPT_FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
+SPEECH_FORMATS = ("wav", "pcm")
+OPENAI_SPEECH_FORMATS = ("mp3", "opus", "aac", "flac")  # OpenAI's, not served here
+MAX_SPEECH_CHARS = 4096
+MAX_VOICE_CHARS = 256
+_OFFLOAD_BYTES = 256 * 1024  # decode bigger uploads off the event loop
+_READ_CHUNK = 64 * 1024
+
+_CONTENT_TYPES = {
+    "json": "application/json",
+    "verbose_json": "application/json",
+    "text": "text/plain; charset=utf-8",
+    "srt": "text/plain; charset=utf-8",
+    "vtt": "text/vtt; charset=utf-8",
+}
+_SPEECH_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm"}
+
+
+def _unsupported(message: str, param: str) -> NeutrinoError:
+    return NeutrinoError(ErrorKind.UNSUPPORTED, message, param=param)
+
+
+def _too_large(max_bytes: int) -> NeutrinoError:
+    return NeutrinoError(ErrorKind.PAYLOAD_TOO_LARGE, f"the request body exceeds {max_bytes} bytes")
+
+
+# ----------------------------------------------------------------------------- the form
+
+
+@dataclass(slots=True)
+class Form:
+    """A multipart form: the uploaded file and the text fields (repeats kept)."""
+
+    file: bytes | None = None
+    filename: str | None = None
+    fields: dict[str, list[str]] = field(default_factory=dict)
+
+    def text(self, name: str) -> str | None:
+        values = self.fields.get(name)
+        return values[-1] if values else None
+
+    def all(self, *names: str) -> list[str]:
+        return [v for n in names for v in self.fields.get(n, ())]
+
+
+async def read_form(request: web.Request, max_bytes: int) -> Form:
+    """Read a multipart/form-data body within ``max_bytes``; 400 if it is malformed."""
+    if request.content_type != "multipart/form-data":
+        raise bad_request(
+            "the request body must be multipart/form-data with the audio in a 'file' part"
+        )
+    length = request.content_length
+    if length is not None and length > max_bytes:
+        raise _too_large(max_bytes)
+    form = Form()
+    total = 0
+    try:
+        reader = await request.multipart()
+        while True:
+            part = await reader.next()
+            if part is None:
+                break
+            if not isinstance(part, BodyPartReader):
+                raise bad_request("nested multipart bodies are not accepted")
+            buf = bytearray()
+            while chunk := await part.read_chunk(_READ_CHUNK):
+                total += len(chunk)
+                if total > max_bytes:
+                    raise _too_large(max_bytes)
+                buf += chunk
+            name = part.name
+            if not name:
+                continue
+            if name == "file":
+                if form.file is not None:
+                    raise bad_request("send exactly one file", "file")
+                form.file = bytes(buf)
+                form.filename = part.filename
+                continue
+            try:
+                value = buf.decode("utf-8")
+            except UnicodeDecodeError:
+                raise bad_request(f"{name} is not valid UTF-8 text", name) from None
+            form.fields.setdefault(name, []).append(value)
+    except NeutrinoError:
+        raise
+    except web.HTTPRequestEntityTooLarge:
+        raise _too_large(max_bytes) from None
+    except (ValueError, LookupError, AssertionError, RuntimeError):
+        raise bad_request("the multipart/form-data body is malformed") from None
+    return form
+
+
+def _temperature(form: Form) -> float:
+    raw = form.text("temperature")
+    if raw is None or not raw.strip():
+        return 0.0
+    try:
+        value = float(raw)
+    except ValueError:
+        raise bad_request("temperature must be a number", "temperature") from None
+    if not 0.0 <= value <= 1.0:  # also refuses NaN
+        raise bad_request("temperature must be between 0 and 1", "temperature")
+    return value
+
+
+def _response_format(form: Form) -> str:
+    fmt = form.text("response_format")
+    if fmt is None or fmt == "":
+        return "json"
+    if fmt in TRANSCRIPT_FORMATS:
+        return fmt
+    supported = ", ".join(TRANSCRIPT_FORMATS)
+    if fmt == "diarized_json":
+        raise _unsupported(
+            f"response_format 'diarized_json' is not supported; use one of {supported}",
+            "response_format",
+        )
+    raise bad_request(f"response_format must be one of {supported}", "response_format")
+
+
+def _decode_audio(data: bytes) -> Audio:
+    try:
+        return read_wav(data)
+    except WavError as exc:
+        raise bad_request(str(exc), "file") from None
+
+
+# ----------------------------------------------------------------------------- speech input
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechRequest:
+    model: str
+    text: str
+    voice: str
+    fmt: str
+    speed: float
+
+
+def parse_speech(body: Any) -> SpeechRequest:
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad_request("model is required and must be a string", "model")
+    text = body.get("input")
+    if not isinstance(text, str):
+        raise bad_request("input is required and must be a string", "input")
+    if not text.strip():
+        raise bad_request("input must not be empty", "input")
+    if len(text) > MAX_SPEECH_CHARS:
+        raise bad_request(
+            f"input is {len(text)} characters long; at most {MAX_SPEECH_CHARS} are accepted",
+            "input",
+        )
+    raw_voice = body.get("voice")
+    voice = raw_voice.get("id") if isinstance(raw_voice, dict) else raw_voice
+    if not isinstance(voice, str) or not voice.strip() or len(voice) > MAX_VOICE_CHARS:
+        raise bad_request(
+            "voice is required: a voice name such as 'alloy', or {'id': 'voice-id'}", "voice"
+        )
+    fmt = body.get("response_format", "wav")
+    if fmt not in SPEECH_FORMATS:
+        supported = "'wav' or 'pcm'"
+        if fmt in OPENAI_SPEECH_FORMATS:
+            raise _unsupported(
+                f"response_format {fmt!r} is not supported by this server; use {supported}",
+                "response_format",
+            )
+        raise bad_request(f"response_format must be {supported}", "response_format")
+    speed = body.get("speed", 1.0)
+    if speed is None:
+        speed = 1.0
+    if not _is_num(speed) or not 0.25 <= speed <= 4.0:
+        raise bad_request("speed must be a number between 0.25 and 4.0", "speed")
+    stream_format = body.get("stream_format")
+    if stream_format not in (None, "audio"):
+        if stream_format == "sse":
+            raise _unsupported("stream_format 'sse' is not supported; use 'audio'", "stream_format")
+        raise bad_request("stream_format must be 'audio'", "stream_format")
+    instructions = body.get("instructions")
+    if instructions is not None and (
+        not isinstance(instructions, str) or len(instructions) > MAX_SPEECH_CHARS
+    ):
+        raise bad_request(
+            f"instructions must be a string of at most {MAX_SPEECH_CHARS} characters",
+            "instructions",
+        )
+    return SpeechRequest(model, text, voice, str(fmt), float(speed))
+
+
+# ----------------------------------------------------------------------------- routes
+
+
+class AudioRoutes:
+    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
+        self.cfg = cfg
+        self.orch = orchestrator
+
+    def register(self, app: web.Application) -> None:
+        app.router.add_post("/v1/audio/transcriptions", guarded(self.transcriptions))
+        app.router.add_post("/v1/audio/translations", guarded(self.translations))
+        app.router.add_post("/v1/audio/speech", guarded(self.speech))
+
+    async def transcriptions(self, request: web.Request) -> web.StreamResponse:
+        return await self._audio(request, AudioTask.TRANSCRIBE)
+
+    async def translations(self, request: web.Request) -> web.StreamResponse:
+        return await self._audio(request, AudioTask.TRANSLATE)
+
+    # ------------------------------------------------------------------ speech to text
+
+    async def _audio(self, request: web.Request, task: AudioTask) -> web.StreamResponse:
+        form = await read_form(request, self.cfg.limits.max_body_bytes)
+        model = form.text("model")
+        if not model:
+            raise bad_request("model is required", "model")
+        fmt = _response_format(form)
+        temperature = _temperature(form)
+        language = ""
+        raw_language = form.text("language") if task is AudioTask.TRANSCRIBE else None
+        if raw_language:
+            code = language_code(raw_language)
+            if code is None:
+                raise bad_request(
+                    "language must be an ISO-639-1 code such as 'en' or 'fr'", "language"
+                )
+            language = code
+        if (form.text("stream") or "").strip().lower() in ("true", "1"):
+            raise _unsupported("streaming transcription is not supported", "stream")
+        for g in form.all("timestamp_granularities[]", "timestamp_granularities"):
+            if g == "word":
+                raise _unsupported(
+                    "word timestamps are not supported; segment timestamps are",
+                    "timestamp_granularities",
+                )
+            if g != "segment":
+                raise bad_request(
+                    "timestamp_granularities accepts 'segment' (and 'word')",
+                    "timestamp_granularities",
+                )
+        if form.file is None:
+            raise bad_request("file is required: send the audio as a multipart 'file' part", "file")
+        data = form.file
+        if len(data) > _OFFLOAD_BYTES:
+            audio = await asyncio.to_thread(_decode_audio, data)
+        else:
+            audio = _decode_audio(data)
+        prompt = form.text("prompt") or ""
+        traceparent = request.headers.get("traceparent", "")
+        tokenizers: list[Tokenizer] = []
+
+        def build(text: ModelText, info: ModelInfo) -> tuple[AudioQuery, int]:
+            tokenizers.append(text.tokenizer)
+            ids = text.tokenizer.encode(prompt) if prompt else []
+            # Like Whisper, keep the end of a prompt longer than half the context.
+            room = info.context_length // 2
+            if room and len(ids) > room:
+                ids = ids[-room:]
+            query = AudioQuery(
+                model=model,
+                task=task,
+                pcm=audio.pcm,
+                sample_rate=audio.sample_rate,
+                language=language,
+                prompt_tokens=ids,
+                temperature=temperature,
+                traceparent=traceparent,
+            )
+            return query, len(ids)
+
+        prefix = "trsc" if task is AudioTask.TRANSCRIBE else "trsl"
+        call = await self.orch.call(
+            request_id=new_id(prefix), model=model, capability=Capability.TRANSCRIBE, build=build
+        )
+        try:
+            result = await call.result()
+        finally:
+            call.close()
+        if not isinstance(result, AudioResult):
+            raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")
+        tok = tokenizers[0]
+        segments = [
+            Segment(s.start_s, s.end_s, tok.decode(s.tokens), tuple(s.tokens))
+            for s in result.segments
+        ]
+        return self._render(fmt, task, result, segments, language, temperature)
+
+    def _render(
+        self,
+        fmt: str,
+        task: AudioTask,
+        result: AudioResult,
+        segments: list[Segment],
+        language: str,
+        temperature: float,
+    ) -> web.Response:
+        ctype = _CONTENT_TYPES[fmt]
+        usage = {"type": "duration", "seconds": math.ceil(result.duration_s)}
+        translate = task is AudioTask.TRANSLATE
+        if fmt == "json":
+            body: dict[str, Any] = {"text": transcript(segments)}
+            if not translate:
+                body["usage"] = usage
+            return json_response(body)
+        if fmt == "verbose_json":
+            body = verbose_json(
+                task="translate" if translate else "transcribe",
+                language="english" if translate else language_name(result.language or language),
+                duration=result.duration_s,
+                segments=segments,
+                temperature=temperature,
+            )
+            if not translate:
+                body["usage"] = usage
+            return json_response(body)
+        render = {"text": to_text, "srt": to_srt, "vtt": to_vtt}[fmt]
+        return web.Response(body=render(segments).encode(), headers={"Content-Type": ctype})
+
+    # ------------------------------------------------------------------ text to speech
+
+    async def speech(self, request: web.Request) -> web.StreamResponse:
+        body = await read_json(request, self.cfg.limits.max_body_bytes)
+        req = parse_speech(body)
+        traceparent = request.headers.get("traceparent", "")
+
+        def build(text: ModelText, info: ModelInfo) -> tuple[SpeechQuery, int]:
+            n = len(text.tokenizer.encode(req.text))
+            query = SpeechQuery(
+                model=req.model,
+                text=req.text,
+                voice=req.voice,
+                speed=req.speed,
+                traceparent=traceparent,
+            )
+            return query, n
+
+        call = await self.orch.call(
+            request_id=new_id("speech"), model=req.model, capability=Capability.SPEECH, build=build
+        )
+        try:
+            return await self._stream_speech(request, call, req.fmt)
+        finally:
+            call.close()
+
+    async def _stream_speech(
+        self, request: web.Request, call: ModalCall, fmt: str
+    ) -> web.StreamResponse:
+        await call.wait()
+        results = call.take()
+        if not results:  # the engine failed before sending any audio: a plain error
+            raise call.error or NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine sent no audio")
+        first = results[0]
+        if not isinstance(first, SpeechResult) or first.sample_rate <= 0:
+            raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")
+        rate = first.sample_rate
+        resp = web.StreamResponse(
+            headers={"Content-Type": _SPEECH_TYPES[fmt], "X-Sample-Rate": str(rate)}
+        )
+        await resp.prepare(request)
+        out = bytearray(wav_header(rate) if fmt == "wav" else b"")
+        try:
+            while True:
+                done = False
+                for r in results:
+                    if not isinstance(r, SpeechResult) or r.sample_rate != rate:
+                        self._abort(request, resp, "the engine changed the audio format")
+                        return resp
+                    out += r.pcm
+                    done = done or r.final
+                if out:
+                    await resp.write(bytes(out))
+                    out.clear()
+                if done:
+                    break
+                await call.wait()
+                results = call.take()
+                if not results:
+                    err = call.error
+                    self._abort(request, resp, err.message if err else "no audio")
+                    return resp
+            await resp.write_eof()
+        except ConnectionError:
+            pass  # the client left; the caller's close() cancels the engine request
+        return resp
+
+    def _abort(self, request: web.Request, resp: web.StreamResponse, why: str) -> None:
+        """End a stream that failed after it started: the only signal left is to cut the
+        connection before the end of the body."""
+        log.warning("speech stream for %s %s aborted: %s", request.method, request.path, why)
+        resp.force_close()
+        transport = request.transport
+        if transport is not None:
+            with contextlib.suppress(Exception):
+                transport.close()
