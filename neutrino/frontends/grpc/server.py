@@ -17,16 +17,32 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from neutrino.config import Config
+from neutrino.frontends.grpc.audio import AudioService
+from neutrino.frontends.grpc.embeddings import EmbeddingsService
 from neutrino.frontends.grpc.service import InferenceService
-from neutrino.frontends.grpc.stubs import inference_pb2, inference_pb2_grpc
+from neutrino.frontends.grpc.stubs import (
+    audio_pb2,
+    audio_pb2_grpc,
+    embeddings_pb2,
+    embeddings_pb2_grpc,
+    inference_pb2,
+    inference_pb2_grpc,
+    vision_pb2,
+    vision_pb2_grpc,
+)
+from neutrino.frontends.grpc.vision import VisionService
 from neutrino.pipeline.orchestrator import Orchestrator
 
 log = logging.getLogger("neutrino.grpc")
 
 INFERENCE_SERVICE: str = inference_pb2.DESCRIPTOR.services_by_name["Inference"].full_name
+EMBEDDINGS_SERVICE: str = embeddings_pb2.DESCRIPTOR.services_by_name["Embeddings"].full_name
+AUDIO_SERVICE: str = audio_pb2.DESCRIPTOR.services_by_name["Audio"].full_name
+VISION_SERVICE: str = vision_pb2.DESCRIPTOR.services_by_name["Vision"].full_name
+NEUTRINO_SERVICES = (INFERENCE_SERVICE, EMBEDDINGS_SERVICE, AUDIO_SERVICE, VISION_SERVICE)
 HEALTH_SERVICE: str = health.SERVICE_NAME
 # Health is reported for the whole server ("") and for each neutrino.v1 service.
-_HEALTH_NAMES = (health.OVERALL_HEALTH, INFERENCE_SERVICE)
+_HEALTH_NAMES = (health.OVERALL_HEALTH, *NEUTRINO_SERVICES)
 
 
 class GrpcServer:
@@ -55,10 +71,15 @@ class GrpcServer:
         inference_pb2_grpc.add_InferenceServicer_to_server(
             InferenceService(self.cfg, self.orch), server
         )
+        embeddings_pb2_grpc.add_EmbeddingsServicer_to_server(
+            EmbeddingsService(self.cfg, self.orch), server
+        )
+        audio_pb2_grpc.add_AudioServicer_to_server(AudioService(self.cfg, self.orch), server)
+        vision_pb2_grpc.add_VisionServicer_to_server(VisionService(self.cfg, self.orch), server)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection(
-            (INFERENCE_SERVICE, HEALTH_SERVICE, reflection.SERVICE_NAME), server
+            (*NEUTRINO_SERVICES, HEALTH_SERVICE, reflection.SERVICE_NAME), server
         )
         try:
             self.port = server.add_insecure_port(self.address)

@@ -9,67 +9,25 @@ sends the engine its one cancel frame.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
-
-import grpc
 
 from neutrino.config import Config
-from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.grpc import convert
+from neutrino.frontends.grpc.calls import (
+    Context,
+    end_reason,
+    error_metadata,
+    guarded,
+    metadata,
+    status_code,
+    timeout_s,
+)
 from neutrino.frontends.grpc.stubs import common_pb2, inference_pb2, inference_pb2_grpc
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.request import GenerateRequest
 
-log = logging.getLogger("neutrino.grpc")
-
-T = TypeVar("T")
-Context = grpc.aio.ServicerContext[object, object]
-
-
-def status_code(err: NeutrinoError) -> grpc.StatusCode:
-    """The gRPC status of ``err``: its kind's one classification, shared with HTTP."""
-    return grpc.StatusCode[err.kind.spec.grpc]
-
-
-def error_metadata(err: NeutrinoError) -> tuple[tuple[str, str], ...]:
-    """Trailing metadata with the OpenAI-style ``code`` and the offending ``param``."""
-    md = []
-    if err.code:
-        md.append(("neutrino-error-code", err.code))
-    if err.param:
-        md.append(("neutrino-error-param", err.param))
-    return tuple(md)
-
-
-async def _guarded(context: Context, what: str, run: Callable[[], Awaitable[T]]) -> T:
-    """Run a handler; errors become statuses with client-safe messages only."""
-    try:
-        return await run()
-    except NeutrinoError as err:
-        await context.abort(status_code(err), err.message, error_metadata(err))
-    except (asyncio.CancelledError, grpc.aio.AbortError):
-        raise
-    except Exception:
-        log.exception("gRPC %s failed", what)
-        internal = NeutrinoError(ErrorKind.INTERNAL, "internal error")
-        await context.abort(status_code(internal), internal.message, error_metadata(internal))
-
-
-def _metadata(context: Context, key: str) -> str:
-    for k, v in context.invocation_metadata() or ():
-        if k == key and isinstance(v, str):
-            return v
-    return ""
-
-
-def _end_reason(context: Context) -> str:
-    """Why a call was cancelled under us: its deadline passed, or the client left."""
-    remaining = context.time_remaining()
-    return "timeout" if remaining is not None and remaining <= 0 else "client disconnected"
+__all__ = ["InferenceService", "error_metadata", "status_code"]
 
 
 class InferenceService(inference_pb2_grpc.InferenceServicer):
@@ -84,11 +42,10 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
         self, msg: inference_pb2.GenerateRequest, context: Context, *, stream: bool
     ) -> GenerateRequest:
         req = convert.to_request(msg, self.cfg.limits, stream=stream)
-        req.traceparent = _metadata(context, "traceparent")
-        remaining = context.time_remaining()
-        if remaining is not None:
-            # The call's deadline is the request's timeout, capped by the server's own.
-            req.timeout_s = max(0.001, min(remaining, self.cfg.limits.request_timeout_s))
+        req.traceparent = metadata(context, "traceparent")
+        timeout = timeout_s(context, self.cfg)
+        if timeout is not None:
+            req.timeout_s = timeout
         return req
 
     # ---------------------------------------------------------------- Generate
@@ -103,7 +60,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             try:
                 text, outcome = await gen.collect()
             except asyncio.CancelledError:
-                reason = _end_reason(context)
+                reason = end_reason(context)
                 raise
             finally:
                 gen.close(reason)
@@ -117,7 +74,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
                 stop_reason=convert.stop_reason(outcome),
             )
 
-        return await _guarded(context, "Generate", run)
+        return await guarded(context, "Generate", run)
 
     # ---------------------------------------------------------------- GenerateStream
 
@@ -131,12 +88,12 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             try:
                 await self._pump(gen, context)
             except asyncio.CancelledError:
-                reason = _end_reason(context)
+                reason = end_reason(context)
                 raise
             finally:
                 gen.close(reason)
 
-        await _guarded(context, "GenerateStream", run)
+        await guarded(context, "GenerateStream", run)
 
     async def _pump(self, gen: Generation, context: Context) -> None:
         def chunk(text: str) -> inference_pb2.GenerateStreamResponse:
@@ -176,4 +133,4 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
                 models=[convert.model_card(m, self._created) for m in models.values()]
             )
 
-        return await _guarded(context, "ListModels", run)
+        return await guarded(context, "ListModels", run)

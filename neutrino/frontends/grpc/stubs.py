@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 try:
-    from neutrino.v1 import common_pb2, inference_pb2, inference_pb2_grpc
+    from neutrino.v1 import (
+        audio_pb2,
+        audio_pb2_grpc,
+        common_pb2,
+        embeddings_pb2,
+        embeddings_pb2_grpc,
+        inference_pb2,
+        inference_pb2_grpc,
+        vision_pb2,
+        vision_pb2_grpc,
+    )
 except ModuleNotFoundError as exc:  # pragma: no cover - a checkout that skipped `make`
     if not (exc.name or "").startswith("neutrino.v1"):
         raise
@@ -12,4 +22,14 @@ except ModuleNotFoundError as exc:  # pragma: no cover - a checkout that skipped
         "(or `python -m neutrino.frontends.grpc.codegen`), or set [grpc] enabled = false"
     ) from exc
 
-__all__ = ["common_pb2", "inference_pb2", "inference_pb2_grpc"]
+__all__ = [
+    "audio_pb2",
+    "audio_pb2_grpc",
+    "common_pb2",
+    "embeddings_pb2",
+    "embeddings_pb2_grpc",
+    "inference_pb2",
+    "inference_pb2_grpc",
+    "vision_pb2",
+    "vision_pb2_grpc",
+]

@@ -1,0 +1,280 @@
+"""The ``neutrino.v1.Audio`` servicer: ``Transcribe``, ``Translate`` and ``Speak``.
+
+The gRPC twins of ``POST /v1/audio/transcriptions``, ``/v1/audio/translations`` and
+``/v1/audio/speech``, with HTTP's checks and messages (params are the proto's field
+names): the audio is a WAV file decoded by :mod:`neutrino.audio.wav` to 16-bit mono PCM,
+the transcript is the segments' text as HTTP renders it, and speech streams the bytes
+HTTP would send (for ``wav``, the unknown-length header first) as the engine produces
+them. A Speak call that goes away (client gone, deadline passed) reaches ``close()``,
+so the engine gets one cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+
+from neutrino.audio.subtitles import Segment, language_code, transcript
+from neutrino.audio.wav import Audio, WavError, read_wav, wav_header
+from neutrino.config import Config
+from neutrino.engine.messages import (
+    AudioQuery,
+    AudioResult,
+    AudioTask,
+    Capability,
+    ModelInfo,
+    SpeechQuery,
+    SpeechResult,
+)
+from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.frontends.grpc.calls import Context, closing, guarded, metadata, timeout_s
+from neutrino.frontends.grpc.convert import new_id
+from neutrino.frontends.grpc.modal import one_result, usage
+from neutrino.frontends.grpc.stubs import audio_pb2, audio_pb2_grpc
+from neutrino.pipeline.call import ModalCall
+from neutrino.pipeline.models import ModelText
+from neutrino.pipeline.orchestrator import Orchestrator
+from neutrino.text.tokenizer import Tokenizer
+
+SPEECH_FORMATS = ("wav", "pcm")  # as over HTTP
+OPENAI_SPEECH_FORMATS = ("mp3", "opus", "aac", "flac")  # OpenAI's, not served here
+MAX_SPEECH_CHARS = 4096
+MAX_VOICE_CHARS = 256
+MAX_CHUNK_BYTES = 1024 * 1024  # per SpeechChunk, far below the message size limit
+_OFFLOAD_BYTES = 256 * 1024  # decode bigger uploads off the event loop
+
+
+def _unsupported(message: str, param: str) -> NeutrinoError:
+    return NeutrinoError(ErrorKind.UNSUPPORTED, message, param=param)
+
+
+# ----------------------------------------------------------------------------- speech to text
+
+
+@dataclass(frozen=True, slots=True)
+class Transcription:
+    model: str
+    language: str  # "" when not given (and always for translations)
+    prompt: str
+    temperature: float
+
+
+def transcription_request(msg: audio_pb2.TranscriptionRequest, task: AudioTask) -> Transcription:
+    """The checked fields besides the audio (raises BAD_REQUEST, as HTTP does)."""
+    if not msg.model:
+        raise bad_request("model is required", "model")
+    temperature = 0.0
+    if msg.HasField("temperature"):
+        temperature = float(msg.temperature)
+        if not 0.0 <= temperature <= 1.0:  # also refuses NaN
+            raise bad_request("temperature must be between 0 and 1", "temperature")
+    language = ""
+    if task is AudioTask.TRANSCRIBE and msg.language:
+        code = language_code(msg.language)
+        if code is None:
+            raise bad_request("language must be an ISO-639-1 code such as 'en' or 'fr'", "language")
+        language = code
+    return Transcription(msg.model, language, msg.prompt, temperature)
+
+
+def decode_audio(data: bytes) -> Audio:
+    """16-bit mono PCM of a WAV upload (raises BAD_REQUEST with the WAV reader's words)."""
+    try:
+        return read_wav(data)
+    except WavError as exc:
+        raise bad_request(str(exc), "audio") from None
+
+
+# ----------------------------------------------------------------------------- text to speech
+
+
+@dataclass(frozen=True, slots=True)
+class Speech:
+    model: str
+    text: str
+    voice: str
+    fmt: str
+    speed: float
+
+
+def speech_request(msg: audio_pb2.SpeechRequest) -> Speech:
+    """The checked speech request (BAD_REQUEST, or UNSUPPORTED for OpenAI's formats)."""
+    if not msg.model:
+        raise bad_request("model is required and must be a string", "model")
+    text = msg.text
+    if not text.strip():
+        raise bad_request("text must not be empty", "text")
+    if len(text) > MAX_SPEECH_CHARS:
+        raise bad_request(
+            f"text is {len(text)} characters long; at most {MAX_SPEECH_CHARS} are accepted",
+            "text",
+        )
+    voice = msg.voice
+    if not voice.strip() or len(voice) > MAX_VOICE_CHARS:
+        raise bad_request("voice is required: a voice name such as 'alloy'", "voice")
+    fmt = msg.format or "wav"
+    if fmt not in SPEECH_FORMATS:
+        supported = "'wav' or 'pcm'"
+        if fmt in OPENAI_SPEECH_FORMATS:
+            raise _unsupported(
+                f"format {fmt!r} is not supported by this server; use {supported}", "format"
+            )
+        raise bad_request(f"format must be {supported}", "format")
+    speed = float(msg.speed) if msg.HasField("speed") else 1.0
+    if not 0.25 <= speed <= 4.0:  # also refuses NaN
+        raise bad_request("speed must be a number between 0.25 and 4.0", "speed")
+    return Speech(msg.model, text, voice, fmt, speed)
+
+
+def _chunks(data: bytes, rate: int) -> list[audio_pb2.SpeechChunk]:
+    return [
+        audio_pb2.SpeechChunk(pcm=data[i : i + MAX_CHUNK_BYTES], sample_rate=rate)
+        for i in range(0, len(data), MAX_CHUNK_BYTES)
+    ]
+
+
+# ----------------------------------------------------------------------------- the service
+
+
+class AudioService(audio_pb2_grpc.AudioServicer):
+    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
+        self.cfg = cfg
+        self.orch = orchestrator
+
+    async def Transcribe(
+        self, request: audio_pb2.TranscriptionRequest, context: Context
+    ) -> audio_pb2.TranscriptionResponse:
+        return await guarded(
+            context, "Transcribe", lambda: self._audio(request, context, AudioTask.TRANSCRIBE)
+        )
+
+    async def Translate(
+        self, request: audio_pb2.TranscriptionRequest, context: Context
+    ) -> audio_pb2.TranscriptionResponse:
+        return await guarded(
+            context, "Translate", lambda: self._audio(request, context, AudioTask.TRANSLATE)
+        )
+
+    async def _audio(
+        self, msg: audio_pb2.TranscriptionRequest, context: Context, task: AudioTask
+    ) -> audio_pb2.TranscriptionResponse:
+        req = transcription_request(msg, task)
+        data = msg.audio
+        if len(data) > _OFFLOAD_BYTES:
+            audio = await asyncio.to_thread(decode_audio, data)
+        else:
+            audio = decode_audio(data)
+        traceparent = metadata(context, "traceparent")
+        tokenizers: list[Tokenizer] = []
+
+        def build(text: ModelText, info: ModelInfo) -> tuple[AudioQuery, int]:
+            tokenizers.append(text.tokenizer)
+            ids = text.tokenizer.encode(req.prompt) if req.prompt else []
+            # Like Whisper, keep the end of a prompt longer than half the context.
+            room = info.context_length // 2
+            if room and len(ids) > room:
+                ids = ids[-room:]
+            query = AudioQuery(
+                model=req.model,
+                task=task,
+                pcm=audio.pcm,
+                sample_rate=audio.sample_rate,
+                language=req.language,
+                prompt_tokens=ids,
+                temperature=req.temperature,
+                traceparent=traceparent,
+            )
+            return query, len(ids)
+
+        prefix = "trsc" if task is AudioTask.TRANSCRIBE else "trsl"
+        call = await self.orch.call(
+            request_id=new_id(prefix),
+            model=req.model,
+            capability=Capability.TRANSCRIBE,
+            build=build,
+            timeout_s=timeout_s(context, self.cfg),
+        )
+        result = await closing(context, call, lambda: one_result(call, AudioResult))
+        tok = tokenizers[0]
+        segments = [
+            Segment(s.start_s, s.end_s, tok.decode(s.tokens), tuple(s.tokens))
+            for s in result.segments
+        ]
+        translate = task is AudioTask.TRANSLATE
+        return audio_pb2.TranscriptionResponse(
+            id=call.request_id,
+            model=req.model,
+            created=call.created,
+            text=transcript(segments),
+            language="en" if translate else (result.language or req.language),
+            duration=result.duration_s,
+            segments=[
+                audio_pb2.TranscriptionSegment(
+                    id=i, start=s.start, end=s.end, text=s.text, tokens=s.tokens
+                )
+                for i, s in enumerate(segments)
+            ],
+            usage=usage(call, result.completion_tokens),
+            seconds=math.ceil(result.duration_s),
+        )
+
+    async def Speak(self, request: audio_pb2.SpeechRequest, context: Context) -> None:
+        async def run() -> None:
+            req = speech_request(request)
+            traceparent = metadata(context, "traceparent")
+
+            def build(text: ModelText, info: ModelInfo) -> tuple[SpeechQuery, int]:
+                n = len(text.tokenizer.encode(req.text))
+                query = SpeechQuery(
+                    model=req.model,
+                    text=req.text,
+                    voice=req.voice,
+                    speed=req.speed,
+                    traceparent=traceparent,
+                )
+                return query, n
+
+            call = await self.orch.call(
+                request_id=new_id("speech"),
+                model=req.model,
+                capability=Capability.SPEECH,
+                build=build,
+                timeout_s=timeout_s(context, self.cfg),
+            )
+            await closing(context, call, lambda: self._stream(call, req.fmt, context))
+
+        await guarded(context, "Speak", run)
+
+    async def _stream(self, call: ModalCall, fmt: str, context: Context) -> None:
+        """Write the audio as it comes; every write is awaited, so a slow client holds
+        the stream back instead of growing a buffer."""
+        await call.wait()
+        results = call.take()
+        if not results:  # the engine failed before sending any audio
+            raise call.error or NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine sent no audio")
+        first = results[0]
+        if not isinstance(first, SpeechResult) or first.sample_rate <= 0:
+            raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")
+        rate = first.sample_rate
+        out = bytearray(wav_header(rate) if fmt == "wav" else b"")
+        while True:
+            done = False
+            for r in results:
+                if not isinstance(r, SpeechResult) or r.sample_rate != rate:
+                    raise NeutrinoError(
+                        ErrorKind.ENGINE_ERROR, "the engine changed the audio format"
+                    )
+                out += r.pcm
+                done = done or r.final
+            for chunk in _chunks(bytes(out), rate):
+                await context.write(chunk)
+            out.clear()
+            if done:
+                return
+            await call.wait()
+            results = call.take()
+            if not results:
+                raise call.error or NeutrinoError(
+                    ErrorKind.ENGINE_ERROR, "the engine ended the audio early"
+                )

@@ -1,0 +1,101 @@
+"""What every ``neutrino.v1`` handler shares: the error mapping, the call's deadline as
+the request's timeout, its metadata, and the end of a call that goes away early.
+
+Errors are rendered from the one classification (``NeutrinoError.kind.spec.grpc``) with
+client-safe messages only; a call cancelled under a handler (client gone, deadline
+passed) still reaches ``close()`` on the request, which sends the engine its one cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
+
+import grpc
+
+from neutrino.config import Config
+from neutrino.errors import ErrorKind, NeutrinoError
+
+log = logging.getLogger("neutrino.grpc")
+
+T = TypeVar("T")
+Context = grpc.aio.ServicerContext[object, object]
+
+
+class Closable(Protocol):
+    def close(self, reason: str = ...) -> None: ...
+
+
+def status_code(err: NeutrinoError) -> grpc.StatusCode:
+    """The gRPC status of ``err``: its kind's one classification, shared with HTTP."""
+    return grpc.StatusCode[err.kind.spec.grpc]
+
+
+def error_metadata(err: NeutrinoError) -> tuple[tuple[str, str], ...]:
+    """Trailing metadata with the OpenAI-style ``code`` and the offending ``param``."""
+    md = []
+    if err.code:
+        md.append(("neutrino-error-code", err.code))
+    if err.param:
+        md.append(("neutrino-error-param", err.param))
+    return tuple(md)
+
+
+async def guarded(context: Context, what: str, run: Callable[[], Awaitable[T]]) -> T:
+    """Run a handler; errors become statuses with client-safe messages only."""
+    try:
+        return await run()
+    except NeutrinoError as err:
+        await context.abort(status_code(err), err.message, error_metadata(err))
+    except (asyncio.CancelledError, grpc.aio.AbortError):
+        raise
+    except Exception:
+        log.exception("gRPC %s failed", what)
+        internal = NeutrinoError(ErrorKind.INTERNAL, "internal error")
+        await context.abort(status_code(internal), internal.message, error_metadata(internal))
+
+
+def metadata(context: Context, key: str) -> str:
+    """The first value of an invocation metadata entry ("" when absent)."""
+    for k, v in context.invocation_metadata() or ():
+        if k == key and isinstance(v, str):
+            return v
+    return ""
+
+
+# The client's deadline passes a little before the server's (the server counts from when
+# the call reached it), and the client then cancels the call: a call cancelled this close
+# to its deadline is taken as timed out.
+DEADLINE_SLACK_S = 0.05
+
+
+def end_reason(context: Context) -> str:
+    """Why a call was cancelled under us: its deadline passed, or the client left."""
+    remaining = context.time_remaining()
+    if remaining is not None and remaining <= DEADLINE_SLACK_S:
+        return "timeout"
+    return "client disconnected"
+
+
+def timeout_s(context: Context, cfg: Config) -> float | None:
+    """The call's deadline as the request's timeout, capped by the server's own
+    (None without a deadline: the server's default applies)."""
+    remaining = context.time_remaining()
+    if remaining is None:
+        return None
+    return max(0.001, min(remaining, cfg.limits.request_timeout_s))
+
+
+async def closing(context: Context, request: Closable, run: Callable[[], Awaitable[T]]) -> T:
+    """Run ``run`` and always close ``request`` after it: a no-op once it has ended, else
+    one cancel to the engine, with the reason the call went away."""
+    reason = "client disconnected"
+    try:
+        return await run()
+    except asyncio.CancelledError:
+        reason = end_reason(context)
+        raise
+    finally:
+        request.close(reason)

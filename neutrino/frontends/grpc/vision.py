@@ -1,0 +1,91 @@
+"""The ``neutrino.v1.Vision`` servicer: ``Detect``, the gRPC twin of ``POST /v1/detect``.
+
+The image comes as raw bytes instead of a data URI; it is checked exactly as over HTTP
+(:func:`neutrino.pipeline.images.check_image`: PNG or JPEG, size and pixel limits, the
+same messages) before anything reaches an engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from neutrino.config import Config
+from neutrino.engine.messages import Capability, DetectQuery, DetectResult, Image, ModelInfo
+from neutrino.errors import bad_request
+from neutrino.frontends.grpc.calls import Context, closing, guarded, metadata, timeout_s
+from neutrino.frontends.grpc.convert import new_id
+from neutrino.frontends.grpc.modal import one_result
+from neutrino.frontends.grpc.stubs import vision_pb2, vision_pb2_grpc
+from neutrino.pipeline.images import MAX_IMAGE_BYTES, check_image
+from neutrino.pipeline.models import ModelText
+from neutrino.pipeline.orchestrator import Orchestrator
+
+_OFFLOAD_BYTES = 256 * 1024  # check bigger images off the event loop
+
+
+def model(msg: vision_pb2.DetectRequest) -> str:
+    if not msg.model:
+        raise bad_request("model is required and must be a string", "model")
+    return msg.model
+
+
+def image(data: bytes) -> Image:
+    """The checked image (raises BAD_REQUEST naming ``image``)."""
+    if len(data) > MAX_IMAGE_BYTES:
+        raise bad_request(f"an image may be at most {MAX_IMAGE_BYTES} bytes", "image")
+    return check_image(data, "image")
+
+
+def threshold(msg: vision_pb2.DetectRequest) -> float:
+    if not msg.HasField("threshold"):
+        return 0.0
+    value = float(msg.threshold)
+    if math.isnan(value) or not 0 <= value <= 1:
+        raise bad_request("threshold must be a number between 0 and 1", "threshold")
+    return value
+
+
+class VisionService(vision_pb2_grpc.VisionServicer):
+    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
+        self.cfg = cfg
+        self.orch = orchestrator
+
+    async def Detect(
+        self, request: vision_pb2.DetectRequest, context: Context
+    ) -> vision_pb2.DetectResponse:
+        async def run() -> vision_pb2.DetectResponse:
+            name = model(request)
+            data = request.image
+            if len(data) > _OFFLOAD_BYTES:
+                img = await asyncio.to_thread(image, data)
+            else:
+                img = image(data)
+            score = threshold(request)
+            traceparent = metadata(context, "traceparent")
+
+            def build(text: ModelText, info: ModelInfo) -> tuple[DetectQuery, int]:
+                return DetectQuery(name, img, score, traceparent), 0
+
+            call = await self.orch.call(
+                request_id=new_id("det"),
+                model=name,
+                capability=Capability.DETECT,
+                build=build,
+                timeout_s=timeout_s(context, self.cfg),
+            )
+            result = await closing(context, call, lambda: one_result(call, DetectResult))
+            return vision_pb2.DetectResponse(
+                id=call.request_id,
+                model=name,
+                created=call.created,
+                image=vision_pb2.ImageSize(width=img.width, height=img.height),
+                boxes=[
+                    vision_pb2.DetectBox(
+                        label=b.label, score=b.score, x0=b.x0, y0=b.y0, x1=b.x1, y1=b.y1
+                    )
+                    for b in result.boxes
+                ],
+            )
+
+        return await guarded(context, "Detect", run)

@@ -1,0 +1,345 @@
+"""The Embeddings, Audio and Vision servicers against the in-process mock engine, and
+their validation next to the HTTP front end's (same limits, same messages)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import math
+import struct
+from typing import Any
+
+import grpc
+import pytest
+from PIL import Image as PILImage
+
+from mocks.mock_ie.core import MockEngine, MockModel
+from neutrino.audio.wav import encode_wav
+from neutrino.config import Config, LimitsConfig
+from neutrino.engine.inprocess import InProcessEngineClient
+from neutrino.engine.messages import (
+    AudioTask,
+    Capability,
+    EmbedQuery,
+    Message,
+    ModalQuery,
+    RerankQuery,
+    SpeechQuery,
+)
+from neutrino.errors import NeutrinoError
+from neutrino.frontends.grpc import audio, calls, embeddings, vision
+from neutrino.frontends.http import audio as http_audio
+from neutrino.frontends.http import embeddings as http_embeddings
+from neutrino.pipeline.history import History
+from neutrino.pipeline.models import ModelTexts
+from neutrino.pipeline.orchestrator import Orchestrator
+from neutrino.v1 import audio_pb2, embeddings_pb2, vision_pb2
+from tests.unit.grpc.test_service import TRACEPARENT, Aborted, FakeContext
+
+MODELS = [
+    MockModel("embed-mock", "qwen2", 512, (Capability.EMBED, Capability.RERANK), 384),
+    MockModel("whisper-mock", "qwen2", 448, (Capability.TRANSCRIBE,)),
+    MockModel("tts-mock", "qwen2", 4096, (Capability.SPEECH,)),
+    MockModel("detect-mock", "qwen2", 1, (Capability.DETECT,)),
+]
+
+
+class EndlessSpeech(MockEngine):
+    """Speech that never ends: the first two chunks, never the final one."""
+
+    def answer(self, query: ModalQuery) -> list[Message] | Any:
+        got = super().answer(query)
+        if isinstance(query, SpeechQuery) and isinstance(got, list):
+            return got[:2]
+        return got
+
+
+def make(
+    core: type[MockEngine] = MockEngine,
+) -> tuple[Config, Orchestrator, InProcessEngineClient]:
+    engine = InProcessEngineClient(core(MODELS, capacity=4))
+    cfg = Config(limits=LimitsConfig(request_timeout_s=30.0))
+    return cfg, Orchestrator(cfg, engine, ModelTexts(cfg.model), History(100)), engine
+
+
+def png(size: tuple[int, int] = (80, 40)) -> bytes:
+    buf = io.BytesIO()
+    PILImage.new("RGB", size).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def wav(seconds: float = 1.0, rate: int = 16000) -> bytes:
+    n = int(seconds * rate)
+    return encode_wav(struct.pack(f"<{n}h", *(int(3000 * math.sin(i / 9)) for i in range(n))), rate)
+
+
+def text_inputs(*texts: str) -> list[embeddings_pb2.EmbedInput]:
+    return [embeddings_pb2.EmbedInput(text=t) for t in texts]
+
+
+def message(fn: Any, *args: Any) -> tuple[str, str | None]:
+    with pytest.raises(NeutrinoError) as info:
+        fn(*args)
+    return info.value.message, info.value.param
+
+
+# ----------------------------------------------------------------------------- parity with HTTP
+
+
+def test_limits_are_http_limits() -> None:
+    assert embeddings.MAX_INPUTS == http_embeddings.MAX_INPUTS
+    assert embeddings.MAX_DOCUMENTS == http_embeddings.MAX_DOCUMENTS
+    assert audio.MAX_SPEECH_CHARS == http_audio.MAX_SPEECH_CHARS
+    assert audio.MAX_VOICE_CHARS == http_audio.MAX_VOICE_CHARS
+    assert audio.SPEECH_FORMATS == http_audio.SPEECH_FORMATS
+    assert audio.OPENAI_SPEECH_FORMATS == http_audio.OPENAI_SPEECH_FORMATS
+
+
+@pytest.mark.parametrize(
+    ("grpc_input", "http_input"),
+    [
+        ([], []),
+        (text_inputs("a", ""), ["a", ""]),
+        ([embeddings_pb2.EmbedInput()], [{}]),
+        ([embeddings_pb2.EmbedInput(tokens=embeddings_pb2.TokenIds())], [[]]),
+        (text_inputs(*["x"] * 2049), ["x"] * 2049),
+    ],
+)
+def test_embed_input_errors_are_http_errors(grpc_input: Any, http_input: Any) -> None:
+    msg = embeddings_pb2.EmbedRequest(model="m", input=grpc_input)
+    assert message(embeddings.embed_inputs, msg) == message(http_embeddings._inputs, http_input)
+
+
+def test_embed_inputs_and_dimensions() -> None:
+    ids = embeddings_pb2.EmbedInput(tokens=embeddings_pb2.TokenIds(ids=[1, 2]))
+    msg = embeddings_pb2.EmbedRequest(model="m", input=[*text_inputs("hi"), ids])
+    assert embeddings.embed_inputs(msg) == ["hi", [1, 2]]
+    assert embeddings.dimensions(msg) is None
+    assert embeddings.dimensions(embeddings_pb2.EmbedRequest(dimensions=8)) == 8
+    for bad in (0, -3):
+        assert message(embeddings.dimensions, embeddings_pb2.EmbedRequest(dimensions=bad)) == (
+            "dimensions must be a positive integer",
+            "dimensions",
+        )
+
+
+def test_rerank_defaults() -> None:
+    req = embeddings.rerank_request(
+        embeddings_pb2.RerankRequest(model="m", query="q", documents=["a", "", "c"])
+    )
+    assert (req.top_n, req.return_documents, req.documents) == (3, True, ["a", "", "c"])
+    req = embeddings.rerank_request(
+        embeddings_pb2.RerankRequest(
+            model="m", query="q", documents=["a"], top_n=9, return_documents=False
+        )
+    )
+    assert (req.top_n, req.return_documents) == (9, False)
+
+
+@pytest.mark.parametrize(
+    ("changes", "param"),
+    [
+        ({"model": ""}, "model"),
+        ({"input": ""}, "input"),
+        ({"input": " \n"}, "input"),
+        ({"input": "x" * 4097}, "input"),
+        ({"voice": ""}, "voice"),
+        ({"voice": "v" * 257}, "voice"),
+        ({"response_format": "mp3"}, "response_format"),
+        ({"response_format": "ogg"}, "response_format"),
+        ({"speed": 0.1}, "speed"),
+        ({"speed": 4.5}, "speed"),
+    ],
+)
+def test_speech_errors_are_http_errors(changes: dict[str, Any], param: str) -> None:
+    body: dict[str, Any] = {"model": "tts", "input": "Hello", "voice": "alloy"} | changes
+    names = {"input": "text", "response_format": "format"}  # the proto's names for them
+    msg = audio_pb2.SpeechRequest(**{names.get(k, k): v for k, v in body.items()})
+    with pytest.raises(NeutrinoError) as http_err:
+        http_audio.parse_speech(body)
+    with pytest.raises(NeutrinoError) as grpc_err:
+        audio.speech_request(msg)
+    assert http_err.value.kind is grpc_err.value.kind
+    assert grpc_err.value.param == names.get(param, param)
+    want = http_err.value.message
+    for old, new in names.items():
+        want = want.replace(old, new)
+    if param == "voice":
+        want = want.partition(", or {")[0]  # the JSON-only {'id': ...} form
+    assert grpc_err.value.message == want
+
+
+def test_speech_defaults() -> None:
+    req = audio.speech_request(audio_pb2.SpeechRequest(model="m", text="Hi", voice="v"))
+    assert (req.fmt, req.speed) == ("wav", 1.0)
+
+
+def test_transcription_fields() -> None:
+    task = AudioTask
+    msg = audio_pb2.TranscriptionRequest(model="m", language="French", temperature=0.5)
+    assert audio.transcription_request(msg, task.TRANSCRIBE).language == "fr"
+    assert audio.transcription_request(msg, task.TRANSLATE).language == ""  # ignored
+    bad = audio_pb2.TranscriptionRequest(model="m", language="not a language")
+    assert message(audio.transcription_request, bad, task.TRANSCRIBE)[1] == "language"
+    hot = audio_pb2.TranscriptionRequest(model="m", temperature=float("nan"))
+    assert message(audio.transcription_request, hot, task.TRANSCRIBE) == (
+        "temperature must be between 0 and 1",
+        "temperature",
+    )
+    text, param = message(audio.decode_audio, b"fLaC" + bytes(40))
+    assert param == "audio" and "FLAC" in text
+
+
+def test_detect_fields() -> None:
+    assert vision.threshold(vision_pb2.DetectRequest()) == 0.0
+    for bad in (-0.1, 1.5, float("nan")):
+        assert message(vision.threshold, vision_pb2.DetectRequest(threshold=bad)) == (
+            "threshold must be a number between 0 and 1",
+            "threshold",
+        )
+    assert message(vision.image, b"") == ("the image is empty", "image")
+    assert vision.image(png((5, 7))).width == 5
+
+
+def test_deadline_is_the_timeout() -> None:
+    cfg = Config(limits=LimitsConfig(request_timeout_s=30.0))
+    ctx: Any = FakeContext(remaining=2.5)
+    assert calls.timeout_s(ctx, cfg) == 2.5
+    assert calls.timeout_s(FakeContext(remaining=1e6), cfg) == 30.0  # type: ignore[arg-type]
+    assert calls.timeout_s(FakeContext(remaining=None), cfg) is None  # type: ignore[arg-type]
+    assert calls.timeout_s(FakeContext(remaining=-1), cfg) == 0.001  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- the servicers
+
+
+async def test_embed_and_rerank() -> None:
+    cfg, orch, engine = make()
+    svc = embeddings.EmbeddingsService(cfg, orch)
+    ctx: Any = FakeContext()
+    got = await svc.Embed(
+        embeddings_pb2.EmbedRequest(model="embed-mock", input=text_inputs("a", "b"), dimensions=8),
+        ctx,
+    )
+    assert [len(e.values) for e in got.embeddings] == [8, 8]
+    assert got.usage.prompt_tokens == got.usage.total_tokens > 0
+    q = engine.queries[-1]
+    assert isinstance(q, EmbedQuery) and q.dimensions == 8 and q.traceparent == TRACEPARENT
+    ranked = await svc.Rerank(
+        embeddings_pb2.RerankRequest(
+            model="embed-mock",
+            query="the red fox",
+            documents=["blue sky", "the red fox", "the red fox jumps"],
+            top_n=2,
+        ),
+        ctx,
+    )
+    assert [r.index for r in ranked.results] == [1, 2]
+    assert ranked.results[0].document == "the red fox"
+    assert isinstance(engine.queries[-1], RerankQuery)
+    assert orch.inflight == 0 and not engine.cancels
+
+
+async def test_detect_transcribe_speak() -> None:
+    cfg, orch, engine = make()
+    ctx: Any = FakeContext()
+    det = await vision.VisionService(cfg, orch).Detect(
+        vision_pb2.DetectRequest(model="detect-mock", image=png(), threshold=0.8), ctx
+    )
+    assert (det.image.width, det.image.height) == (80, 40)
+    assert [(b.label, b.x0, b.y1) for b in det.boxes] == [("object", 20.0, 30.0)]
+    svc = audio.AudioService(cfg, orch)
+    tr = await svc.Transcribe(
+        audio_pb2.TranscriptionRequest(model="whisper-mock", audio=wav(1.0), language="de"), ctx
+    )
+    assert tr.text == "This is a mock transcript of 1.00 seconds of audio."
+    assert (tr.language, tr.duration, tr.seconds) == ("de", 1.0, 1)
+    assert tr.segments[0].text == tr.text and tr.usage.completion_tokens > 0
+    await svc.Speak(audio_pb2.SpeechRequest(model="tts-mock", text="Hello", voice="v"), ctx)
+    chunks = ctx.written
+    assert chunks[0].pcm.startswith(b"RIFF") and {c.sample_rate for c in chunks} == {24000}
+    assert sum(len(c.pcm) for c in chunks) == 44 + 2 * int(5 * 0.06 * 24000)
+    assert orch.inflight == 0 and not engine.cancels
+
+
+@pytest.mark.parametrize(("remaining", "reason"), [(5.0, "client disconnected"), (0.0, "timeout")])
+async def test_cancelled_speak_cancels_the_engine_once(remaining: float, reason: str) -> None:
+    cfg, orch, engine = make(EndlessSpeech)
+    ctx = FakeContext(remaining=5.0)
+    svc = audio.AudioService(cfg, orch)
+    req = audio_pb2.SpeechRequest(model="tts-mock", text="Hello there", voice="v", format="pcm")
+    task = asyncio.ensure_future(svc.Speak(req, ctx))  # type: ignore[arg-type]
+    for _ in range(100):
+        await asyncio.sleep(0)
+        if ctx.written:
+            break
+    assert ctx.written and not task.done()
+    ctx.remaining = remaining
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [r for _, r in engine.cancels] == [reason]
+    assert orch.inflight == 0
+    assert orch.history.latest(1)[0]["state"] == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("call", "code", "param"),
+    [
+        (
+            lambda s: s["e"].Embed(embeddings_pb2.EmbedRequest(model="embed-mock"), FakeContext()),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "input",
+        ),
+        (
+            lambda s: s["e"].Embed(
+                embeddings_pb2.EmbedRequest(model="tts-mock", input=text_inputs("a")),
+                FakeContext(),
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "model",
+        ),
+        (
+            lambda s: s["e"].Rerank(
+                embeddings_pb2.RerankRequest(model="nope", query="q", documents=["d"]),
+                FakeContext(),
+            ),
+            grpc.StatusCode.NOT_FOUND,
+            "model",
+        ),
+        (
+            lambda s: s["v"].Detect(
+                vision_pb2.DetectRequest(model="detect-mock", image=b"junk"), FakeContext()
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "image",
+        ),
+        (
+            lambda s: s["a"].Translate(
+                audio_pb2.TranscriptionRequest(model="whisper-mock", audio=b"RIFF"), FakeContext()
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "audio",
+        ),
+        (
+            lambda s: s["a"].Speak(
+                audio_pb2.SpeechRequest(model="tts-mock", text="x", voice="v", format="opus"),
+                FakeContext(),
+            ),
+            grpc.StatusCode.UNIMPLEMENTED,
+            "format",
+        ),
+    ],
+)
+async def test_errors_map_to_statuses(call: Any, code: grpc.StatusCode, param: str) -> None:
+    cfg, orch, engine = make()
+    services = {
+        "e": embeddings.EmbeddingsService(cfg, orch),
+        "a": audio.AudioService(cfg, orch),
+        "v": vision.VisionService(cfg, orch),
+    }
+    with pytest.raises(Aborted) as info:
+        await call(services)
+    assert info.value.code is code
+    assert info.value.metadata["neutrino-error-param"] == param
+    assert not engine.queries
