@@ -20,6 +20,7 @@ from neutrino.engine.client import Submission
 from neutrino.engine.messages import FinishReason, ModalResult, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.history import HistoryEntry
+from neutrino.pipeline.logprobs import LogprobRecorder, TokenLogprob
 from neutrino.pipeline.state import Lifecycle, State
 from neutrino.text.detokenizer import Detokenizer
 from neutrino.text.stop import StopMatcher
@@ -34,7 +35,8 @@ _FINISH_NAMES = {
 
 @dataclass(slots=True)
 class Outcome:
-    """How a finished generation ended, and what it cost."""
+    """How a finished generation ended, and what it cost (``logprobs``: every reported
+    token's entry, when they were asked for)."""
 
     finish_reason: str
     prompt_tokens: int
@@ -43,12 +45,15 @@ class Outcome:
     timings: dict[str, float] = field(default_factory=dict)
     engine_timings: dict[str, float] = field(default_factory=dict)
     stop_reason: str | int | None = None
+    logprobs: list[TokenLogprob] | None = None
 
 
 class PushTarget(Protocol):
     """Where a push-mode generation delivers its output (called synchronously)."""
 
-    def on_text(self, text: str, tokens: int) -> None: ...
+    def on_text(self, text: str, tokens: int, logprobs: list[TokenLogprob] | None) -> None:
+        """New text (may be empty when only logprobs are new)."""
+        ...
 
     def on_keepalive(self) -> None: ...
 
@@ -66,6 +71,7 @@ class TextStream:
         "_stop_ids",
         "completion_tokens",
         "finish_reason",
+        "shown",
         "stop_reason",
     )
 
@@ -76,6 +82,7 @@ class TextStream:
         self._stop = StopMatcher(stops) if stops else None
         self._stop_ids = stop_token_ids
         self.completion_tokens = 0
+        self.shown = 0  # tokens of the last result that are visible (not an end token)
         self.finish_reason: str | None = None
         self.stop_reason: str | int | None = None
 
@@ -107,6 +114,7 @@ class TextStream:
         ):
             self.stop_reason = tokens[-1]
             tokens = tokens[:-1]  # the end token is counted but never shown
+        self.shown = len(tokens)
         text = self._detok.feed(tokens) if tokens else ""
         if final:
             text += self._detok.finish()
@@ -133,8 +141,12 @@ class Generation:
         prompt_tokens: int,
         lifecycle: Lifecycle,
         on_done: Callable[[Generation], None],
+        logprobs: LogprobRecorder | None = None,
     ) -> None:
         self.request_id = request_id
+        self._recorder = logprobs
+        self._pending_lp: list[TokenLogprob] = []
+        self._all_lp: list[TokenLogprob] = []
         self.model = model
         self.created = int(lifecycle.created_wall)
         self.lifecycle = lifecycle
@@ -202,6 +214,10 @@ class Generation:
             self._pending.append(text)
             self._quiet = False
         self._pending_tokens += len(result.tokens)
+        if self._recorder is not None and result.logprobs:
+            entries = self._recorder.entries(result, s.shown)
+            self._pending_lp += entries
+            self._all_lp += entries
         if result.finish_reason is not FinishReason.NONE:
             self._cached = result.cached_tokens
             if result.prompt_tokens:
@@ -226,13 +242,14 @@ class Generation:
                     "decode": result.decode_ns / 1e9,
                 },
                 stop_reason=s.stop_reason,
+                logprobs=self._all_lp if self._recorder is not None else None,
             )
             self._ended()
             if self._push is not None:
                 return True
             self._wake()
         elif self._push is not None:
-            return bool(self._pending)
+            return bool(self._pending or self._pending_lp)
         elif self.wake_on_text:
             self._wake()
         return False
@@ -265,9 +282,9 @@ class Generation:
         target = self._push
         if target is None:
             return
-        if self._pending:
+        if self._pending or self._pending_lp:
             text, n = self.take()
-            target.on_text(text, n)
+            target.on_text(text, n, self.take_logprobs())
         if self._error is not None or self._outcome is not None:
             self._push = None
             target.on_end(self)
@@ -320,6 +337,13 @@ class Generation:
         pending.clear()
         n, self._pending_tokens = self._pending_tokens, 0
         return text, n
+
+    def take_logprobs(self) -> list[TokenLogprob] | None:
+        """Drain the logprob entries of the tokens taken so far (None when not asked for)."""
+        if self._recorder is None:
+            return None
+        out, self._pending_lp = self._pending_lp, []
+        return out
 
     @property
     def outcome(self) -> Outcome | None:

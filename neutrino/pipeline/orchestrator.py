@@ -16,6 +16,7 @@ from neutrino.pipeline.admission import Admission
 from neutrino.pipeline.call import ModalCall
 from neutrino.pipeline.generation import Generation, TextStream
 from neutrino.pipeline.history import History, HistoryEntry
+from neutrino.pipeline.logprobs import LogprobRecorder
 from neutrino.pipeline.models import ModelText, ModelTexts
 from neutrino.pipeline.request import GenerateRequest
 from neutrino.pipeline.state import Lifecycle, State
@@ -98,6 +99,9 @@ class Orchestrator:
                 prompt_tokens=len(prompt),
                 lifecycle=lifecycle,
                 on_done=self._done,
+                logprobs=LogprobRecorder(text.tokenizer, req.top_logprobs)
+                if req.logprobs
+                else None,
             )
             submission = self.engines.submit(query, gen)
             gen.attach(submission, max(0.001, deadline - time.monotonic()))
@@ -304,6 +308,8 @@ class Orchestrator:
             repetition_penalty=req.repetition_penalty,
             ignore_eos=req.ignore_eos,
             min_tokens=req.min_tokens,
+            logprobs=req.logprobs,
+            top_logprobs=req.top_logprobs,
         )
 
     # ------------------------------------------------------------------ endings

@@ -27,6 +27,8 @@ class GenerateRequest:
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
     ignore_eos: bool = False
+    logprobs: bool = False
+    top_logprobs: int = 0
     min_tokens: int = 0
     stream: bool = False
     include_usage: bool = False

@@ -169,7 +169,8 @@ class OpenAIRoutes:
         while True:
             await gen.wait()
             text, _ = gen.take()
-            out = enc.text(text) if text else b""
+            lps = gen.take_logprobs()
+            out = enc.text(text, lps) if text or lps else b""
             if gen.keepalive_due:
                 gen.keepalive_due = False
                 if not out:

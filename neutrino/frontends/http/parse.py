@@ -21,6 +21,7 @@ from neutrino.pipeline.request import GenerateRequest
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _MAX_INT = (1 << 31) - 1
+MAX_TOP_LOGPROBS = 20
 
 
 # Request ids: a random per-process prefix and a counter (unique, and cheap to make).
@@ -180,8 +181,6 @@ def _common(
                 "stream_options.include_usage must be a boolean", "stream_options.include_usage"
             )
         include_usage = iu
-    if r.boolean("logprobs", False) if kind == "chat" else body.get("logprobs") is not None:
-        raise _unsupported("logprobs are not supported yet", "logprobs")
     seed = body.get("seed")
     if seed is not None and (not _is_int(seed) or not -(1 << 63) <= seed < (1 << 64)):
         raise bad_request("seed must be an integer", "seed")
@@ -202,6 +201,18 @@ def _common(
         include_usage=include_usage,
         user=r.string("user"),
     )
+    if kind == "chat":
+        req.logprobs = r.boolean("logprobs", False)
+        top = r.integer("top_logprobs", 0, MAX_TOP_LOGPROBS)
+        if top is not None:
+            if not req.logprobs:
+                raise bad_request("top_logprobs requires logprobs=true", "top_logprobs")
+            req.top_logprobs = top
+    else:  # completions: logprobs is the number of alternatives, 0..5
+        top = r.integer("logprobs", 0, 5)
+        if top is not None:
+            req.logprobs = True
+            req.top_logprobs = top
     top_k = r.integer("top_k", -1)
     if top_k is not None:
         req.top_k = -1 if top_k == 0 else top_k

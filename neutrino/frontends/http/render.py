@@ -12,6 +12,7 @@ import orjson
 
 from neutrino.errors import NeutrinoError
 from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.logprobs import TokenLogprob, chat_logprobs, completion_logprobs
 
 SSE_DONE = b"data: [DONE]\n\n"
 SSE_OPEN = b": ok\n\n"
@@ -47,7 +48,7 @@ def chat_response(gen: Generation, text: str, outcome: Outcome) -> dict[str, Any
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": text, "refusal": None},
-                "logprobs": None,
+                "logprobs": None if outcome.logprobs is None else chat_logprobs(outcome.logprobs),
                 "finish_reason": outcome.finish_reason,
                 "stop_reason": outcome.stop_reason,
             }
@@ -66,7 +67,9 @@ def completion_response(gen: Generation, text: str, outcome: Outcome) -> dict[st
             {
                 "index": 0,
                 "text": text,
-                "logprobs": None,
+                "logprobs": None
+                if outcome.logprobs is None
+                else completion_logprobs(outcome.logprobs),
                 "finish_reason": outcome.finish_reason,
                 "stop_reason": outcome.stop_reason,
             }
@@ -78,13 +81,14 @@ def completion_response(gen: Generation, text: str, outcome: Outcome) -> dict[st
 class ChunkEncoder:
     """Builds the SSE events of one streamed choice (chat or completion)."""
 
-    __slots__ = ("_head", "_include_usage", "_kind", "_mid", "_tail")
+    __slots__ = ("_head", "_include_usage", "_kind", "_mid", "_offset", "_tail")
 
     def __init__(
         self, gen: Generation, kind: Literal["chat", "completion"], include_usage: bool
     ) -> None:
         self._kind = kind
         self._include_usage = include_usage
+        self._offset = 0  # completion text sent so far (logprobs' text_offset)
         obj = "chat.completion.chunk" if kind == "chat" else "text_completion"
         envelope = orjson.dumps(
             {"id": gen.request_id, "object": obj, "created": gen.created, "model": gen.model}
@@ -105,8 +109,18 @@ class ChunkEncoder:
             return b""
         return self._head + b'"delta":{"role":"assistant","content":""' + self._tail
 
-    def text(self, text: str) -> bytes:
-        return self._head + self._mid + orjson.dumps(text) + self._tail
+    def text(self, text: str, logprobs: list[TokenLogprob] | None = None) -> bytes:
+        if logprobs is None:
+            return self._head + self._mid + orjson.dumps(text) + self._tail
+        # With logprobs (rare): the chunk's logprobs object replaces the null.
+        if self._kind == "chat":
+            lp = orjson.dumps(chat_logprobs(logprobs))
+            body = self._mid + orjson.dumps(text) + b'},"logprobs":' + lp
+        else:
+            lp = orjson.dumps(completion_logprobs(logprobs, self._offset))
+            body = self._mid + orjson.dumps(text) + b',"logprobs":' + lp
+        self._offset += len(text)
+        return self._head + body + self._tail[self._tail.index(b',"finish_reason"') :]
 
     def final(self, outcome: Outcome) -> bytes:
         fin = orjson.dumps(outcome.finish_reason)

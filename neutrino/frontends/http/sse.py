@@ -14,6 +14,7 @@ import logging
 
 from neutrino.frontends.http.render import SSE_DONE, SSE_KEEPALIVE, ChunkEncoder, sse_error
 from neutrino.pipeline.generation import Generation
+from neutrino.pipeline.logprobs import TokenLogprob
 
 log = logging.getLogger("neutrino.http")
 
@@ -30,8 +31,8 @@ class SSEPushWriter:
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.gone: str | None = None  # why the client can no longer be written to
 
-    def on_text(self, text: str, tokens: int) -> None:
-        self.write(self._enc.text(text))
+    def on_text(self, text: str, tokens: int, logprobs: list[TokenLogprob] | None) -> None:
+        self.write(self._enc.text(text, logprobs))
 
     def on_keepalive(self) -> None:
         self.write(SSE_KEEPALIVE)
