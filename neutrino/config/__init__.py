@@ -70,7 +70,7 @@ class LimitsConfig:
     # Bytes a streaming client may leave unread before it is dropped.
     stream_buffer_bytes: int = 4 * 1024 * 1024
     history_size: int = 1000
-    max_n: int = 1
+    max_n: int = 8
     max_stop_sequences: int = 16
 
 

@@ -31,6 +31,7 @@ class GenerateRequest:
     top_logprobs: int = 0
     min_tokens: int = 0
     stream: bool = False
+    n: int = 1  # choices; the front end fans them out as separate engine requests
     include_usage: bool = False
     user: str | None = None
     add_generation_prompt: bool = True

@@ -212,9 +212,45 @@ def test_seed_determinism_and_user(client: openai.OpenAI) -> None:
 
 def test_n_above_supported_is_a_clear_400(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as info:
-        client.chat.completions.create(model=MODEL, messages=MESSAGES, n=2)
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, n=9)
     assert info.value.body is not None
     assert info.value.body.get("param") == "n"  # type: ignore[union-attr]
+
+
+def test_n_choices_stream_and_not(client: openai.OpenAI) -> None:
+    r = client.chat.completions.create(model=MODEL, messages=MESSAGES, n=3, max_tokens=20, seed=40)
+    validate(r.model_dump(mode="json", exclude_unset=True), "CreateChatCompletionResponse")
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    texts = [c.message.content for c in r.choices]
+    assert len(set(texts)) == 3  # seeds 40, 41, 42
+    one = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=20, seed=41)
+    assert one.choices[0].message.content == texts[1]
+    assert r.usage is not None and one.usage is not None
+    assert r.usage.prompt_tokens == one.usage.prompt_tokens
+    streamed = ["", "", ""]
+    finishes: dict[int, str] = {}
+    usage = None
+    for chunk in client.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,
+        n=3,
+        max_tokens=20,
+        seed=40,
+        stream=True,
+        stream_options={"include_usage": True},
+    ):
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for c in chunk.choices:
+            streamed[c.index] += c.delta.content or ""
+            if c.finish_reason:
+                finishes[c.index] = c.finish_reason
+    assert streamed == texts and set(finishes) == {0, 1, 2}
+    assert usage is not None and usage.completion_tokens == r.usage.completion_tokens
+    comp = client.completions.create(
+        model=MODEL, prompt="Once upon a time", n=2, max_tokens=8, seed=1
+    )
+    assert [c.index for c in comp.choices] == [0, 1]
 
 
 def test_max_completion_tokens_is_honoured(client: openai.OpenAI) -> None:

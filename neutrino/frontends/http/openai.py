@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -24,8 +25,8 @@ from neutrino.frontends.http.render import (
     completion_response,
     sse_error,
 )
-from neutrino.frontends.http.sse import SSEPushWriter
-from neutrino.pipeline.generation import Generation
+from neutrino.frontends.http.sse import ChoiceWriter, SSEStream
+from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.request import GenerateRequest
 
@@ -89,7 +90,7 @@ class OpenAIRoutes:
         self,
         request: web.Request,
         parse: Callable[[Any, Any], GenerateRequest],
-        render: Callable[[Generation, str, Any], dict[str, Any]],
+        render: Callable[[list[Generation], list[tuple[str, Outcome]]], dict[str, Any]],
     ) -> web.StreamResponse:
         try:
             body = await read_json(request, self.cfg.limits.max_body_bytes)
@@ -97,12 +98,15 @@ class OpenAIRoutes:
             req.traceparent = request.headers.get("traceparent", "")
             if req.stream:
                 return await self._stream(request, req)
-            gen = await self.orch.start(req)
+            gens: list[Generation] = []
             try:
-                text, outcome = await gen.collect()
+                for choice in _choices(req):
+                    gens.append(await self.orch.start(choice))
+                results = [await gen.collect() for gen in gens]
             finally:
-                gen.close()
-            return json_response(render(gen, text, outcome))
+                for gen in gens:
+                    gen.close()
+            return json_response(render(gens, results))
         except NeutrinoError as err:
             return error_response(err)
 
@@ -117,72 +121,95 @@ class OpenAIRoutes:
 
         async def on_queued() -> None:
             nonlocal resp
-            resp = await self._open(request)
-
-        try:
-            gen = await self.orch.start(req, on_queued=on_queued)
-        except NeutrinoError as err:
-            if resp is None:
-                raise
-            with contextlib.suppress(_GONE):
-                await resp.write(sse_error(err) + SSE_DONE)
-            return resp
-        reason = "client disconnected"
-        try:
             if resp is None:
                 resp = await self._open(request)
-            enc = ChunkEncoder(gen, req.kind, req.include_usage)
+
+        gens: list[Generation] = []
+        reason = "client disconnected"
+        try:
+            try:
+                for choice in _choices(req):
+                    gens.append(await self.orch.start(choice, on_queued=on_queued))
+            except NeutrinoError as err:
+                if resp is None:
+                    raise
+                with contextlib.suppress(_GONE):
+                    await resp.write(sse_error(err) + SSE_DONE)
+                return resp
+            if resp is None:
+                resp = await self._open(request)
+            encs = [ChunkEncoder(g, req.kind, req.include_usage, i) for i, g in enumerate(gens)]
             transport = request.transport
             if transport is not None and resp.headers.get("Transfer-Encoding") == "chunked":
-                gone = await self._push(transport, gen, enc)
+                gone = await self._push(transport, gens, encs)
                 if gone is None:
                     await resp.write_eof()
                 else:
                     reason = gone
-            else:  # HTTP/1.0: aiohttp frames the body; write through it
-                await self._pump(resp, gen, enc)
+            else:  # HTTP/1.0: aiohttp frames the body; write through it, choice by choice
+                await self._pump(resp, gens, encs)
         except _GONE:
-            pass  # the client left; close() below cancels the engine request
+            pass  # the client left; close() below cancels the engine requests
         finally:
-            gen.close(reason)
+            for gen in gens:
+                gen.close(reason)
         assert resp is not None
         return resp
 
     async def _push(
-        self, transport: asyncio.Transport, gen: Generation, enc: ChunkEncoder
+        self, transport: asyncio.Transport, gens: list[Generation], encs: list[ChunkEncoder]
     ) -> str | None:
         """Stream in push mode; returns why the client was lost, or None."""
-        writer = SSEPushWriter(transport, enc, self.cfg.limits.stream_buffer_bytes)
-        first = enc.first()
-        if first:
-            writer.write(first)
-        gen.start_keepalive(self._keepalive)
-        gen.push_to(writer)
-        await writer.done
-        return writer.gone
+        stream = SSEStream(transport, len(gens), self.cfg.limits.stream_buffer_bytes)
+        for enc in encs:
+            first = enc.first()
+            if first:
+                stream.write(first)
+        gens[0].start_keepalive(self._keepalive)
+        for i, (gen, enc) in enumerate(zip(gens, encs, strict=True)):
+            gen.push_to(ChoiceWriter(stream, enc, i))
+        await stream.done
+        return stream.gone
 
-    async def _pump(self, resp: web.StreamResponse, gen: Generation, enc: ChunkEncoder) -> None:
-        first = enc.first()
-        if first:
-            await resp.write(first)
-        gen.start_keepalive(self._keepalive)
-        while True:
-            await gen.wait()
-            text, _ = gen.take()
-            lps = gen.take_logprobs()
-            out = enc.text(text, lps) if text or lps else b""
-            if gen.keepalive_due:
-                gen.keepalive_due = False
-                if not out:
-                    out = SSE_KEEPALIVE
-            err = gen.error
-            if err is not None:
-                await resp.write(out + sse_error(err) + SSE_DONE)
-                break
-            outcome = gen.outcome
-            if outcome is not None:
-                await resp.write(out + enc.final(outcome) + SSE_DONE)
-                break
-            if out:
-                await resp.write(out)
+    async def _pump(
+        self, resp: web.StreamResponse, gens: list[Generation], encs: list[ChunkEncoder]
+    ) -> None:
+        outcomes: list[Outcome] = []
+        for gen, enc in zip(gens, encs, strict=True):
+            first = enc.first()
+            if first:
+                await resp.write(first)
+            gen.start_keepalive(self._keepalive)
+            while True:
+                await gen.wait()
+                text, _ = gen.take()
+                lps = gen.take_logprobs()
+                out = enc.text(text, lps) if text or lps else b""
+                if gen.keepalive_due:
+                    gen.keepalive_due = False
+                    if not out:
+                        out = SSE_KEEPALIVE
+                err = gen.error
+                if err is not None:
+                    await resp.write(out + sse_error(err) + SSE_DONE)
+                    await resp.write_eof()
+                    return
+                outcome = gen.outcome
+                if outcome is not None:
+                    outcomes.append(outcome)
+                    await resp.write(out + enc.final(outcome))
+                    break
+                if out:
+                    await resp.write(out)
+        await resp.write(encs[0].usage_chunk(outcomes) + SSE_DONE)
         await resp.write_eof()
+
+
+def _choices(req: GenerateRequest) -> list[GenerateRequest]:
+    """One request per choice (``n``); a seed moves on by one per choice so they differ."""
+    if req.n == 1:
+        return [req]
+    return [
+        replace(req, seed=None if req.seed is None else (req.seed + i) % (1 << 64))
+        for i in range(req.n)
+    ]

@@ -163,7 +163,7 @@ def _common(
     assert model is not None
     n = r.integer("n", 1, _MAX_INT)
     if n is not None and n > limits.max_n:
-        raise _unsupported(f"n must be at most {limits.max_n} on this server", "n")
+        raise bad_request(f"n must be at most {limits.max_n} on this server", "n")
     best_of = r.integer("best_of", 1)
     if best_of is not None and best_of > 1:
         raise _unsupported("best_of > 1 is not supported", "best_of")
@@ -200,6 +200,7 @@ def _common(
         stream=stream,
         include_usage=include_usage,
         user=r.string("user"),
+        n=n or 1,
     )
     if kind == "chat":
         req.logprobs = r.boolean("logprobs", False)

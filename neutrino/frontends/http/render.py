@@ -6,6 +6,7 @@ chunk then costs one ``orjson.dumps`` of its text and a bytes join.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import orjson
@@ -27,18 +28,25 @@ def sse_error(err: NeutrinoError) -> bytes:
     return sse_event(err.openai_body())
 
 
-def usage(outcome: Outcome) -> dict[str, Any]:
+def usage(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """Usage of a response: the prompt once, the completions of every choice summed."""
+    first = outcomes[0]
+    completion = sum(o.completion_tokens for o in outcomes)
     u: dict[str, Any] = {
-        "prompt_tokens": outcome.prompt_tokens,
-        "completion_tokens": outcome.completion_tokens,
-        "total_tokens": outcome.prompt_tokens + outcome.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": outcome.cached_tokens},
+        "prompt_tokens": first.prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": first.prompt_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": first.cached_tokens},
     }
-    u.update(outcome.timings)
+    for key in first.timings:  # the phases of the slowest choice
+        u[key] = max(o.timings.get(key, 0.0) for o in outcomes)
     return u
 
 
-def chat_response(gen: Generation, text: str, outcome: Outcome) -> dict[str, Any]:
+def chat_response(
+    gens: Sequence[Generation], results: Sequence[tuple[str, Outcome]]
+) -> dict[str, Any]:
+    gen = gens[0]
     return {
         "id": gen.request_id,
         "object": "chat.completion",
@@ -46,18 +54,22 @@ def chat_response(gen: Generation, text: str, outcome: Outcome) -> dict[str, Any
         "model": gen.model,
         "choices": [
             {
-                "index": 0,
+                "index": i,
                 "message": {"role": "assistant", "content": text, "refusal": None},
-                "logprobs": None if outcome.logprobs is None else chat_logprobs(outcome.logprobs),
-                "finish_reason": outcome.finish_reason,
-                "stop_reason": outcome.stop_reason,
+                "logprobs": None if out.logprobs is None else chat_logprobs(out.logprobs),
+                "finish_reason": out.finish_reason,
+                "stop_reason": out.stop_reason,
             }
+            for i, (text, out) in enumerate(results)
         ],
-        "usage": usage(outcome),
+        "usage": usage([out for _, out in results]),
     }
 
 
-def completion_response(gen: Generation, text: str, outcome: Outcome) -> dict[str, Any]:
+def completion_response(
+    gens: Sequence[Generation], results: Sequence[tuple[str, Outcome]]
+) -> dict[str, Any]:
+    gen = gens[0]
     return {
         "id": gen.request_id,
         "object": "text_completion",
@@ -65,16 +77,15 @@ def completion_response(gen: Generation, text: str, outcome: Outcome) -> dict[st
         "model": gen.model,
         "choices": [
             {
-                "index": 0,
+                "index": i,
                 "text": text,
-                "logprobs": None
-                if outcome.logprobs is None
-                else completion_logprobs(outcome.logprobs),
-                "finish_reason": outcome.finish_reason,
-                "stop_reason": outcome.stop_reason,
+                "logprobs": None if out.logprobs is None else completion_logprobs(out.logprobs),
+                "finish_reason": out.finish_reason,
+                "stop_reason": out.stop_reason,
             }
+            for i, (text, out) in enumerate(results)
         ],
-        "usage": usage(outcome),
+        "usage": usage([out for _, out in results]),
     }
 
 
@@ -84,7 +95,11 @@ class ChunkEncoder:
     __slots__ = ("_head", "_include_usage", "_kind", "_mid", "_offset", "_tail")
 
     def __init__(
-        self, gen: Generation, kind: Literal["chat", "completion"], include_usage: bool
+        self,
+        gen: Generation,
+        kind: Literal["chat", "completion"],
+        include_usage: bool,
+        index: int = 0,
     ) -> None:
         self._kind = kind
         self._include_usage = include_usage
@@ -94,7 +109,7 @@ class ChunkEncoder:
             {"id": gen.request_id, "object": obj, "created": gen.created, "model": gen.model}
         )
         # b'data: {"id":...,"model":"m","choices":[{"index":0,' ... '}]}\n\n'
-        self._head = b"data: " + envelope[:-1] + b',"choices":[{"index":0,'
+        self._head = b"data: " + envelope[:-1] + b',"choices":[{"index":%d,' % index
         usage_null = b',"usage":null' if include_usage else b""
         if kind == "chat":
             self._mid = b'"delta":{"content":'
@@ -123,11 +138,12 @@ class ChunkEncoder:
         return self._head + body + self._tail[self._tail.index(b',"finish_reason"') :]
 
     def final(self, outcome: Outcome) -> bytes:
+        """This choice's last chunk (finish reason); ``usage_chunk`` follows all choices."""
         fin = orjson.dumps(outcome.finish_reason)
         stop = orjson.dumps(outcome.stop_reason)
         usage_null = b',"usage":null' if self._include_usage else b""
         body = b'"delta":{}' if self._kind == "chat" else b'"text":""'
-        out = (
+        return (
             self._head
             + body
             + b',"logprobs":null,"finish_reason":'
@@ -138,11 +154,10 @@ class ChunkEncoder:
             + usage_null
             + b"}\n\n"
         )
-        if self._include_usage:
-            out += (
-                self._head[: -len(b'[{"index":0,')]
-                + b'[],"usage":'
-                + orjson.dumps(usage(outcome))
-                + b"}\n\n"
-            )
-        return out
+
+    def usage_chunk(self, outcomes: Sequence[Outcome]) -> bytes:
+        """The closing chunk with no choices and the usage (when asked for), else b""."""
+        if not self._include_usage:
+            return b""
+        envelope = self._head[: self._head.index(b'[{"index":')]
+        return envelope + b'[],"usage":' + orjson.dumps(usage(outcomes)) + b"}\n\n"

@@ -3,8 +3,12 @@
 Once the response headers are out (chunked transfer encoding), each batch of text
 becomes one chunk written straight to the client's transport. The handler task
 sleeps until the stream ends. The transport's write buffer is bounded: a client
-that stops reading is dropped, and its engine request cancelled, rather than
+that stops reading is dropped, and its engine requests cancelled, rather than
 letting output pile up in memory.
+
+One :class:`SSEStream` serves a response; each choice (``n`` > 1 gives several)
+writes through its own :class:`ChoiceWriter`. The stream ends with the usage chunk
+and ``[DONE]`` once every choice has ended, or with an error event at the first error.
 """
 
 from __future__ import annotations
@@ -12,38 +16,24 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.render import SSE_DONE, SSE_KEEPALIVE, ChunkEncoder, sse_error
-from neutrino.pipeline.generation import Generation
+from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.logprobs import TokenLogprob
 
 log = logging.getLogger("neutrino.http")
 
 
-class SSEPushWriter:
-    __slots__ = ("_enc", "_limit", "_transport", "done", "gone")
+class SSEStream:
+    __slots__ = ("_limit", "_outcomes", "_remaining", "_transport", "done", "gone")
 
-    def __init__(
-        self, transport: asyncio.Transport, encoder: ChunkEncoder, limit_bytes: int
-    ) -> None:
+    def __init__(self, transport: asyncio.Transport, choices: int, limit_bytes: int) -> None:
         self._transport: asyncio.Transport | None = transport
-        self._enc = encoder
         self._limit = limit_bytes
+        self._remaining = choices
+        self._outcomes: list[Outcome | None] = [None] * choices
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.gone: str | None = None  # why the client can no longer be written to
-
-    def on_text(self, text: str, tokens: int, logprobs: list[TokenLogprob] | None) -> None:
-        self.write(self._enc.text(text, logprobs))
-
-    def on_keepalive(self) -> None:
-        self.write(SSE_KEEPALIVE)
-
-    def on_end(self, gen: Generation) -> None:
-        err = gen.error
-        if err is not None:
-            self.write(sse_error(err) + SSE_DONE)
-        elif gen.outcome is not None:
-            self.write(self._enc.final(gen.outcome) + SSE_DONE)
-        self._finish()
 
     def write(self, data: bytes) -> None:
         """Write one chunk of the chunked response body."""
@@ -58,6 +48,19 @@ class SSEPushWriter:
             log.warning("client is not reading its stream; dropping it")
             self._lost("client too slow")
 
+    def fail(self, err: NeutrinoError) -> None:
+        if not self.done.done():
+            self.write(sse_error(err) + SSE_DONE)
+            self._finish()
+
+    def ended(self, index: int, outcome: Outcome, enc: ChunkEncoder) -> None:
+        self._outcomes[index] = outcome
+        self._remaining -= 1
+        if self._remaining == 0 and not self.done.done():
+            done = [o for o in self._outcomes if o is not None]
+            self.write(enc.usage_chunk(done) + SSE_DONE)
+            self._finish()
+
     def _lost(self, why: str) -> None:
         self.gone = why
         self._transport = None
@@ -66,3 +69,28 @@ class SSEPushWriter:
     def _finish(self) -> None:
         if not self.done.done():
             self.done.set_result(None)
+
+
+class ChoiceWriter:
+    """The push target of one choice's generation."""
+
+    __slots__ = ("_enc", "_index", "_stream")
+
+    def __init__(self, stream: SSEStream, enc: ChunkEncoder, index: int) -> None:
+        self._stream = stream
+        self._enc = enc
+        self._index = index
+
+    def on_text(self, text: str, tokens: int, logprobs: list[TokenLogprob] | None) -> None:
+        self._stream.write(self._enc.text(text, logprobs))
+
+    def on_keepalive(self) -> None:
+        self._stream.write(SSE_KEEPALIVE)
+
+    def on_end(self, gen: Generation) -> None:
+        err = gen.error
+        if err is not None:
+            self._stream.fail(err)
+        elif gen.outcome is not None:
+            self._stream.write(self._enc.final(gen.outcome))
+            self._stream.ended(self._index, gen.outcome, self._enc)
