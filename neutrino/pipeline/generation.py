@@ -67,6 +67,7 @@ class TextStream:
 
     __slots__ = (
         "_detok",
+        "_include_stop",
         "_stop",
         "_stop_ids",
         "completion_tokens",
@@ -76,11 +77,16 @@ class TextStream:
     )
 
     def __init__(
-        self, tokenizer: Tokenizer, stops: list[str], stop_token_ids: frozenset[int]
+        self,
+        tokenizer: Tokenizer,
+        stops: list[str],
+        stop_token_ids: frozenset[int],
+        include_stop: bool = False,
     ) -> None:
         self._detok = Detokenizer(tokenizer, skip_special=True)
         self._stop = StopMatcher(stops) if stops else None
         self._stop_ids = stop_token_ids
+        self._include_stop = include_stop
         self.completion_tokens = 0
         self.shown = 0  # tokens of the last result that are visible (not an end token)
         self.finish_reason: str | None = None
@@ -95,10 +101,13 @@ class TextStream:
     def _stopped(self, text: str) -> str:
         """Apply stop strings to ``text``; on a match, end the stream with "stop"."""
         assert self._stop is not None
+        already = self._stop.stopped
         text = self._stop.feed(text)
-        if self._stop.stopped:
+        if self._stop.stopped and not already:
             self.finish_reason = "stop"
             self.stop_reason = self._stop.matched
+            if self._include_stop and self._stop.matched:
+                text += self._stop.matched
         return text
 
     def feed(self, result: TextResult) -> str:

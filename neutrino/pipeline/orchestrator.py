@@ -95,7 +95,9 @@ class Orchestrator:
             gen = Generation(
                 request_id=req.request_id,
                 model=req.model,
-                stream=TextStream(text.tokenizer, req.stop, text.stop_token_ids),
+                stream=TextStream(
+                    text.tokenizer, req.stop, text.stop_token_ids, req.include_stop_str_in_output
+                ),
                 prompt_tokens=len(prompt),
                 lifecycle=lifecycle,
                 on_done=self._done,

@@ -22,6 +22,7 @@ class GenerateRequest:
     min_p: float = 0.0
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
+    include_stop_str_in_output: bool = False
     stop_token_ids: list[int] = field(default_factory=list)
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0

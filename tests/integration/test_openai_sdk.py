@@ -192,6 +192,15 @@ def test_stop_strings_never_leak(client: openai.OpenAI) -> None:
         if c.choices
     )
     assert streamed == cut and stop not in streamed
+    kept = client.chat.completions.create(
+        model=MODEL,
+        messages=MESSAGES,
+        max_tokens=40,
+        seed=11,
+        stop=[stop],
+        extra_body={"include_stop_str_in_output": True},
+    )
+    assert kept.choices[0].message.content == cut + stop
 
 
 def test_seed_determinism_and_user(client: openai.OpenAI) -> None:

@@ -217,6 +217,7 @@ def _common(
     top_k = r.integer("top_k", -1)
     if top_k is not None:
         req.top_k = -1 if top_k == 0 else top_k
+    req.include_stop_str_in_output = r.boolean("include_stop_str_in_output", False)
     min_tokens = r.integer("min_tokens", 0)
     if min_tokens is not None:
         req.min_tokens = min_tokens
