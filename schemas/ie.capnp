@@ -107,6 +107,18 @@ struct TextQuery {
   deadlineMs @3 :UInt32;      # 0 = none; engine may give up after this long
   traceparent @4 :Text;       # W3C trace context, may be empty
   images @5 :List(Image);     # images referenced by the prompt, in order
+  guided @6 :Guided;          # constraints on the output the engine must decode under
+}
+
+struct Guided {
+  mode @0 :GuidedMode;
+  jsonSchema @1 :Text;        # mode jsonSchema: the JSON Schema, serialised
+}
+
+enum GuidedMode {
+  none @0;
+  jsonObject @1;              # any JSON object
+  jsonSchema @2;              # a JSON value valid against jsonSchema
 }
 
 struct Image {

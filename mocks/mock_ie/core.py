@@ -12,6 +12,7 @@ where in the built-in corpus the reply starts, how long it is and every logprob.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 import time
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from mocks.mock_ie import corpus
+from mocks.mock_ie.json_instance import instance
 from mocks.mock_ie.script import Rule, Script
 from neutrino.engine.arrays import pack_u32
 from neutrino.engine.messages import (
@@ -28,6 +30,7 @@ from neutrino.engine.messages import (
     EngineError,
     ErrorCode,
     FinishReason,
+    GuidedMode,
     HelloAck,
     Message,
     ModalQuery,
@@ -429,6 +432,17 @@ class MockEngine:
         if rule is not None and rule.reply is not None:
             return tok.encode(rule.reply)
         s = query.sampling
+        guided = query.guided
+        if guided is not None and guided.mode is not GuidedMode.NONE:  # "constrained decoding"
+            offset = int.from_bytes(key[0:8], "little") % len(corpus.WORDS)
+            words = [w.strip(".,;:!?") for w in corpus.passage(offset, 6).split()]
+            schema = json.loads(guided.json_schema) if guided.json_schema else {}
+            value = (
+                instance(schema, words)
+                if guided.mode is GuidedMode.JSON_SCHEMA
+                else {"answer": " ".join(words[:4])}
+            )
+            return tok.encode(json.dumps(value, ensure_ascii=False))
         if query.images:  # say what arrived, so tests can prove the image path
             sizes = ", ".join(f"{i.width}x{i.height} {i.mime_type}" for i in query.images)
             return tok.encode(f"I see {len(query.images)} image(s): {sizes}.")

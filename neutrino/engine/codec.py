@@ -19,6 +19,8 @@ from neutrino.engine.messages import (
     EngineError,
     ErrorCode,
     FinishReason,
+    Guided,
+    GuidedMode,
     Hello,
     HelloAck,
     Message,
@@ -72,7 +74,7 @@ _CAPABILITY_NAMES = {
 
 def encode(request_id: int, msg: Message) -> bytes:
     """One frame (standard stream framing) carrying ``msg`` for ``request_id``."""
-    if type(msg) is TextQuery and not msg.images:
+    if type(msg) is TextQuery and not msg.images and msg.guided is None:
         return encode_text_query(request_id, msg)
     if type(msg) is TextResult and not msg.logprobs and not msg.top_logprobs:
         return encode_text_result(request_id, msg)
@@ -115,6 +117,10 @@ def encode_capnp(request_id: int, msg: Message) -> bytes:
             images = q.init("images", len(msg.images))
             for i, img in enumerate(msg.images):
                 fill_image(images[i], img)
+        if msg.guided is not None:
+            g = q.init("guided")
+            g.mode = int(msg.guided.mode)
+            g.jsonSchema = msg.guided.json_schema
     elif isinstance(msg, Cancel):
         body.init("cancel").reason = msg.reason
     elif isinstance(msg, EngineError):
@@ -201,6 +207,9 @@ def _slow_body(body: Any) -> Message:
             deadline_ms=q.deadlineMs,
             traceparent=q.traceparent,
             images=[read_image(img) for img in q.images],
+            guided=Guided(GuidedMode(q.guided.mode.raw), q.guided.jsonSchema)
+            if q._has("guided") and q.guided.mode.raw
+            else None,
         )
     if kind == "cancel":
         return Cancel(reason=body.cancel.reason)

@@ -92,6 +92,18 @@ class Image:
     height: int
 
 
+class GuidedMode(enum.IntEnum):
+    NONE = 0
+    JSON_OBJECT = 1
+    JSON_SCHEMA = 2
+
+
+@dataclass(slots=True)
+class Guided:
+    mode: GuidedMode = GuidedMode.NONE
+    json_schema: str = ""
+
+
 @dataclass(slots=True)
 class TextQuery:
     model: str
@@ -100,6 +112,7 @@ class TextQuery:
     deadline_ms: int = 0
     traceparent: str = ""
     images: list[Image] = field(default_factory=list)
+    guided: Guided | None = None
 
 
 @dataclass(slots=True)

@@ -151,8 +151,12 @@ class Generation:
         lifecycle: Lifecycle,
         on_done: Callable[[Generation], None],
         logprobs: LogprobRecorder | None = None,
+        validator: Callable[[str], str | None] | None = None,
     ) -> None:
         self.request_id = request_id
+        # Checks the whole text at the end (strict response formats); keeps a copy for it.
+        self._validator = validator
+        self._text: list[str] = []
         self._recorder = logprobs
         self._pending_lp: list[TokenLogprob] = []
         self._all_lp: list[TokenLogprob] = []
@@ -202,6 +206,8 @@ class Generation:
         if text:
             self._pending.append(text)
             self._quiet = False
+            if self._validator is not None:
+                self._text.append(text)
         if s.finish_reason is not None:  # a stop string matched: end it like a result
             return self.on_result(TextResult([]))
         if text:
@@ -222,6 +228,8 @@ class Generation:
         if text:
             self._pending.append(text)
             self._quiet = False
+            if self._validator is not None:
+                self._text.append(text)
         self._pending_tokens += len(result.tokens)
         if self._recorder is not None and result.logprobs:
             entries = self._recorder.entries(result, s.shown)
@@ -238,6 +246,16 @@ class Generation:
             completion = s.completion_tokens
             if result.completion_tokens and result.finish_reason is not FinishReason.NONE:
                 completion = max(completion, result.completion_tokens)
+            problem = self._validator("".join(self._text)) if self._validator else None
+            if problem is not None:
+                self.on_error(
+                    NeutrinoError(
+                        ErrorKind.ENGINE_ERROR,
+                        f"the engine broke the requested response format: {problem}",
+                        code="response_format_violated",
+                    )
+                )
+                return self._push is not None
             self.lifecycle.advance(State.COMPLETE)
             self._outcome = Outcome(
                 finish_reason=s.finish_reason,

@@ -86,6 +86,7 @@ class Orchestrator:
                 deadline_ms=int(1000 * self._timeout(req)),
                 traceparent=req.traceparent,
                 images=req.images,
+                guided=req.guided,
             )
             lifecycle.advance(State.QUEUED)
             deadline = time.monotonic() + self._timeout(req)
@@ -104,6 +105,7 @@ class Orchestrator:
                 logprobs=LogprobRecorder(text.tokenizer, req.top_logprobs)
                 if req.logprobs
                 else None,
+                validator=req.validator,
             )
             submission = self.engines.submit(query, gen)
             gen.attach(submission, max(0.001, deadline - time.monotonic()))

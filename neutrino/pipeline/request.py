@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from neutrino.engine.messages import Image
+from neutrino.engine.messages import Guided, Image
 
 
 @dataclass(slots=True)
@@ -41,3 +42,5 @@ class GenerateRequest:
     traceparent: str = ""
     timeout_s: float | None = None
     images: list[Image] = field(default_factory=list)  # in the order they appear
+    guided: Guided | None = None  # response_format constraint for the engine
+    validator: Callable[[str], str | None] | None = None  # strict check of the final text

@@ -18,6 +18,7 @@ from neutrino.engine.messages import Image
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.pipeline.images import MAX_IMAGES, decode_image_url
 from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.structured import parse_response_format
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _MAX_INT = (1 << 31) - 1
@@ -243,14 +244,7 @@ def parse_chat(body: Any, limits: LimitsConfig) -> GenerateRequest:
     req = _common(body, "chat", limits, "chatcmpl")
     req.messages = _messages(body.get("messages"), req.images)
     req.max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
-    fmt = body.get("response_format")
-    if fmt is not None:
-        if not isinstance(fmt, dict) or not isinstance(fmt.get("type"), str):
-            raise bad_request("response_format must be an object with a type", "response_format")
-        if fmt["type"] != "text":
-            raise _unsupported(
-                f"response_format {fmt['type']!r} is not supported yet", "response_format"
-            )
+    req.guided, req.validator = parse_response_format(body.get("response_format"))
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):

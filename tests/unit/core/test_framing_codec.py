@@ -29,6 +29,8 @@ from neutrino.engine.messages import (
     EngineError,
     ErrorCode,
     FinishReason,
+    Guided,
+    GuidedMode,
     Hello,
     HelloAck,
     Image,
@@ -118,6 +120,10 @@ OTHER = [
         images=[Image(b"\x89PNG...", "image/png", 640, 480)],
     ),
     EmbedQuery("e", [[1, 2, 3], [4]], dimensions=128, normalize=False, traceparent="tp"),
+    TextQuery("m", [1], Sampling(max_tokens=2), guided=Guided(GuidedMode.JSON_OBJECT)),
+    TextQuery(
+        "m", [1], Sampling(max_tokens=2), guided=Guided(GuidedMode.JSON_SCHEMA, '{"type": "array"}')
+    ),
     EmbedResult(2, [0.5, -0.25, 1.0, 0.0], prompt_tokens=4),
     RerankQuery("r", [1, 2], [[3], [4, 5], []]),
     RerankResult([0.5, 0.25, -1.0], prompt_tokens=6),
