@@ -154,6 +154,7 @@ class Generation:
         validator: Callable[[str], str | None] | None = None,
     ) -> None:
         self.request_id = request_id
+        self.echo = ""  # text that precedes the completion in the answer (``echo``)
         # Checks the whole text at the end (strict response formats); keeps a copy for it.
         self._validator = validator
         self._text: list[str] = []

@@ -107,6 +107,10 @@ class Orchestrator:
                 else None,
                 validator=req.validator,
             )
+            if req.echo:
+                gen.echo = (
+                    req.prompt if isinstance(req.prompt, str) else text.tokenizer.decode(prompt)
+                )
             submission = self.engines.submit(query, gen)
             gen.attach(submission, max(0.001, deadline - time.monotonic()))
             return gen

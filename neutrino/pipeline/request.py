@@ -34,6 +34,7 @@ class GenerateRequest:
     min_tokens: int = 0
     stream: bool = False
     n: int = 1  # choices; the front end fans them out as separate engine requests
+    echo: bool = False  # completions: the prompt's text comes first in the output
     include_usage: bool = False
     user: str | None = None
     add_generation_prompt: bool = True

@@ -275,3 +275,21 @@ def test_llama_family_too(client: openai.OpenAI) -> None:
         pytest.skip("llama3 tokenizer package not installed")
     r = client.chat.completions.create(model="llama3.2-mock", messages=MESSAGES, max_tokens=8)
     assert r.choices[0].message.content
+
+
+def test_completion_echo(client: openai.OpenAI) -> None:
+    plain = client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=8, seed=2)
+    r = client.completions.create(
+        model=MODEL, prompt="Once upon a time", max_tokens=8, seed=2, echo=True
+    )
+    assert r.choices[0].text == "Once upon a time" + plain.choices[0].text
+    text = "".join(
+        c.choices[0].text
+        for c in client.completions.create(
+            model=MODEL, prompt="Once upon a time", max_tokens=8, seed=2, echo=True, stream=True
+        )
+        if c.choices
+    )
+    assert text == r.choices[0].text
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model=MODEL, prompt="x", echo=True, logprobs=1)

@@ -161,10 +161,12 @@ class OpenAIRoutes:
     ) -> str | None:
         """Stream in push mode; returns why the client was lost, or None."""
         stream = SSEStream(transport, len(gens), self.cfg.limits.stream_buffer_bytes)
-        for enc in encs:
+        for gen, enc in zip(gens, encs, strict=True):
             first = enc.first()
             if first:
                 stream.write(first)
+            if gen.echo:
+                stream.write(enc.text(gen.echo))
         gens[0].start_keepalive(self._keepalive)
         for i, (gen, enc) in enumerate(zip(gens, encs, strict=True)):
             gen.push_to(ChoiceWriter(stream, enc, i))
@@ -179,6 +181,8 @@ class OpenAIRoutes:
             first = enc.first()
             if first:
                 await resp.write(first)
+            if gen.echo:
+                await resp.write(enc.text(gen.echo))
             gen.start_keepalive(self._keepalive)
             while True:
                 await gen.wait()

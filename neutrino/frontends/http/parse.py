@@ -280,8 +280,11 @@ def parse_completion(body: Any, limits: LimitsConfig) -> GenerateRequest:
         raise _unsupported("batched prompts are not supported; send one prompt", "prompt")
     else:
         raise bad_request("prompt must be a string or an array of token ids", "prompt")
-    if body.get("echo"):
-        raise _unsupported("echo is not supported yet", "echo")
+    req.echo = _Reader(body).boolean("echo", False)
+    if req.echo and req.logprobs:
+        raise _unsupported(
+            "echo with logprobs needs prompt logprobs, which engines do not report yet", "echo"
+        )
     if body.get("suffix") is not None:
         raise _unsupported("suffix is not supported", "suffix")
     req.max_tokens = _max_tokens(body, "max_tokens")

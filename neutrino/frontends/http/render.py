@@ -78,12 +78,12 @@ def completion_response(
         "choices": [
             {
                 "index": i,
-                "text": text,
+                "text": gen.echo + text,
                 "logprobs": None if out.logprobs is None else completion_logprobs(out.logprobs),
                 "finish_reason": out.finish_reason,
                 "stop_reason": out.stop_reason,
             }
-            for i, (text, out) in enumerate(results)
+            for i, ((text, out), gen) in enumerate(zip(results, gens, strict=True))
         ],
         "usage": usage([out for _, out in results]),
     }
