@@ -51,6 +51,11 @@ class ModelFamily:
     tool_call_arguments: ToolCallArguments = "as_is"
     # Text standing in for an image part of a message when the prompt is rendered.
     image_placeholder: str = "<image>"
+    # Output parsers (names in neutrino.text.parsers), None when the family has none.
+    reasoning_parser: str | None = None
+    tool_parser: str | None = None
+    # The template itself opens the reasoning block at the end of the generation prompt.
+    think_in_prompt: bool = False
 
 
 def _str(entry: Mapping[str, Any], key: str, where: str, *, optional: bool = False) -> Any:
@@ -59,6 +64,13 @@ def _str(entry: Mapping[str, Any], key: str, where: str, *, optional: bool = Fal
         return None
     if not isinstance(value, str):
         raise FamilyConfigError(f"{where}: {key!r} must be a string")
+    return value
+
+
+def _bool(entry: Mapping[str, Any], key: str, where: str) -> bool:
+    value = entry.get(key, False)
+    if not isinstance(value, bool):
+        raise FamilyConfigError(f"{where}: {key!r} must be true or false")
     return value
 
 
@@ -88,6 +100,9 @@ def _family(name: str, entry: Any) -> ModelFamily:
         license=_str(entry, "license", where),
         tool_call_arguments=arguments,
         image_placeholder=_str(entry, "image_placeholder", where, optional=True) or "<image>",
+        reasoning_parser=_str(entry, "reasoning_parser", where, optional=True),
+        tool_parser=_str(entry, "tool_parser", where, optional=True),
+        think_in_prompt=_bool(entry, "think_in_prompt", where),
     )
 
 
