@@ -1,0 +1,60 @@
+"""Sans-IO parsers that split raw model output into reasoning, content and tool calls.
+
+Two kinds, one instance per response, each fed the detokenized output chunk by chunk
+(special-token strings such as ``<think>`` present as text):
+
+* a :class:`ReasoningParser` splits the raw output into ``reasoning`` and ``content``;
+* a :class:`ToolParser` then splits that content into plain ``content`` and tool calls.
+
+Both return a :class:`Delta` per ``feed`` and per ``finish``; merged, the deltas of any chunking
+equal the non-streamed result (:func:`parse_reasoning`, :func:`parse_tools`). Parsers are
+looked up by name; their modules are imported on first use.
+
+=====================  ======================================================================
+reasoning parser       format
+=====================  ======================================================================
+``think``              ``<think>…</think>`` (aliases ``deepseek_r1``, ``qwen3``)
+``harmony``            gpt-oss channels (alias ``gpt_oss``)
+``mistral``            ``[THINK]…[/THINK]``
+=====================  ======================================================================
+
+=====================  ======================================================================
+tool parser            format
+=====================  ======================================================================
+``hermes``             ``<tool_call>{json}</tool_call>`` (alias ``qwen``)
+``llama3_json``        ``{"name", "parameters"}`` objects, ``<|python_tag|>``, ``;``
+``pythonic``           ``[f(a=1), g()]`` (alias ``llama4_pythonic``)
+``mistral``            ``[TOOL_CALLS][…]`` and ``[TOOL_CALLS]name[ARGS]{…}``
+``deepseek_v3``        DeepSeek V3/R1 and V3.1 (alias ``deepseek_v31``)
+``kimi_k2``            ``<|tool_calls_section_begin|>…``
+``harmony``            gpt-oss ``to=functions.NAME`` messages (aliases ``gpt_oss``, ``openai``)
+=====================  ======================================================================
+"""
+
+from __future__ import annotations
+
+from neutrino.text.parsers.base import Delta, ReasoningParser, ToolCall, ToolCallDelta, ToolParser
+from neutrino.text.parsers.registry import (
+    UnknownParser,
+    parse_reasoning,
+    parse_tools,
+    reasoning_parser,
+    reasoning_parser_names,
+    tool_parser,
+    tool_parser_names,
+)
+
+__all__ = [
+    "Delta",
+    "ReasoningParser",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolParser",
+    "UnknownParser",
+    "parse_reasoning",
+    "parse_tools",
+    "reasoning_parser",
+    "reasoning_parser_names",
+    "tool_parser",
+    "tool_parser_names",
+]

@@ -1,0 +1,82 @@
+"""``think``: reasoning in ``<think>…</think>`` (DeepSeek-R1, Qwen3, QwQ, Kimi-K2-Thinking, …).
+
+Format (DeepSeek-R1 / Qwen3 model cards and chat templates; vLLM's ``deepseek_r1`` and
+``qwen3`` reasoning parsers describe the same split)::
+
+    <think>
+    chain of thought
+    </think>
+
+    answer
+
+Some templates end the prompt with ``<think>\\n`` (DeepSeek-R1-0528, Qwen3-*-Thinking-2507),
+so the output starts inside the block and only ``</think>`` appears: construct the parser with
+``starts_in_reasoning=True`` then.
+
+Rules:
+
+* text before a ``<think>`` is content (and so is all the text if ``<think>`` never comes);
+* everything up to ``</think>`` is reasoning; a block still open at the end is reasoning;
+* after ``</think>`` everything is content, passed through untouched (no more scanning);
+* markers never reach the output: a repeated ``<think>`` inside the block and a stray
+  ``</think>`` before any ``<think>`` are dropped.
+Text is kept verbatim (the newlines around the markers are not stripped).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from neutrino.text.parsers.base import Delta, ReasoningParser, find_first
+
+__all__ = ["ThinkReasoningParser"]
+
+_BEFORE, _INSIDE, _AFTER = 0, 1, 2
+
+
+class ThinkReasoningParser(ReasoningParser):
+    """``<think>…</think>`` reasoning split (see the module docstring)."""
+
+    open_marker: ClassVar[str] = "<think>"
+    close_marker: ClassVar[str] = "</think>"
+
+    __slots__ = ("_buf", "_markers", "_state")
+
+    def __init__(self, *, starts_in_reasoning: bool = False) -> None:
+        super().__init__(starts_in_reasoning=starts_in_reasoning)
+        self._state = _INSIDE if starts_in_reasoning else _BEFORE
+        self._buf = ""
+        self._markers = (self.open_marker, self.close_marker)
+
+    def feed(self, text: str) -> Delta:
+        out = Delta()
+        if self._state == _AFTER:
+            out.content = text
+            return out
+        buf = self._buf + text if self._buf else text
+        while True:
+            at, marker = find_first(buf, self._markers)
+            before = buf[:at]
+            if self._state == _BEFORE:
+                out.content += before
+            else:
+                out.reasoning += before
+            if marker is None:
+                self._buf = buf[at:]
+                return out
+            buf = buf[at + len(marker) :]
+            if marker == self.close_marker:
+                self._state = _AFTER
+                self._buf = ""
+                out.content += buf
+                return out
+            self._state = _INSIDE
+
+    def finish(self) -> Delta:
+        out = Delta()
+        if self._state == _INSIDE:
+            out.reasoning = self._buf
+        else:
+            out.content = self._buf
+        self._buf = ""
+        return out

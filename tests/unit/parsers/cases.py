@@ -1,0 +1,703 @@
+"""Realistic raw outputs per parser, with the parse each must give."""
+
+from __future__ import annotations
+
+from neutrino.text.parsers import deepseek as ds
+from neutrino.text.parsers import harmony as hm
+from neutrino.text.parsers import kimi_k2 as kimi
+from tests.unit.parsers.support import Case, tools
+
+THINK_MARKERS = ("<think>", "</think>")
+HERMES_MARKERS = ("<tool_call>", "</tool_call>")
+LLAMA_MARKERS = ("<|python_tag|>",)
+PYTHONIC_MARKERS = ("<|python_start|>", "<|python_end|>")
+MISTRAL_MARKERS = ("[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]")
+DEEPSEEK_MARKERS = (ds.CALLS_BEGIN, ds.CALLS_END, ds.CALL_BEGIN, ds.CALL_END, ds.SEP)
+KIMI_MARKERS = (
+    kimi.SECTION_BEGIN,
+    kimi.SECTION_END,
+    kimi.CALL_BEGIN,
+    kimi.CALL_END,
+    kimi.ARG_BEGIN,
+)
+HARMONY_MARKERS = hm.MARKERS
+
+NESTED = {
+    "q": 'naïve 日本 "quoted" {braces} [brackets] </tool and <|tag',
+    "nested": {"list": [1, 2.5, -3, True, None], "empty": {}, "s": "a\\b\nc\t/"},
+    "emoji": "🙂",
+}
+NESTED_JSON = (
+    '{"q": "na\\u00efve 日本 \\"quoted\\" {braces} [brackets] </tool and <|tag", '
+    '"nested": {"list": [1, 2.5, -3, true, null], "empty": {}, "s": "a\\\\b\\nc\\t\\/"}, '
+    '"emoji": "\\ud83d\\ude42"}'
+)
+PARIS = {"city": "Paris"}
+
+
+def _r(id: str, parser: str, text: str, content: str, reasoning: str, **kw: object) -> Case:
+    markers = {"think": THINK_MARKERS, "mistral": MISTRAL_MARKERS}.get(parser, HARMONY_MARKERS)
+    return Case(id, "reasoning", parser, text, content, reasoning, markers=markers, **kw)  # type: ignore[arg-type]
+
+
+THINK = [
+    _r(
+        "r1",
+        "think",
+        "<think>\nLet me add 2+2.\n</think>\n\nIt is 4.",
+        "\n\nIt is 4.",
+        "\nLet me add 2+2.\n",
+    ),
+    _r(
+        "opened-by-template",
+        "think",
+        "Okay, so <b>bold</b> < 3 and <thinking>.\n</think>\n\nAnswer: <thin",
+        "\n\nAnswer: <thin",
+        "Okay, so <b>bold</b> < 3 and <thinking>.\n",
+        kwargs={"starts_in_reasoning": True},
+    ),
+    _r(
+        "opened-twice",
+        "think",
+        "<think>\nr\n</think>\nc",
+        "\nc",
+        "\nr\n",
+        kwargs={"starts_in_reasoning": True},
+    ),
+    _r(
+        "no-think",
+        "think",
+        "Just an answer, with a < sign and </thin.",
+        "Just an answer, with a < sign and </thin.",
+        "",
+    ),
+    _r("unclosed", "think", "<think>still thinking <thi", "", "still thinking <thi"),
+    _r("content-before", "think", "Hmm. <think>r</think>c", "Hmm. c", "r"),
+    _r("stray-close", "think", "abc</think>def", "abcdef", ""),
+    _r("empty-think", "think", "<think>\n\n</think>\n\nHi", "\n\nHi", "\n\n"),
+    _r("empty", "think", "", "", ""),
+    _r(
+        "mistral-think",
+        "mistral",
+        "[THINK]I should call [x].[/THINK]Answer",
+        "Answer",
+        "I should call [x].",
+    ),
+    _r("mistral-no-think", "mistral", "[THINK is not a marker]", "[THINK is not a marker]", ""),
+]
+
+_CALL = (
+    "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json"
+    '<|message|>{"location":"SF"}<|call|>'
+)
+HARMONY_REASONING = [
+    _r(
+        "cookbook",
+        "harmony",
+        '<|channel|>analysis<|message|>User asks: "What is 2 + 2?" Simple arithmetic.<|end|>'
+        "<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|return|>",
+        "2 + 2 = 4.",
+        'User asks: "What is 2 + 2?" Simple arithmetic.',
+    ),
+    _r(
+        "tool-call-passthrough",
+        "harmony",
+        "<|channel|>analysis<|message|>Need to use function get_weather.<|end|>" + _CALL,
+        _CALL,
+        "Need to use function get_weather.",
+        wellformed=False,  # the call message is passed on verbatim, for the tool parser
+    ),
+    _r(
+        "no-return-token",
+        "harmony",
+        "<|channel|>analysis<|message|>think <b>\n<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>A <|b|> c",
+        "A <|b|> c",
+        "think <b>\n",
+    ),
+    _r(
+        "builtin-browser",
+        "harmony",
+        '<|channel|>analysis to=browser.search<|message|>{"query":"x"}<|end|>'
+        "<|start|>assistant<|channel|>final<|message|>done<|return|>",
+        "done",
+        '{"query":"x"}',
+    ),
+    _r("plain", "harmony", "Hello there <| not a marker", "Hello there <| not a marker", ""),
+    _r(
+        "truncated-analysis",
+        "harmony",
+        "<|channel|>analysis<|message|>thinking...",
+        "",
+        "thinking...",
+    ),
+    _r(
+        "truncated-header",
+        "harmony",
+        "<|channel|>analysis<|message|>a<|end|><|start|>assis",
+        "",
+        "a",
+    ),
+    _r(
+        "preamble",
+        "harmony",
+        "<|channel|>analysis<|message|>plan<|end|><|start|>assistant<|channel|>commentary<|message|>"
+        "**Action plan**: 1. file<|end|>",
+        "**Action plan**: 1. file",
+        "plan",
+    ),
+]
+
+_BAD_CALL = (
+    "<|start|>assistant<|channel|>commentary to=functions.a <|constrain|>json"
+    "<|message|>{not json}<|call|>"
+)
+HARMONY_TOOLS = [
+    Case(
+        "cookbook-call",
+        "tool",
+        "harmony",
+        "<|channel|>analysis<|message|>Need to use function get_weather.<|end|>" + _CALL,
+        "",
+        "Need to use function get_weather.",
+        [("get_weather", {"location": "SF"})],
+        markers=HARMONY_MARKERS,
+    ),
+    Case(
+        "pipeline-content",
+        "tool",
+        "harmony",
+        _CALL,
+        "",
+        calls=[("get_weather", {"location": "SF"})],
+        markers=HARMONY_MARKERS,
+    ),
+    Case(
+        "preamble-then-call",
+        "tool",
+        "harmony",
+        "<|channel|>analysis<|message|>plan<|end|><|start|>assistant<|channel|>commentary<|message|>"
+        "Will start.<|end|><|start|>assistant<|channel|>commentary to=functions.generate_file"
+        '<|constrain|>json<|message|>{"template": "basic_html", "path": "index.html"}<|call|>',
+        "Will start.",
+        "plan",
+        [("generate_file", {"template": "basic_html", "path": "index.html"})],
+        markers=HARMONY_MARKERS,
+    ),
+    Case(
+        "recipient-in-role",
+        "tool",
+        "harmony",
+        "<|start|>assistant to=functions.lookup<|channel|>commentary json<|message|>"
+        + NESTED_JSON
+        + "<|call|>",
+        "",
+        calls=[("lookup", NESTED)],
+        markers=HARMONY_MARKERS,
+    ),
+    Case(
+        "two-calls-and-empty-args",
+        "tool",
+        "harmony",
+        "<|start|>assistant<|channel|>commentary to=functions.a <|constrain|>json"
+        "<|message|>{}<|call|>"
+        "<|start|>assistant<|channel|>commentary to=functions.b <|constrain|>json"
+        "<|message|><|call|>",
+        "",
+        calls=[("a", {}), ("b", {})],
+        markers=HARMONY_MARKERS,
+    ),
+    Case(
+        "final-answer-only",
+        "tool",
+        "harmony",
+        "<|channel|>final<|message|>Paris is sunny.<|return|>",
+        "Paris is sunny.",
+        markers=HARMONY_MARKERS,
+    ),
+    Case(
+        "malformed-body",
+        "tool",
+        "harmony",
+        _BAD_CALL,
+        _BAD_CALL,
+        wellformed=False,
+    ),
+]
+
+HERMES = [
+    Case(
+        "single",
+        "tool",
+        "hermes",
+        "I will check.\n<tool_call>\n"
+        '{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+        "I will check.\n",
+        calls=[("get_weather", PARIS)],
+        markers=HERMES_MARKERS,
+    ),
+    Case(
+        "parallel",
+        "tool",
+        "hermes",
+        '<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>\n',
+        "",
+        calls=[("a", {"x": 1}), ("b", {})],
+        markers=HERMES_MARKERS,
+    ),
+    Case(
+        "content-after",
+        "tool",
+        "hermes",
+        '<tool_call>{"name": "a"}</tool_call>\nDone <b>.',
+        "\nDone <b>.",
+        calls=[("a", {})],
+        markers=HERMES_MARKERS,
+    ),
+    Case(
+        "nested-unicode",
+        "tool",
+        "hermes",
+        '<tool_call>\n{"name": "search", "arguments": ' + NESTED_JSON + "}\n</tool_call>",
+        "",
+        calls=[("search", NESTED)],
+        markers=HERMES_MARKERS,
+    ),
+    Case(
+        "string-arguments",
+        "tool",
+        "hermes",
+        '<tool_call>{"name": "f", "arguments": "{\\"a\\": 1}"}</tool_call>',
+        "",
+        calls=[("f", {"a": 1})],
+        markers=HERMES_MARKERS,
+    ),
+    Case(
+        "malformed-json",
+        "tool",
+        "hermes",
+        'x <tool_call>\n{"name": "f", "arguments": {bad}}\n</tool_call>\n'
+        '<tool_call>{"name": "g"}</tool_call>',
+        'x <tool_call>\n{"name": "f", "arguments": {bad}}\n</tool_call>\n',
+        calls=[("g", {})],
+        wellformed=False,
+    ),
+    Case(
+        "unclosed-at-end",
+        "tool",
+        "hermes",
+        '<tool_call>\n{"name": "f", "arguments": {"a": [1]}}\n',
+        "",
+        calls=[("f", {"a": [1]})],
+        markers=HERMES_MARKERS,
+    ),
+    Case(
+        "unclosed-garbage",
+        "tool",
+        "hermes",
+        'Text <tool_call>\n{"name": ',
+        'Text <tool_call>\n{"name": ',
+        wellformed=False,
+    ),
+    Case(
+        "plain",
+        "tool",
+        "hermes",
+        "a <tool> b < c <tool_cal",
+        "a <tool> b < c <tool_cal",
+        markers=HERMES_MARKERS,
+    ),
+    Case("whitespace-only", "tool", "hermes", " \n ", " \n ", markers=HERMES_MARKERS),
+]
+
+LLAMA3_JSON = [
+    Case(
+        "single",
+        "tool",
+        "llama3_json",
+        '{"name": "get_weather", "parameters": {"city": "Paris"}}',
+        "",
+        calls=[("get_weather", PARIS)],
+        markers=LLAMA_MARKERS,
+    ),
+    Case(
+        "python-tag-parallel",
+        "tool",
+        "llama3_json",
+        '<|python_tag|>{"name": "a", "parameters": {"x": 1}}; {"name": "b", "parameters": {}}',
+        "",
+        calls=[("a", {"x": 1}), ("b", {})],
+        markers=LLAMA_MARKERS,
+    ),
+    Case(
+        "content-before-tag",
+        "tool",
+        "llama3_json",
+        'Let me look.<|python_tag|>{"name": "f", "parameters": ' + NESTED_JSON + "}",
+        "Let me look.",
+        calls=[("f", NESTED)],
+        markers=LLAMA_MARKERS,
+    ),
+    Case(
+        "json-answer",
+        "tool",
+        "llama3_json",
+        '  {"answer": 42, "name": "x"}',
+        '  {"answer": 42, "name": "x"}',
+        markers=LLAMA_MARKERS,
+    ),
+    Case(
+        "prose",
+        "tool",
+        "llama3_json",
+        "The set {1, 2} is small.",
+        "The set {1, 2} is small.",
+        markers=LLAMA_MARKERS,
+    ),
+    Case(
+        "builtin-tool",
+        "tool",
+        "llama3_json",
+        '<|python_tag|>brave_search.call(query="x")',
+        '<|python_tag|>brave_search.call(query="x")',
+        wellformed=False,
+    ),
+    Case(
+        "text-after-call",
+        "tool",
+        "llama3_json",
+        '{"name": "f", "arguments": {}};\nHope that helps',
+        "Hope that helps",
+        calls=[("f", {})],
+        markers=LLAMA_MARKERS,
+    ),
+    Case(
+        "unknown-tool",
+        "tool",
+        "llama3_json",
+        '{"name": "rm_rf", "parameters": {}}',
+        '{"name": "rm_rf", "parameters": {}}',
+        tools=tools("get_weather"),
+        markers=LLAMA_MARKERS,
+    ),
+    Case(
+        "known-tool",
+        "tool",
+        "llama3_json",
+        '\n{"name": "get_weather", "parameters": {"city": "Paris"}}\n',
+        "",
+        calls=[("get_weather", PARIS)],
+        tools=tools("get_weather"),
+        markers=LLAMA_MARKERS,
+    ),
+    Case(
+        "truncated",
+        "tool",
+        "llama3_json",
+        '{"name": "f", "parameters": {"a": "b',
+        '{"name": "f", "parameters": {"a": "b',
+        markers=LLAMA_MARKERS,
+    ),
+]
+
+PYTHONIC = [
+    Case(
+        "single",
+        "tool",
+        "pythonic",
+        '[get_weather(city="Paris", unit="c")]',
+        "",
+        calls=[("get_weather", {"city": "Paris", "unit": "c"})],
+        markers=PYTHONIC_MARKERS,
+    ),
+    Case(
+        "parallel-literals",
+        "tool",
+        "pythonic",
+        "[a(x=1), b(y=[1, 2.5, -3], z={'k': (1, 2)}, w=None, t=True, j=false, n=null)]",
+        "",
+        calls=[
+            ("a", {"x": 1}),
+            (
+                "b",
+                {
+                    "y": [1, 2.5, -3],
+                    "z": {"k": [1, 2]},
+                    "w": None,
+                    "t": True,
+                    "j": False,
+                    "n": None,
+                },
+            ),
+        ],
+        markers=PYTHONIC_MARKERS,
+    ),
+    Case(
+        "llama4-tags",
+        "tool",
+        "pythonic",
+        "<|python_start|>[get_weather(city='Paris')]<|python_end|>",
+        "",
+        calls=[("get_weather", PARIS)],
+        markers=PYTHONIC_MARKERS,
+    ),
+    Case(
+        "strings-unicode",
+        "tool",
+        "pythonic",
+        "[f(s=\"naïve \\\"q\\\" ]) \\n\", t='it\\'s', u='''multi\nline''')]",
+        "",
+        calls=[("f", {"s": 'naïve "q" ]) \n', "t": "it's", "u": "multi\nline"})],
+        markers=PYTHONIC_MARKERS,
+    ),
+    Case(
+        "no-args-and-dotted",
+        "tool",
+        "pythonic",
+        "  [f(), ns.g(a=1)]\n",
+        "",
+        calls=[("f", {}), ("ns.g", {"a": 1})],
+        markers=PYTHONIC_MARKERS,
+    ),
+    Case(
+        "trailing-text",
+        "tool",
+        "pythonic",
+        '[f(x="a]b")]\nDone, it\'s queued.',
+        "\nDone, it's queued.",
+        calls=[("f", {"x": "a]b"})],
+        markers=PYTHONIC_MARKERS,
+    ),
+    Case(
+        "markdown-link",
+        "tool",
+        "pythonic",
+        "[link](http://x) is here",
+        "[link](http://x) is here",
+        markers=PYTHONIC_MARKERS,
+    ),
+    Case("positional", "tool", "pythonic", "[f(1)]", "[f(1)]", markers=PYTHONIC_MARKERS),
+    Case("expression", "tool", "pythonic", "[f(x=1+2)]", "[f(x=1+2)]", markers=PYTHONIC_MARKERS),
+    Case(
+        "call-not-first",
+        "tool",
+        "pythonic",
+        "Sure: [f(x=1)]",
+        "Sure: [f(x=1)]",
+        markers=PYTHONIC_MARKERS,
+    ),
+    Case("unterminated", "tool", "pythonic", "[f(x='abc", "[f(x='abc", markers=PYTHONIC_MARKERS),
+    Case(
+        "unknown-tool",
+        "tool",
+        "pythonic",
+        "[get_weather(city='Paris'), nope()]",
+        "[get_weather(city='Paris'), nope()]",
+        tools=tools("get_weather"),
+        markers=PYTHONIC_MARKERS,
+    ),
+]
+
+MISTRAL = [
+    Case(
+        "v3-array",
+        "tool",
+        "mistral",
+        '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Zürich"}, '
+        '"id": "abcDEF123"}, '
+        '{"name": "get_weather", "arguments": {"city": "Bern"}, "id": "xyzXYZ789"}]',
+        "",
+        calls=[("get_weather", {"city": "Zürich"}), ("get_weather", {"city": "Bern"})],
+        markers=MISTRAL_MARKERS,
+    ),
+    Case(
+        "v11-call-id",
+        "tool",
+        "mistral",
+        '[TOOL_CALLS]get_weather[CALL_ID]abcDEF123[ARGS]{"city": "Zürich"}'
+        '[TOOL_CALLS]get_weather[CALL_ID]xyzXYZ789[ARGS]{"city": "Bern"}',
+        "",
+        calls=[("get_weather", {"city": "Zürich"}), ("get_weather", {"city": "Bern"})],
+        markers=MISTRAL_MARKERS,
+    ),
+    Case(
+        "v13-compact",
+        "tool",
+        "mistral",
+        'Let me check.[TOOL_CALLS]get_weather[ARGS]{"city": "Zürich", "unit": "c"}'
+        '[TOOL_CALLS]search[ARGS]{"query": "café \\"best\\"", '
+        '"filters": {"tags": ["a", "b"], "max": 3}}',
+        "Let me check.",
+        calls=[
+            ("get_weather", {"city": "Zürich", "unit": "c"}),
+            ("search", {"query": 'café "best"', "filters": {"tags": ["a", "b"], "max": 3}}),
+        ],
+        markers=MISTRAL_MARKERS,
+    ),
+    Case(
+        "nested-empty",
+        "tool",
+        "mistral",
+        "[TOOL_CALLS]f[ARGS]" + NESTED_JSON + "[TOOL_CALLS]g[ARGS]{}",
+        "",
+        calls=[("f", NESTED), ("g", {})],
+        markers=MISTRAL_MARKERS,
+    ),
+    Case(
+        "plain",
+        "tool",
+        "mistral",
+        "Use [TOOL] or [ARGS] here [TOOL_CA",
+        "Use [TOOL] or [ARGS] here [TOOL_CA",
+    ),
+    Case(
+        "bad-name",
+        "tool",
+        "mistral",
+        "[TOOL_CALLS]get weather[ARGS]{}",
+        "[TOOL_CALLS]get weather[ARGS]{}",
+        wellformed=False,
+    ),
+    Case(
+        "bad-json",
+        "tool",
+        "mistral",
+        'Hi [TOOL_CALLS]f[ARGS]{"a": } then',
+        'Hi [TOOL_CALLS]f[ARGS]{"a": } then',
+        wellformed=False,
+    ),
+    Case(
+        "truncated",
+        "tool",
+        "mistral",
+        '[TOOL_CALLS]f[ARGS]{"a": 1}[TOOL_CALLS]g[ARGS]{"a": "b',
+        '[TOOL_CALLS]g[ARGS]{"a": "b',
+        calls=[("f", {"a": 1})],
+        wellformed=False,
+    ),
+]
+
+_B, _E, _CB, _CE, _S = ds.CALLS_BEGIN, ds.CALLS_END, ds.CALL_BEGIN, ds.CALL_END, ds.SEP
+DEEPSEEK = [
+    Case(
+        "v3",
+        "tool",
+        "deepseek_v3",
+        f'{_B}{_CB}function{_S}get_current_weather\n```json\n{{"location": "Tokyo"}}\n```{_CE}\n'
+        f'{_CB}function{_S}get_current_weather\n```json\n{{"location": "Paris"}}\n```{_CE}{_E}',
+        "",
+        calls=[
+            ("get_current_weather", {"location": "Tokyo"}),
+            ("get_current_weather", {"location": "Paris"}),
+        ],
+        markers=DEEPSEEK_MARKERS,
+    ),
+    Case(
+        "v31",
+        "tool",
+        "deepseek_v3",
+        f"I'll check the weather.{_B}{_CB}get_weather{_S}{NESTED_JSON}{_CE}"
+        f"{_CB}get_time{_S}{{}}{_CE}{_E}",
+        "I'll check the weather.",
+        calls=[("get_weather", NESTED), ("get_time", {})],
+        markers=DEEPSEEK_MARKERS,
+    ),
+    Case(
+        "malformed-call",
+        "tool",
+        "deepseek_v3",
+        f'{_B}{_CB}f{_S}{{oops}}{_CE}{_CB}g{_S}{{"a": 1}}{_CE}{_E}\nafter',
+        f"{_CB}f{_S}{{oops}}{_CE}\nafter",
+        calls=[("g", {"a": 1})],
+        wellformed=False,
+    ),
+    Case(
+        "plain",
+        "tool",
+        "deepseek_v3",
+        "Plain <\uff5cnot a marker\uff5c> text",
+        "Plain <\uff5cnot a marker\uff5c> text",
+        markers=DEEPSEEK_MARKERS,
+    ),
+    Case(
+        "unclosed",
+        "tool",
+        "deepseek_v3",
+        f'{_B}{_CB}f{_S}{{"a": 1}}',
+        "",
+        calls=[("f", {"a": 1})],
+        markers=DEEPSEEK_MARKERS,
+    ),
+]
+
+_KB, _KE, _KCB, _KCE, _KA = (
+    kimi.SECTION_BEGIN,
+    kimi.SECTION_END,
+    kimi.CALL_BEGIN,
+    kimi.CALL_END,
+    kimi.ARG_BEGIN,
+)
+KIMI = [
+    Case(
+        "doc-example",
+        "tool",
+        "kimi_k2",
+        f'{_KB}{_KCB}functions.get_weather:0{_KA}{{"city": "Beijing"}}{_KCE}{_KE}',
+        "",
+        calls=[("get_weather", {"city": "Beijing"})],
+        markers=KIMI_MARKERS,
+    ),
+    Case(
+        "parallel-newlines",
+        "tool",
+        "kimi_k2",
+        f"Checking both.{_KB}\n{_KCB}functions.get_weather:0\n{_KA}{NESTED_JSON}{_KCE}\n"
+        f"{_KCB}functions.get_time:1{_KA}{{}}{_KCE}\n{_KE}",
+        "Checking both.",
+        calls=[("get_weather", NESTED), ("get_time", {})],
+        markers=KIMI_MARKERS,
+    ),
+    Case(
+        "malformed-args",
+        "tool",
+        "kimi_k2",
+        f"{_KB}{_KCB}functions.f:0{_KA}[1, 2]{_KCE}{_KE}",
+        f"{_KCB}functions.f:0{_KA}[1, 2]{_KCE}",
+        wellformed=False,
+    ),
+    Case(
+        "bare-name",
+        "tool",
+        "kimi_k2",
+        f"{_KB}{_KCB}get_weather:1{_KA}{{}}{_KCE}{_KE}Done.",
+        "Done.",
+        calls=[("get_weather", {})],
+        markers=KIMI_MARKERS,
+    ),
+    Case(
+        "plain",
+        "tool",
+        "kimi_k2",
+        "no <|tool_calls here",
+        "no <|tool_calls here",
+        markers=KIMI_MARKERS,
+    ),
+]
+
+ALL: dict[str, list[Case]] = {
+    "think": THINK,
+    "harmony-reasoning": HARMONY_REASONING,
+    "harmony-tools": HARMONY_TOOLS,
+    "hermes": HERMES,
+    "llama3_json": LLAMA3_JSON,
+    "pythonic": PYTHONIC,
+    "mistral": MISTRAL,
+    "deepseek_v3": DEEPSEEK,
+    "kimi_k2": KIMI,
+}
+ALL_CASES = [c for cases in ALL.values() for c in cases]
+
+
+def case_id(case: Case) -> str:
+    return f"{case.parser}-{case.kind[0]}-{case.id}"
