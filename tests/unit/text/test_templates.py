@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -34,16 +35,8 @@ class RefError(Exception):
     pass
 
 
-def reference_render(
-    family: ModelFamily,
-    messages: Sequence[Mapping[str, Any]],
-    *,
-    add_generation_prompt: bool,
-    tools: Sequence[Mapping[str, Any]] | None,
-    clock: Callable[[], datetime] = lambda: FROZEN,
-    **extra: Any,
-) -> str:
-    """What transformers' apply_chat_template(tokenize=False) renders (its jinja2 setup)."""
+def _reference_env(clock: Callable[[], datetime]) -> ImmutableSandboxedEnvironment:
+    """The jinja2 environment transformers builds for chat templates."""
 
     def raise_exception(message: str) -> None:
         raise RefError(message)
@@ -68,12 +61,42 @@ def reference_render(
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
+    return env
+
+
+_FROZEN_ENV = _reference_env(lambda: FROZEN)
+
+
+@functools.cache
+def _compiled_reference(source: str) -> jinja2.Template:
+    return _FROZEN_ENV.from_string(source)
+
+
+@functools.cache
+def _our_template(name: str) -> ChatTemplate:
+    return ChatTemplate(FAMILIES[name], clock=lambda: FROZEN)
+
+
+def reference_render(
+    family: ModelFamily,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    add_generation_prompt: bool,
+    tools: Sequence[Mapping[str, Any]] | None,
+    clock: Callable[[], datetime] | None = None,
+    **extra: Any,
+) -> str:
+    """What transformers' apply_chat_template(tokenize=False) renders (its jinja2 setup)."""
+    if clock is None:
+        template = _compiled_reference(family.template)
+    else:
+        template = _reference_env(clock).from_string(family.template)
     specials = {
         k: v
         for k, v in (("bos_token", family.bos_token), ("eos_token", family.eos_token))
         if v is not None
     }
-    return env.from_string(family.template).render(
+    return template.render(
         messages=normalize_messages(messages, family.tool_call_arguments),
         tools=tools,
         add_generation_prompt=add_generation_prompt,
@@ -159,6 +182,26 @@ NULL_TOOL_CALLS: list[dict[str, Any]] = [
     {"role": "user", "content": "again"},
 ]
 
+THINK_HISTORY: list[dict[str, Any]] = [
+    {"role": "user", "content": "Is 7 prime?"},
+    {"role": "assistant", "content": "<think>\nDivisors: 1 and 7.\n</think>\n\nYes."},
+    {"role": "user", "content": "And 9?"},
+]
+
+
+def _image_conversation(placeholder: str) -> list[dict[str, Any]]:
+    """A user turn whose image part the server has replaced by the family's placeholder."""
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": placeholder},
+                {"type": "text", "text": "What is in this picture?"},
+            ],
+        }
+    ]
+
+
 CONVERSATIONS: dict[str, list[dict[str, Any]]] = {
     "system_user": SYSTEM_USER,
     "user_only": USER_ONLY,
@@ -167,16 +210,50 @@ CONVERSATIONS: dict[str, list[dict[str, Any]]] = {
     "tool_pending": TOOL_PENDING,
     "parallel_tools": PARALLEL_TOOLS,
     "null_tool_calls": NULL_TOOL_CALLS,
+    "think_history": THINK_HISTORY,
 }
 TOOLSETS: dict[str, list[dict[str, Any]] | None] = {
     "no_tools": None,
     "tools": [WEATHER_TOOL, TIME_TOOL],
 }
+# Extra template variables; each is tried only with the templates that read it.
 EXTRAS: dict[str, dict[str, Any]] = {
     "plain": {},
     "date": {"date_string": "05 Sep 2024"},
     "tools_in_system": {"tools_in_user_message": False},
+    "no_think": {"enable_thinking": False},
+    "think": {"enable_thinking": True},
+    "granite_thinking": {"thinking": True},
+    "harmony": {"reasoning_effort": "high", "model_identity": "You are a test model."},
 }
+_RAW_FAMILIES: dict[str, dict[str, Any]] = json.loads(
+    DEFAULT_TEMPLATES_PATH.read_text(encoding="utf-8")
+)["families"]
+
+
+def _extras_for(family: ModelFamily) -> list[str]:
+    return [
+        name for name, values in EXTRAS.items() if all(key in family.template for key in values)
+    ]
+
+
+def _conversations_for(name: str) -> dict[str, list[dict[str, Any]]]:
+    conversations = dict(CONVERSATIONS)
+    placeholder = _RAW_FAMILIES[name].get("image_placeholder")
+    if placeholder:
+        conversations["image"] = _image_conversation(placeholder)
+    return conversations
+
+
+def _comparison_cases() -> list[Any]:
+    cases = []
+    for name in sorted(FAMILIES):
+        for conversation in _conversations_for(name):
+            for extra in _extras_for(FAMILIES[name]):
+                cases.append(
+                    pytest.param(name, conversation, extra, id=f"{name}-{conversation}-{extra}")
+                )
+    return cases
 
 
 def _render_both(
@@ -184,43 +261,72 @@ def _render_both(
 ) -> tuple[str | Exception, str | Exception]:
     before = copy.deepcopy(messages)
     try:
-        ours: str | Exception = ChatTemplate(family, clock=lambda: FROZEN).render(
-            messages, **kwargs
-        )
+        ours: str | Exception = _our_template(family.name).render(messages, **kwargs)
     except TemplateError as e:
         ours = e
     assert messages == before, "render must not modify its input"
     try:
         ref: str | Exception = reference_render(family, messages, **kwargs)
-    except (RefError, TypeError, jinja2.TemplateError) as e:
+    except (RefError, TypeError, RecursionError, jinja2.TemplateError) as e:
         ref = e
     return ours, ref
 
 
-@pytest.mark.parametrize("family_name", sorted(FAMILIES))
-@pytest.mark.parametrize("conversation", sorted(CONVERSATIONS))
-@pytest.mark.parametrize("toolset", sorted(TOOLSETS))
-@pytest.mark.parametrize("add_generation_prompt", [True, False])
-@pytest.mark.parametrize("extra", sorted(EXTRAS))
-def test_matches_hf_reference(
-    family_name: str, conversation: str, toolset: str, add_generation_prompt: bool, extra: str
-) -> None:
+def _known_divergence(ours: str | Exception, ref: str | Exception) -> str | None:
+    """Why minijinja's output may differ here from jinja2's, for the renderer owners.
+
+    None when the difference is not one of the known renderer divergences.
+    """
+    none_loop = isinstance(ref, TypeError) and "'NoneType' object is not iterable" in str(ref)
+    if none_loop and isinstance(ours, str):
+        return "renderer: minijinja iterates over none as an empty sequence; jinja2 raises"
+    if (
+        isinstance(ref, RefError)
+        and isinstance(ours, TemplateError)
+        and str(ref) == "Invalid content type"
+    ):
+        return "renderer: minijinja says `none is iterable` is true; jinja2 says false"
+    if isinstance(ours, str) and isinstance(ref, str) and ours.replace("\\\n", "") == ref:
+        return (
+            "renderer: jinja2 drops a backslash-newline inside a string literal; minijinja keeps it"
+        )
+    return None
+
+
+@pytest.mark.parametrize(("family_name", "conversation", "extra"), _comparison_cases())
+def test_matches_hf_reference(family_name: str, conversation: str, extra: str) -> None:
+    """Byte-for-byte the reference's output, or a TemplateError where the reference fails
+    (with the same message when the template calls raise_exception)."""
     family = FAMILIES[family_name]
-    ours, ref = _render_both(
-        family,
-        CONVERSATIONS[conversation],
-        add_generation_prompt=add_generation_prompt,
-        tools=TOOLSETS[toolset],
-        **EXTRAS[extra],
-    )
-    if isinstance(ref, Exception):
-        # The reference fails (e.g. raise_exception, or str + None): so must we, cleanly.
-        assert isinstance(ours, TemplateError), f"reference failed with {ref!r}, we gave {ours!r}"
-        if isinstance(ref, RefError):
-            assert str(ours) == str(ref)
-        return
-    assert not isinstance(ours, Exception), f"we failed with {ours!r}"
-    assert ours == ref
+    messages = _conversations_for(family_name)[conversation]
+    mismatches: list[str] = []
+    divergences: list[str] = []
+    for toolset in sorted(TOOLSETS):
+        for add_generation_prompt in (True, False):
+            ours, ref = _render_both(
+                family,
+                messages,
+                add_generation_prompt=add_generation_prompt,
+                tools=TOOLSETS[toolset],
+                **EXTRAS[extra],
+            )
+            case = f"{toolset}, add_generation_prompt={add_generation_prompt}"
+            if isinstance(ref, Exception):
+                ok = isinstance(ours, TemplateError) and (
+                    not isinstance(ref, RefError) or str(ours) == str(ref)
+                )
+            else:
+                ok = ours == ref
+            if ok:
+                continue
+            reason = _known_divergence(ours, ref)
+            if reason is not None:
+                divergences.append(f"{case}: {reason}")
+            else:
+                mismatches.append(f"{case}:\n  ours: {ours!r}\n  ref:  {ref!r}")
+    assert not mismatches, "\n".join(mismatches)
+    if divergences:
+        pytest.xfail("; ".join(sorted(set(divergences))))
 
 
 def test_known_families_present() -> None:

@@ -118,11 +118,32 @@ DEEPSEEK_IDS = {
     "<｜tool▁calls▁begin｜>": 128806,
     "<｜tool▁sep｜>": 128814,
 }
+QWEN3_IDS = {
+    **QWEN2_IDS,
+    "<tool_response>": 151665,
+    "</tool_response>": 151666,
+    "<think>": 151667,
+    "</think>": 151668,
+}
+HARMONY_IDS = {
+    "<|startoftext|>": 199998,
+    "<|endoftext|>": 199999,
+    "<|return|>": 200002,
+    "<|channel|>": 200005,
+    "<|start|>": 200006,
+    "<|end|>": 200007,
+    "<|message|>": 200008,
+    "<|call|>": 200012,
+}
+TEKKEN_IDS = {"<s>": 1, "</s>": 2, "[INST]": 3, "[/INST]": 4, "[TOOL_CALLS]": 9}
 SPECIAL_IDS = {
     "qwen2": QWEN2_IDS,
     "cl100k": CL100K_IDS,
     "llama3": LLAMA3_IDS,
     "deepseek-v3": DEEPSEEK_IDS,
+    "qwen3": QWEN3_IDS,
+    "o200k-harmony": HARMONY_IDS,
+    "mistral-tekken": TEKKEN_IDS,
 }
 NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
     "qwen2": {
@@ -136,6 +157,12 @@ NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
         "<|file_sep|>",
     },
     "deepseek-v3": {"<｜User｜>", "<｜Assistant｜>", "<｜tool▁calls▁begin｜>", "<｜tool▁sep｜>"},
+}
+NOT_SPECIAL["qwen3"] = NOT_SPECIAL["qwen2"] | {
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
 }
 
 
@@ -165,6 +192,9 @@ def test_vocab_sizes() -> None:
         "llama3": 128256,
         "deepseek-v3": 129280,
         "minilm": 30522,
+        "qwen3": 151669,
+        "o200k-harmony": 201088,
+        "mistral-tekken": 131072,
     }
     for name in available_tokenizers():
         assert load_tokenizer(name).vocab_size == sizes[name]

