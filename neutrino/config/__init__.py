@@ -86,6 +86,8 @@ class EngineLinkConfig:
 @dataclass(frozen=True, slots=True)
 class HttpConfig:
     sse_keepalive_s: float = 10.0
+    # Name of the reasoning field in messages and deltas ("reasoning" as newer vLLM names it).
+    reasoning_field: str = "reasoning_content"
 
 
 @dataclass(frozen=True, slots=True)

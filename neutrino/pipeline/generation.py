@@ -21,8 +21,10 @@ from neutrino.engine.messages import FinishReason, ModalResult, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.history import HistoryEntry
 from neutrino.pipeline.logprobs import LogprobRecorder, TokenLogprob
+from neutrino.pipeline.output import OutputParser
 from neutrino.pipeline.state import Lifecycle, State
 from neutrino.text.detokenizer import Detokenizer
+from neutrino.text.parsers import Delta, ToolCall, ToolCallDelta
 from neutrino.text.stop import StopMatcher
 from neutrino.text.tokenizer import Tokenizer
 
@@ -46,6 +48,9 @@ class Outcome:
     engine_timings: dict[str, float] = field(default_factory=dict)
     stop_reason: str | int | None = None
     logprobs: list[TokenLogprob] | None = None
+    reasoning: str | None = None  # the split-off reasoning, when the response was parsed
+    reasoning_tokens: int | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 class PushTarget(Protocol):
@@ -53,6 +58,10 @@ class PushTarget(Protocol):
 
     def on_text(self, text: str, tokens: int, logprobs: list[TokenLogprob] | None) -> None:
         """New text (may be empty when only logprobs are new)."""
+        ...
+
+    def on_parts(self, reasoning: str, tool_calls: list[ToolCallDelta]) -> None:
+        """New reasoning text and/or tool-call deltas (parsed responses only)."""
         ...
 
     def on_keepalive(self) -> None: ...
@@ -152,8 +161,12 @@ class Generation:
         on_done: Callable[[Generation], None],
         logprobs: LogprobRecorder | None = None,
         validator: Callable[[str], str | None] | None = None,
+        parser: OutputParser | None = None,
     ) -> None:
         self.request_id = request_id
+        self._parser = parser
+        self._pending_reasoning: list[str] = []
+        self._pending_calls: list[ToolCallDelta] = []
         self.echo = ""  # text that precedes the completion in the answer (``echo``)
         # Checks the whole text at the end (strict response formats); keeps a copy for it.
         self._validator = validator
@@ -204,14 +217,19 @@ class Generation:
         s = self._stream
         text = s.feed_tokens(tokens)
         self._pending_tokens += len(tokens)
+        added = False
         if text:
-            self._pending.append(text)
-            self._quiet = False
-            if self._validator is not None:
-                self._text.append(text)
+            if self._parser is not None:
+                added = self._parse(text)
+            else:
+                self._pending.append(text)
+                self._quiet = False
+                added = True
+                if self._validator is not None:
+                    self._text.append(text)
         if s.finish_reason is not None:  # a stop string matched: end it like a result
             return self.on_result(TextResult([]))
-        if text:
+        if added:
             if self._push is not None:
                 return True
             if self.wake_on_text:
@@ -227,10 +245,13 @@ class Generation:
         s = self._stream
         text = s.feed(result)
         if text:
-            self._pending.append(text)
-            self._quiet = False
-            if self._validator is not None:
-                self._text.append(text)
+            if self._parser is not None:
+                self._parse(text)
+            else:
+                self._pending.append(text)
+                self._quiet = False
+                if self._validator is not None:
+                    self._text.append(text)
         self._pending_tokens += len(result.tokens)
         if self._recorder is not None and result.logprobs:
             entries = self._recorder.entries(result, s.shown)
@@ -247,6 +268,12 @@ class Generation:
             completion = s.completion_tokens
             if result.completion_tokens and result.finish_reason is not FinishReason.NONE:
                 completion = max(completion, result.completion_tokens)
+            finish = s.finish_reason
+            parser = self._parser
+            if parser is not None:
+                self._take_delta(parser.finish())
+                if parser.calls and finish == "stop":
+                    finish = "tool_calls"
             problem = self._validator("".join(self._text)) if self._validator else None
             if problem is not None:
                 self.on_error(
@@ -259,7 +286,7 @@ class Generation:
                 return self._push is not None
             self.lifecycle.advance(State.COMPLETE)
             self._outcome = Outcome(
-                finish_reason=s.finish_reason,
+                finish_reason=finish,
                 prompt_tokens=self.prompt_tokens,
                 completion_tokens=completion,
                 cached_tokens=self._cached,
@@ -271,13 +298,18 @@ class Generation:
                 },
                 stop_reason=s.stop_reason,
                 logprobs=self._all_lp if self._recorder is not None else None,
+                reasoning=parser.reasoning() if parser is not None else None,
+                reasoning_tokens=parser.reasoning_tokens() if parser is not None else None,
+                tool_calls=parser.calls if parser is not None else [],
             )
             self._ended()
             if self._push is not None:
                 return True
             self._wake()
         elif self._push is not None:
-            return bool(self._pending or self._pending_lp)
+            return bool(
+                self._pending or self._pending_lp or self._pending_reasoning or self._pending_calls
+            )
         elif self.wake_on_text:
             self._wake()
         return False
@@ -310,6 +342,9 @@ class Generation:
         target = self._push
         if target is None:
             return
+        if self._pending_reasoning or self._pending_calls:
+            reasoning, calls = self.take_parts()
+            target.on_parts(reasoning, calls)
         if self._pending or self._pending_lp:
             text, n = self.take()
             target.on_text(text, n, self.take_logprobs())
@@ -365,6 +400,35 @@ class Generation:
         pending.clear()
         n, self._pending_tokens = self._pending_tokens, 0
         return text, n
+
+    def take_parts(self) -> tuple[str, list[ToolCallDelta]]:
+        """Drain pending reasoning text and tool-call deltas (parsed responses only)."""
+        reasoning = "".join(self._pending_reasoning)
+        self._pending_reasoning.clear()
+        calls, self._pending_calls = self._pending_calls, []
+        return reasoning, calls
+
+    def _parse(self, text: str) -> bool:
+        """Feed visible text to the output parser; True if anything became pending."""
+        assert self._parser is not None
+        return self._take_delta(self._parser.feed(text))
+
+    def _take_delta(self, delta: Delta) -> bool:
+        added = False
+        if delta.content:
+            self._pending.append(delta.content)
+            if self._validator is not None:
+                self._text.append(delta.content)
+            added = True
+        if delta.reasoning:
+            self._pending_reasoning.append(delta.reasoning)
+            added = True
+        if delta.tool_calls:
+            self._pending_calls += delta.tool_calls
+            added = True
+        if added:
+            self._quiet = False
+        return added
 
     def take_logprobs(self) -> list[TokenLogprob] | None:
         """Drain the logprob entries of the tokens taken so far (None when not asked for)."""

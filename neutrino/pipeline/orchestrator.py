@@ -18,6 +18,7 @@ from neutrino.pipeline.generation import Generation, TextStream
 from neutrino.pipeline.history import History, HistoryEntry
 from neutrino.pipeline.logprobs import LogprobRecorder
 from neutrino.pipeline.models import ModelText, ModelTexts
+from neutrino.pipeline.output import OutputParser
 from neutrino.pipeline.request import GenerateRequest
 from neutrino.pipeline.state import Lifecycle, State
 from neutrino.text.templates import TemplateError
@@ -106,6 +107,7 @@ class Orchestrator:
                 if req.logprobs
                 else None,
                 validator=req.validator,
+                parser=self._output_parser(req, text),
             )
             if req.echo:
                 gen.echo = (
@@ -160,6 +162,26 @@ class Orchestrator:
             return call
         except BaseException as exc:
             raise self._abort(request_id, model, lifecycle, admitted, exc) from None
+
+    def _output_parser(self, req: GenerateRequest, text: ModelText) -> OutputParser | None:
+        """Reasoning/tool-call splitting for a chat response, if the family has parsers."""
+        if req.kind != "chat":
+            return None
+        family = text.family
+        tools = family.tool_parser if req.tools and req.tool_choice != "none" else None
+        if family.reasoning_parser is None and tools is None:
+            return None
+        tokenizer = text.tokenizer
+        return OutputParser(
+            reasoning=family.reasoning_parser,
+            tools=tools,
+            offered_tools=req.tools,
+            reasoning_format=req.reasoning_format,
+            starts_in_reasoning=family.think_in_prompt and req.add_generation_prompt,
+            id_prefix=f"call_{req.request_id.rpartition('-')[2]}_",
+            token_count=lambda s: len(tokenizer.encode(s)),
+            parallel_tool_calls=req.parallel_tool_calls,
+        )
 
     async def _admit(self, timeout: float, on_queued: Callable[[], Awaitable[None]] | None) -> None:
         """Take an engine slot, waiting in the bounded FIFO queue if needed."""

@@ -40,6 +40,9 @@ class GenerateRequest:
     add_generation_prompt: bool = True
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     tools: list[dict[str, Any]] | None = None
+    tool_choice: str = "auto"  # "auto" or "none"
+    parallel_tool_calls: bool = True
+    reasoning_format: Literal["parsed", "raw", "hidden"] = "parsed"
     traceparent: str = ""
     timeout_s: float | None = None
     images: list[Image] = field(default_factory=list)  # in the order they appear

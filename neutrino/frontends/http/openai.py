@@ -90,7 +90,7 @@ class OpenAIRoutes:
         self,
         request: web.Request,
         parse: Callable[[Any, Any], GenerateRequest],
-        render: Callable[[list[Generation], list[tuple[str, Outcome]]], dict[str, Any]],
+        render: Callable[[list[Generation], list[tuple[str, Outcome]], str], dict[str, Any]],
     ) -> web.StreamResponse:
         try:
             body = await read_json(request, self.cfg.limits.max_body_bytes)
@@ -106,7 +106,7 @@ class OpenAIRoutes:
             finally:
                 for gen in gens:
                     gen.close()
-            return json_response(render(gens, results))
+            return json_response(render(gens, results, self.cfg.http.reasoning_field))
         except NeutrinoError as err:
             return error_response(err)
 
@@ -169,7 +169,7 @@ class OpenAIRoutes:
                 stream.write(enc.text(gen.echo))
         gens[0].start_keepalive(self._keepalive)
         for i, (gen, enc) in enumerate(zip(gens, encs, strict=True)):
-            gen.push_to(ChoiceWriter(stream, enc, i))
+            gen.push_to(ChoiceWriter(stream, enc, i, self.cfg.http.reasoning_field))
         await stream.done
         return stream.gone
 
@@ -186,9 +186,11 @@ class OpenAIRoutes:
             gen.start_keepalive(self._keepalive)
             while True:
                 await gen.wait()
+                reasoning, calls = gen.take_parts()
                 text, _ = gen.take()
                 lps = gen.take_logprobs()
-                out = enc.text(text, lps) if text or lps else b""
+                out = enc.parts(reasoning, calls, self.cfg.http.reasoning_field)
+                out += enc.text(text, lps) if text or lps else b""
                 if gen.keepalive_due:
                     gen.keepalive_due = False
                     if not out:

@@ -238,6 +238,45 @@ def _max_tokens(body: Mapping[str, Any], *keys: str) -> int | None:
     return None
 
 
+def _tools(body: Mapping[str, Any], req: GenerateRequest) -> None:
+    """``tools``, ``tool_choice`` and ``parallel_tool_calls``, checked."""
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise bad_request("tools must be an array", "tools")
+        for i, t in enumerate(tools):
+            fn = t.get("function") if isinstance(t, dict) else None
+            if (
+                not isinstance(t, dict)
+                or t.get("type", "function") != "function"
+                or not isinstance(fn, dict)
+                or not isinstance(fn.get("name"), str)
+                or not fn["name"]
+            ):
+                raise bad_request(
+                    f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ...}}}}",
+                    f"tools[{i}]",
+                )
+            if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
+                raise bad_request(
+                    f"tools[{i}].function.parameters must be an object",
+                    f"tools[{i}].function.parameters",
+                )
+        req.tools = tools or None
+    choice = body.get("tool_choice")
+    if choice is not None:
+        if choice in ("required",) or isinstance(choice, dict):
+            raise _unsupported(
+                "tool_choice 'required' and named functions are not supported yet; "
+                "use 'auto' or 'none'",
+                "tool_choice",
+            )
+        if choice not in ("auto", "none"):
+            raise bad_request("tool_choice must be 'auto' or 'none'", "tool_choice")
+        req.tool_choice = choice
+    req.parallel_tool_calls = _Reader(body).boolean("parallel_tool_calls", True)
+
+
 def parse_chat(body: Any, limits: LimitsConfig) -> GenerateRequest:
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
@@ -245,11 +284,21 @@ def parse_chat(body: Any, limits: LimitsConfig) -> GenerateRequest:
     req.messages = _messages(body.get("messages"), req.images)
     req.max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
     req.guided, req.validator = parse_response_format(body.get("response_format"))
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
-            raise bad_request("tools must be an array of objects", "tools")
-        req.tools = tools or None
+    _tools(body, req)
+    fmt_r = body.get("reasoning_format")
+    if fmt_r is not None:
+        if fmt_r not in ("parsed", "raw", "hidden"):
+            raise bad_request(
+                "reasoning_format must be 'parsed', 'raw' or 'hidden'", "reasoning_format"
+            )
+        req.reasoning_format = fmt_r
+    effort = body.get("reasoning_effort")
+    if effort is not None:
+        if effort not in ("minimal", "low", "medium", "high"):
+            raise bad_request(
+                "reasoning_effort must be 'minimal', 'low', 'medium' or 'high'", "reasoning_effort"
+            )
+        req.template_kwargs.setdefault("reasoning_effort", effort)
     kwargs = body.get("chat_template_kwargs")
     if kwargs is not None:
         if not isinstance(kwargs, dict):

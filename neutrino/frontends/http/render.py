@@ -14,6 +14,7 @@ import orjson
 from neutrino.errors import NeutrinoError
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.logprobs import TokenLogprob, chat_logprobs, completion_logprobs
+from neutrino.text.parsers import ToolCallDelta
 
 SSE_DONE = b"data: [DONE]\n\n"
 SSE_OPEN = b": ok\n\n"
@@ -38,13 +39,18 @@ def usage(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         "total_tokens": first.prompt_tokens + completion,
         "prompt_tokens_details": {"cached_tokens": first.cached_tokens},
     }
+    reasoning = [o.reasoning_tokens for o in outcomes if o.reasoning_tokens is not None]
+    if reasoning:
+        u["completion_tokens_details"] = {"reasoning_tokens": sum(reasoning)}
     for key in first.timings:  # the phases of the slowest choice
         u[key] = max(o.timings.get(key, 0.0) for o in outcomes)
     return u
 
 
 def chat_response(
-    gens: Sequence[Generation], results: Sequence[tuple[str, Outcome]]
+    gens: Sequence[Generation],
+    results: Sequence[tuple[str, Outcome]],
+    reasoning_field: str = "reasoning_content",
 ) -> dict[str, Any]:
     gen = gens[0]
     return {
@@ -55,7 +61,7 @@ def chat_response(
         "choices": [
             {
                 "index": i,
-                "message": {"role": "assistant", "content": text, "refusal": None},
+                "message": _message(text, out, reasoning_field),
                 "logprobs": None if out.logprobs is None else chat_logprobs(out.logprobs),
                 "finish_reason": out.finish_reason,
                 "stop_reason": out.stop_reason,
@@ -66,8 +72,38 @@ def chat_response(
     }
 
 
+def _call_delta(c: ToolCallDelta) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": c.index}
+    if c.id is not None:
+        out["id"] = c.id
+        out["type"] = "function"
+    function: dict[str, Any] = {"arguments": c.arguments}
+    if c.name is not None:
+        function["name"] = c.name
+    out["function"] = function
+    return out
+
+
+def _message(text: str, out: Outcome, reasoning_field: str) -> dict[str, Any]:
+    msg: dict[str, Any] = {
+        "role": "assistant",
+        "content": text if text or not out.tool_calls else None,
+        "refusal": None,
+    }
+    if out.reasoning is not None:
+        msg[reasoning_field] = out.reasoning or None
+    if out.tool_calls:
+        msg["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in out.tool_calls
+        ]
+    return msg
+
+
 def completion_response(
-    gens: Sequence[Generation], results: Sequence[tuple[str, Outcome]]
+    gens: Sequence[Generation],
+    results: Sequence[tuple[str, Outcome]],
+    reasoning_field: str = "reasoning_content",
 ) -> dict[str, Any]:
     gen = gens[0]
     return {
@@ -136,6 +172,17 @@ class ChunkEncoder:
             body = self._mid + orjson.dumps(text) + b',"logprobs":' + lp
         self._offset += len(text)
         return self._head + body + self._tail[self._tail.index(b',"finish_reason"') :]
+
+    def parts(self, reasoning: str, calls: list[ToolCallDelta], reasoning_field: str) -> bytes:
+        """Chunks for reasoning text and tool-call deltas (chat only)."""
+        out = b""
+        if reasoning:
+            delta = orjson.dumps({reasoning_field: reasoning})
+            out += self._head + b'"delta":' + delta + self._tail[self._tail.index(b',"logprobs"') :]
+        if calls:
+            delta = orjson.dumps({"tool_calls": [_call_delta(c) for c in calls]})
+            out += self._head + b'"delta":' + delta + self._tail[self._tail.index(b',"logprobs"') :]
+        return out
 
     def final(self, outcome: Outcome) -> bytes:
         """This choice's last chunk (finish reason); ``usage_chunk`` follows all choices."""

@@ -20,6 +20,7 @@ from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.render import SSE_DONE, SSE_KEEPALIVE, ChunkEncoder, sse_error
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.logprobs import TokenLogprob
+from neutrino.text.parsers import ToolCallDelta
 
 log = logging.getLogger("neutrino.http")
 
@@ -74,12 +75,18 @@ class SSEStream:
 class ChoiceWriter:
     """The push target of one choice's generation."""
 
-    __slots__ = ("_enc", "_index", "_stream")
+    __slots__ = ("_enc", "_index", "_reasoning_field", "_stream")
 
-    def __init__(self, stream: SSEStream, enc: ChunkEncoder, index: int) -> None:
+    def __init__(
+        self, stream: SSEStream, enc: ChunkEncoder, index: int, reasoning_field: str
+    ) -> None:
         self._stream = stream
         self._enc = enc
         self._index = index
+        self._reasoning_field = reasoning_field
+
+    def on_parts(self, reasoning: str, tool_calls: list[ToolCallDelta]) -> None:
+        self._stream.write(self._enc.parts(reasoning, tool_calls, self._reasoning_field))
 
     def on_text(self, text: str, tokens: int, logprobs: list[TokenLogprob] | None) -> None:
         self._stream.write(self._enc.text(text, logprobs))
