@@ -309,12 +309,40 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "tokens": res.tokens,
                 "errors": res.errors,
             }
+        report["parser"] = await parser_cost(neutrino, body, args)
     finally:
         neutrino.stop()
         baseline.stop()
         mock.terminate()
         mock.wait(10)
     return report
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+
+
+async def parser_cost(server: Server, body: dict[str, Any], args: argparse.Namespace) -> Any:
+    """Per-token CPU of the same stream without and with the output parser running.
+
+    Offering tools turns on the model family's tool parser (hermes for Qwen2.5), which
+    then scans every streamed token; runs alternate, medians are compared.
+    """
+    plain: list[float] = []
+    parsed: list[float] = []
+    with_tools = {**body, "tools": TOOLS}
+    for _ in range(args.repeats):
+        for sink, b in ((plain, body), (parsed, with_tools)):
+            res, cpu = await phase(server, b, args.stream_concurrency, args.stream_requests, True)
+            sink.append(1e6 * cpu / max(1, res.tokens))
+    return {"plain_us": _median(plain), "parsed_us": _median(parsed)}
 
 
 def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
@@ -356,6 +384,12 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
     print(f"\nNeutrino CPU per non-streamed request (us): {per_conc} (target <= 200)")
     print(
         f"Neutrino CPU per streamed token: {s['neutrino']['cpu_us_per_token']:.2f} us (target <= 8)"
+    )
+    pc = r["parser"]
+    print(
+        f"Output parser (hermes tool parser, tools offered): {pc['parsed_us']:.2f} us per "
+        f"streamed token vs {pc['plain_us']:.2f} without, i.e. "
+        f"{pc['parsed_us'] - pc['plain_us']:+.2f} us per token for parsing"
     )
     errors = sum(row[n]["errors"] for row in r["non_stream"] for n in ("baseline", "neutrino"))
     errors += sum(s[n]["errors"] for n in s)
