@@ -91,8 +91,10 @@ class TextStream:
         stops: list[str],
         stop_token_ids: frozenset[int],
         include_stop: bool = False,
+        skip_special: bool = True,
     ) -> None:
-        self._detok = Detokenizer(tokenizer, skip_special=True)
+        # Output parsers need the special-token markers (e.g. [TOOL_CALLS], <|channel|>).
+        self._detok = Detokenizer(tokenizer, skip_special=skip_special)
         self._stop = StopMatcher(stops) if stops else None
         self._stop_ids = stop_token_ids
         self._include_stop = include_stop

@@ -94,11 +94,16 @@ class Orchestrator:
             await self._admit(self._timeout(req), on_queued)
             admitted = True
             lifecycle.advance(State.PROCESSING)
+            parser = self._output_parser(req, text)
             gen = Generation(
                 request_id=req.request_id,
                 model=req.model,
                 stream=TextStream(
-                    text.tokenizer, req.stop, text.stop_token_ids, req.include_stop_str_in_output
+                    text.tokenizer,
+                    req.stop,
+                    text.stop_token_ids,
+                    req.include_stop_str_in_output,
+                    skip_special=parser is None,
                 ),
                 prompt_tokens=len(prompt),
                 lifecycle=lifecycle,
@@ -107,7 +112,7 @@ class Orchestrator:
                 if req.logprobs
                 else None,
                 validator=req.validator,
-                parser=self._output_parser(req, text),
+                parser=parser,
             )
             if req.echo:
                 gen.echo = (

@@ -1,0 +1,101 @@
+"""Every tool/reasoning parser whose family has a tokenizer, driven end to end by mock_ie's
+scripted raw output and read back with the openai SDK, streamed and not."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from tests.support.procs import MockIE, NeutrinoProc
+
+TOOLS: list[Any] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        },
+    }
+]
+# (model spec for mock_ie, model name, raw output, expected content, expected calls)
+CASES: list[tuple[str, str, str, str, list[tuple[str, dict[str, Any]]]]] = [
+    (
+        "qwen2.5-mock:qwen2:32768",
+        "qwen2.5-mock",
+        'Sure.<tool_call>\n{"name": "lookup", "arguments": {"q": "naïve café"}}\n</tool_call>',
+        "Sure.",
+        [("lookup", {"q": "naïve café"})],
+    ),
+    (
+        "llama3.2-mock:llama3:131072",
+        "llama3.2-mock",
+        '<|python_tag|>{"name": "lookup", "parameters": {"q": "x"}}',
+        "",
+        [("lookup", {"q": "x"})],
+    ),
+    (
+        "deepseek-v3-mock:deepseek-v3:32768",
+        "deepseek-v3-mock",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>lookup\n```json\n"  # noqa: RUF001
+        '{"q": "y"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',  # noqa: RUF001
+        "",
+        [("lookup", {"q": "y"})],
+    ),
+    (
+        "mistral-nemo-mock:mistral-tekken:32768",
+        "mistral-nemo-mock",
+        '[TOOL_CALLS][{"name": "lookup", "arguments": {"q": "z"}}]',
+        "",
+        [("lookup", {"q": "z"})],
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeutrinoProc]:
+    work: Path = tmp_path_factory.mktemp("parsers")
+    rules = [{"match": f"case{i}", "reply": c[2]} for i, c in enumerate(CASES)]
+    script = work / "script.json"
+    script.write_text(json.dumps({"rules": rules}))
+    args = ["--script", str(script)]
+    for c in CASES:
+        args += ["--model", c[0]]
+    mock = MockIE(work, *args).start()
+    neutrino = NeutrinoProc(work, "--engine", mock.socket)
+    try:
+        yield neutrino.start()
+    finally:
+        neutrino.stop()
+        mock.stop()
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=[c[1] for c in CASES])
+def test_parser_end_to_end(server: NeutrinoProc, i: int) -> None:
+    _, model, _, content, calls = CASES[i]
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+    messages: Any = [{"role": "user", "content": f"case{i}"}]
+    r = client.chat.completions.create(model=model, messages=messages, tools=TOOLS, max_tokens=300)
+    msg = r.choices[0].message
+    got = [
+        (c.function.name, json.loads(c.function.arguments))  # type: ignore[union-attr]
+        for c in msg.tool_calls or []
+    ]
+    assert got == calls and (msg.content or "") == content
+    assert r.choices[0].finish_reason == "tool_calls"
+    text, args = "", {}
+    for chunk in client.chat.completions.create(
+        model=model, messages=messages, tools=TOOLS, max_tokens=300, stream=True
+    ):
+        for c in chunk.choices:
+            text += c.delta.content or ""
+            for d in c.delta.tool_calls or []:
+                args[d.index] = args.get(d.index, "") + (
+                    d.function.arguments or "" if d.function else ""
+                )
+    assert text == (msg.content or "")
+    assert [json.loads(a) for _, a in sorted(args.items())] == [c[1] for c in calls]
