@@ -72,6 +72,13 @@ def normalize_messages(
     """
     out: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
+        if (
+            type(message) is dict
+            and type(message.get("content")) is str
+            and "tool_calls" not in message
+        ):
+            out.append(message)  # already in shape; templates only read it
+            continue
         if not isinstance(message, Mapping):
             raise TemplateError(f"messages[{index}] must be an object")
         msg = dict(message)

@@ -32,6 +32,15 @@ def sse_error(err: NeutrinoError) -> bytes:
 def usage(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     """Usage of a response: the prompt once, the completions of every choice summed."""
     first = outcomes[0]
+    if len(outcomes) == 1 and first.reasoning_tokens is None:  # the common case, directly
+        u1: dict[str, Any] = {
+            "prompt_tokens": first.prompt_tokens,
+            "completion_tokens": first.completion_tokens,
+            "total_tokens": first.prompt_tokens + first.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": first.cached_tokens},
+        }
+        u1.update(first.timings)
+        return u1
     completion = sum(o.completion_tokens for o in outcomes)
     u: dict[str, Any] = {
         "prompt_tokens": first.prompt_tokens,
