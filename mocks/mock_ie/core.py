@@ -426,12 +426,10 @@ class MockEngine:
     def _natural_reply(
         self, tok: Tokenizer, key: bytes, query: TextQuery, rule: Rule | None
     ) -> list[int]:
-        """The reply the model 'wants' to give, before max_tokens and stop ids apply."""
-        if rule is not None and rule.reply_tokens is not None:
-            return list(rule.reply_tokens)
-        if rule is not None and rule.reply is not None:
-            return tok.encode(rule.reply)
-        s = query.sampling
+        """The reply the model 'wants' to give, before max_tokens and stop ids apply.
+
+        Guided decoding wins over a scripted reply, as a grammar would over a model's wish.
+        """
         guided = query.guided
         if guided is not None and guided.mode is not GuidedMode.NONE:  # "constrained decoding"
             offset = int.from_bytes(key[0:8], "little") % len(corpus.WORDS)
@@ -443,6 +441,11 @@ class MockEngine:
                 else {"answer": " ".join(words[:4])}
             )
             return tok.encode(json.dumps(value, ensure_ascii=False))
+        if rule is not None and rule.reply_tokens is not None:
+            return list(rule.reply_tokens)
+        if rule is not None and rule.reply is not None:
+            return tok.encode(rule.reply)
+        s = query.sampling
         if query.images:  # say what arrived, so tests can prove the image path
             sizes = ", ".join(f"{i.width}x{i.height} {i.mime_type}" for i in query.images)
             return tok.encode(f"I see {len(query.images)} image(s): {sizes}.")

@@ -21,6 +21,7 @@ from neutrino.pipeline.models import ModelText, ModelTexts
 from neutrino.pipeline.output import OutputParser
 from neutrino.pipeline.request import GenerateRequest
 from neutrino.pipeline.state import Lifecycle, State
+from neutrino.text.parsers.forced import ForcedToolParser
 from neutrino.text.templates import TemplateError
 
 log = logging.getLogger("neutrino.pipeline")
@@ -174,7 +175,12 @@ class Orchestrator:
             return None
         family = text.family
         tools = family.tool_parser if req.tools and req.tool_choice != "none" else None
-        if family.reasoning_parser is None and tools is None:
+        forced: ForcedToolParser | None = None
+        id_prefix = f"call_{req.request_id.rpartition('-')[2]}_"
+        if req.tool_choice == "required" or req.tool_choice.startswith("function:"):
+            name = req.tool_choice.partition(":")[2] or None
+            forced = ForcedToolParser(tools=req.tools, id_prefix=id_prefix, name=name)
+        if family.reasoning_parser is None and tools is None and forced is None:
             return None
         tokenizer = text.tokenizer
         return OutputParser(
@@ -183,9 +189,10 @@ class Orchestrator:
             offered_tools=req.tools,
             reasoning_format=req.reasoning_format,
             starts_in_reasoning=family.think_in_prompt and req.add_generation_prompt,
-            id_prefix=f"call_{req.request_id.rpartition('-')[2]}_",
+            id_prefix=id_prefix,
             token_count=lambda s: len(tokenizer.encode(s)),
             parallel_tool_calls=req.parallel_tool_calls,
+            forced=forced,
         )
 
     async def _admit(self, timeout: float, on_queued: Callable[[], Awaitable[None]] | None) -> None:

@@ -37,13 +37,14 @@ class OutputParser:
         id_prefix: str,
         token_count: Callable[[str], int],
         parallel_tool_calls: bool = True,
+        forced: ToolParser | None = None,
     ) -> None:
         self._count = token_count
         self._reasoning: ReasoningParser | None = None
         if reasoning is not None and reasoning_format != "raw":
             self._reasoning = reasoning_parser(reasoning)(starts_in_reasoning=starts_in_reasoning)
-        self._tools: ToolParser | None = None
-        if tools is not None:
+        self._tools: ToolParser | None = forced
+        if forced is None and tools is not None:
             self._tools = tool_parser(tools)(tools=offered_tools, id_prefix=id_prefix)
         self._hidden = reasoning_format == "hidden"
         self._calls_cap = None if parallel_tool_calls else 1

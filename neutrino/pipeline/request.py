@@ -40,7 +40,7 @@ class GenerateRequest:
     add_generation_prompt: bool = True
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     tools: list[dict[str, Any]] | None = None
-    tool_choice: str = "auto"  # "auto" or "none"
+    tool_choice: str = "auto"  # "auto", "none", "required" or "function:NAME"
     parallel_tool_calls: bool = True
     reasoning_format: Literal["parsed", "raw", "hidden"] = "parsed"
     traceparent: str = ""

@@ -167,3 +167,40 @@ def test_bad_tool_requests(client: openai.OpenAI) -> None:
     ):
         with pytest.raises(openai.BadRequestError):
             client.chat.completions.create(model="qwen2.5-mock", messages=ask("hi"), **kwargs)
+
+
+def test_forced_tool_choice(client: openai.OpenAI) -> None:
+    for choice in ({"type": "function", "function": {"name": "get_weather"}}, "required"):
+        r = client.chat.completions.create(
+            model="qwen2.5-mock",
+            messages=ask("anything"),
+            tools=TOOLS,
+            tool_choice=choice,  # type: ignore[arg-type]
+            max_tokens=200,
+        )
+        calls = r.choices[0].message.tool_calls or []
+        assert [c.function.name for c in calls] == ["get_weather"]  # type: ignore[union-attr]
+        args = json.loads(calls[0].function.arguments)  # type: ignore[union-attr]
+        assert isinstance(args.get("city"), str)  # decoded under the parameters' schema
+        assert r.choices[0].finish_reason == "tool_calls" and not r.choices[0].message.content
+        streamed = ""
+        for chunk in client.chat.completions.create(
+            model="qwen2.5-mock",
+            messages=ask("anything"),
+            tools=TOOLS,
+            tool_choice=choice,
+            max_tokens=200,
+            stream=True,  # type: ignore[arg-type]
+        ):
+            for c in chunk.choices:
+                assert not c.delta.content
+                for d in c.delta.tool_calls or []:
+                    streamed += d.function.arguments or "" if d.function else ""
+        assert json.loads(streamed) == args
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(
+            model="qwen2.5-mock",
+            messages=ask("x"),
+            tools=TOOLS,
+            tool_choice={"type": "function", "function": {"name": "nope"}},
+        )

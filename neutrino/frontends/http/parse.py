@@ -9,16 +9,18 @@ wrong type or value are refused. The vLLM-style extras (``top_k``, ``min_p``,
 from __future__ import annotations
 
 import itertools
+import json
 import secrets
 from collections.abc import Mapping
 from typing import Any
 
 from neutrino.config import LimitsConfig
-from neutrino.engine.messages import Image
+from neutrino.engine.messages import Guided, GuidedMode, Image
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.pipeline.images import MAX_IMAGES, decode_image_url
 from neutrino.pipeline.request import GenerateRequest
 from neutrino.pipeline.structured import parse_response_format
+from neutrino.text.parsers.forced import forced_schema
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _MAX_INT = (1 << 31) - 1
@@ -265,15 +267,29 @@ def _tools(body: Mapping[str, Any], req: GenerateRequest) -> None:
         req.tools = tools or None
     choice = body.get("tool_choice")
     if choice is not None:
-        if choice in ("required",) or isinstance(choice, dict):
-            raise _unsupported(
-                "tool_choice 'required' and named functions are not supported yet; "
-                "use 'auto' or 'none'",
-                "tool_choice",
+        names = {t["function"]["name"] for t in req.tools or ()}
+        if isinstance(choice, dict):
+            fn = choice.get("function")
+            name = fn.get("name") if isinstance(fn, dict) else None
+            if choice.get("type") != "function" or not isinstance(name, str):
+                raise bad_request(
+                    "tool_choice must be 'auto', 'none', 'required' or "
+                    "{'type': 'function', 'function': {'name': ...}}",
+                    "tool_choice",
+                )
+            if name not in names:
+                raise bad_request(
+                    f"tool_choice names {name!r}, which is not in tools", "tool_choice"
+                )
+            req.tool_choice = f"function:{name}"
+        elif choice in ("auto", "none", "required"):
+            if choice == "required" and not names:
+                raise bad_request("tool_choice 'required' needs tools", "tool_choice")
+            req.tool_choice = choice
+        else:
+            raise bad_request(
+                "tool_choice must be 'auto', 'none', 'required' or a function", "tool_choice"
             )
-        if choice not in ("auto", "none"):
-            raise bad_request("tool_choice must be 'auto' or 'none'", "tool_choice")
-        req.tool_choice = choice
     req.parallel_tool_calls = _Reader(body).boolean("parallel_tool_calls", True)
 
 
@@ -285,6 +301,15 @@ def parse_chat(body: Any, limits: LimitsConfig) -> GenerateRequest:
     req.max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
     req.guided, req.validator = parse_response_format(body.get("response_format"))
     _tools(body, req)
+    if req.tool_choice == "required" or req.tool_choice.startswith("function:"):
+        if req.guided is not None:
+            raise bad_request(
+                "a forced tool_choice cannot be combined with response_format", "tool_choice"
+            )
+        assert req.tools is not None
+        name = req.tool_choice.partition(":")[2] or None
+        schema = forced_schema(req.tools, name)
+        req.guided = Guided(GuidedMode.JSON_SCHEMA, json.dumps(schema, ensure_ascii=False))
     fmt_r = body.get("reasoning_format")
     if fmt_r is not None:
         if fmt_r not in ("parsed", "raw", "hidden"):
