@@ -9,6 +9,7 @@ and Python-style methods (``.strip()``, ``.items()``, ...) through minijinja's p
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
@@ -59,6 +60,21 @@ def _raise_exception(message: Any) -> NoReturn:
     raise TemplateError(str(message))
 
 
+_TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
+
+
+def _line_continuations(source: str) -> str:
+    """Drop backslash-newlines inside tags, as jinja2 does in string literals.
+
+    jinja2 decodes string literals with Python's escapes, where a backslash before a
+    newline continues the line; minijinja keeps both characters. Published templates
+    (Mistral Small 3.1's default system prompt) rely on jinja2's behaviour.
+    """
+    if "\\\n" not in source:
+        return source
+    return _TAG.sub(lambda m: m.group(0).replace("\\\n", ""), source)
+
+
 class ChatTemplate:
     """A model family's chat template, compiled once; ``render`` is thread-safe.
 
@@ -85,7 +101,7 @@ class ChatTemplate:
         env.add_global("raise_exception", _raise_exception)
         env.add_global("strftime_now", strftime_now)
         try:
-            env.add_template(_TEMPLATE_NAME, family.template)
+            env.add_template(_TEMPLATE_NAME, _line_continuations(family.template))
         except minijinja.TemplateError as e:
             raise TemplateError(f"chat template of {family.name!r} is invalid: {e.message}") from e
         self.family = family
