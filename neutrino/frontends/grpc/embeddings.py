@@ -23,12 +23,9 @@ from neutrino.frontends.grpc.calls import Context, closing, guarded, metadata, t
 from neutrino.frontends.grpc.convert import new_id
 from neutrino.frontends.grpc.modal import one_result, usage
 from neutrino.frontends.grpc.stubs import embeddings_pb2, embeddings_pb2_grpc
+from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS, checked_tokens
 from neutrino.pipeline.models import ModelText
 from neutrino.pipeline.orchestrator import Orchestrator
-
-MAX_INPUTS = 2048  # as over HTTP
-MAX_DOCUMENTS = 1000
-
 
 # ----------------------------------------------------------------------------- validation
 
@@ -94,21 +91,6 @@ def rerank_request(msg: embeddings_pb2.RerankRequest) -> Rerank:
     return Rerank(model, msg.query, docs, top_n, return_documents)
 
 
-def tokens(text: ModelText, info: ModelInfo, item: str | list[int], param: str) -> list[int]:
-    """Token ids of one input, checked against the vocabulary and the context."""
-    ids = text.tokenizer.encode(item) if isinstance(item, str) else item
-    vocab = text.tokenizer.vocab_size
-    if any(t >= vocab for t in ids):
-        raise bad_request(f"token ids must be below the vocabulary size {vocab}", param)
-    if info.context_length and len(ids) > info.context_length:
-        raise NeutrinoError(
-            ErrorKind.CONTEXT_LENGTH,
-            f"an input has {len(ids)} tokens; this model accepts {info.context_length}",
-            param=param,
-        )
-    return ids
-
-
 # ----------------------------------------------------------------------------- the service
 
 
@@ -132,7 +114,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
                     raise bad_request(
                         f"dimensions must be at most {native} for {model}", "dimensions"
                     )
-                ids = [tokens(text, info, item, "input") for item in items]
+                ids = [checked_tokens(text, info, item, "input") for item in items]
                 query = EmbedQuery(
                     model, ids, dimensions=dims or 0, normalize=True, traceparent=traceparent
                 )
@@ -171,8 +153,10 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
             traceparent = metadata(context, "traceparent")
 
             def build(text: ModelText, info: ModelInfo) -> tuple[RerankQuery, int]:
-                q = tokens(text, info, req.query, "query")
-                ids = [tokens(text, info, d, "documents") if d else [] for d in req.documents]
+                q = checked_tokens(text, info, req.query, "query")
+                ids = [
+                    checked_tokens(text, info, d, "documents") if d else [] for d in req.documents
+                ]
                 query = RerankQuery(req.model, q, ids, traceparent)
                 return query, len(q) * len(ids) + sum(map(len, ids))
 

@@ -22,11 +22,9 @@ from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.frontends.http.guard import guarded
 from neutrino.frontends.http.openai import json_response, read_json
 from neutrino.frontends.http.parse import new_id
+from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS, checked_tokens
 from neutrino.pipeline.models import ModelText
 from neutrino.pipeline.orchestrator import Orchestrator
-
-MAX_INPUTS = 2048
-MAX_DOCUMENTS = 1000
 
 
 def _is_int(v: Any) -> bool:
@@ -69,20 +67,6 @@ def _inputs(raw: Any) -> list[str | list[int]]:
     return items
 
 
-def _tokens(text: ModelText, info: ModelInfo, item: str | list[int], param: str) -> list[int]:
-    ids = text.tokenizer.encode(item) if isinstance(item, str) else item
-    vocab = text.tokenizer.vocab_size
-    if any(t >= vocab for t in ids):
-        raise bad_request(f"token ids must be below the vocabulary size {vocab}", param)
-    if info.context_length and len(ids) > info.context_length:
-        raise NeutrinoError(
-            ErrorKind.CONTEXT_LENGTH,
-            f"an input has {len(ids)} tokens; this model accepts {info.context_length}",
-            param=param,
-        )
-    return ids
-
-
 class EmbeddingRoutes:
     def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
         self.cfg = cfg
@@ -108,7 +92,7 @@ class EmbeddingRoutes:
             native = info.embedding_dimensions
             if dims is not None and native and dims > native:
                 raise bad_request(f"dimensions must be at most {native} for {model}", "dimensions")
-            ids = [_tokens(text, info, item, "input") for item in items]
+            ids = [checked_tokens(text, info, item, "input") for item in items]
             query = EmbedQuery(
                 model,
                 ids,
@@ -170,8 +154,8 @@ class EmbeddingRoutes:
             raise bad_request("return_documents must be a boolean", "return_documents")
 
         def build(text: ModelText, info: ModelInfo) -> tuple[RerankQuery, int]:
-            q = _tokens(text, info, query, "query")
-            ids = [_tokens(text, info, d, "documents") if d else [] for d in docs]
+            q = checked_tokens(text, info, query, "query")
+            ids = [checked_tokens(text, info, d, "documents") if d else [] for d in docs]
             traceparent = request.headers.get("traceparent", "")
             return RerankQuery(model, q, ids, traceparent), len(q) * len(ids) + sum(map(len, ids))
 
