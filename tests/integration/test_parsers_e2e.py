@@ -18,6 +18,7 @@ TOOLS: list[Any] = [
         "type": "function",
         "function": {
             "name": "lookup",
+            "description": "Look something up.",
             "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
         },
     }
@@ -45,6 +46,14 @@ CASES: list[tuple[str, str, str, str, list[tuple[str, dict[str, Any]]]]] = [
         '{"q": "y"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',  # noqa: RUF001
         "",
         [("lookup", {"q": "y"})],
+    ),
+    (
+        "gpt-oss-mock:o200k-harmony:32768",
+        "gpt-oss-mock",
+        "<|channel|>analysis<|message|>Need a lookup.<|end|><|start|>assistant<|channel|>"
+        'commentary to=functions.lookup <|constrain|>json<|message|>{"q": "w"}<|call|>',
+        "",
+        [("lookup", {"q": "w"})],
     ),
     (
         "mistral-nemo-mock:mistral-tekken:32768",
