@@ -24,7 +24,6 @@ from neutrino.engine.messages import (
     AudioTask,
     Capability,
     ModelInfo,
-    SpeechQuery,
     SpeechResult,
 )
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
@@ -33,6 +32,7 @@ from neutrino.frontends.grpc.convert import new_id
 from neutrino.frontends.grpc.modal import one_result, usage
 from neutrino.frontends.grpc.stubs import audio_pb2, audio_pb2_grpc
 from neutrino.pipeline.call import ModalCall
+from neutrino.pipeline.inputs import speech_builder
 from neutrino.pipeline.models import ModelText
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.text.tokenizer import Tokenizer
@@ -224,16 +224,7 @@ class AudioService(audio_pb2_grpc.AudioServicer):
             req = speech_request(request)
             traceparent = metadata(context, "traceparent")
 
-            def build(text: ModelText, info: ModelInfo) -> tuple[SpeechQuery, int]:
-                n = len(text.tokenizer.encode(req.text))
-                query = SpeechQuery(
-                    model=req.model,
-                    text=req.text,
-                    voice=req.voice,
-                    speed=req.speed,
-                    traceparent=traceparent,
-                )
-                return query, n
+            build = speech_builder(req.model, req.text, req.voice, req.speed, traceparent)
 
             call = await self.orch.call(
                 request_id=new_id("speech"),

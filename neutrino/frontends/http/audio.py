@@ -37,7 +37,6 @@ from neutrino.engine.messages import (
     AudioTask,
     Capability,
     ModelInfo,
-    SpeechQuery,
     SpeechResult,
 )
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
@@ -45,6 +44,7 @@ from neutrino.frontends.http.guard import guarded
 from neutrino.frontends.http.openai import json_response, read_json
 from neutrino.frontends.http.parse import new_id
 from neutrino.pipeline.call import ModalCall
+from neutrino.pipeline.inputs import speech_builder
 from neutrino.pipeline.models import ModelText
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.text.tokenizer import Tokenizer
@@ -382,16 +382,7 @@ class AudioRoutes:
         req = parse_speech(body)
         traceparent = request.headers.get("traceparent", "")
 
-        def build(text: ModelText, info: ModelInfo) -> tuple[SpeechQuery, int]:
-            n = len(text.tokenizer.encode(req.text))
-            query = SpeechQuery(
-                model=req.model,
-                text=req.text,
-                voice=req.voice,
-                speed=req.speed,
-                traceparent=traceparent,
-            )
-            return query, n
+        build = speech_builder(req.model, req.text, req.voice, req.speed, traceparent)
 
         call = await self.orch.call(
             request_id=new_id("speech"), model=req.model, capability=Capability.SPEECH, build=build
