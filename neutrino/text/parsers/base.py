@@ -346,6 +346,18 @@ class TextSegments:
             self._pending = ""
             self._has_text = True
 
+    def until(self, out: Delta, buf: str, marker: str) -> tuple[str, bool]:
+        """Emit the content of ``buf`` before ``marker``.
+
+        Returns ``(rest, found)``: the text after the marker when it was found, else the
+        suffix that may still begin one (to be kept for the next chunk).
+        """
+        at, found = find_first(buf, (marker,))
+        self.text(out, buf[:at])
+        if found is None:
+            return buf[at:], False
+        return buf[at + len(marker) :], True
+
     def open_block(self) -> str:
         """A (possible) call starts: the whitespace-only run before it, taken out of the output."""
         held = "" if self._has_text else self._pending

@@ -58,12 +58,9 @@ class HermesToolParser(ToolParser):
         buf = self._buf + text if self._buf else text
         while buf:
             if not self._in_call:
-                at, marker = find_first(buf, (OPEN,))
-                self._segments.text(out, buf[:at])
-                if marker is None:
-                    buf = buf[at:]
+                buf, found = self._segments.until(out, buf, OPEN)
+                if not found:
                     break
-                buf = buf[at + len(OPEN) :]
                 self._held = self._segments.open_block()
                 self._in_call = True
             else:

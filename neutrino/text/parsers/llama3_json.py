@@ -31,7 +31,6 @@ from neutrino.text.parsers.base import (
     TextSegments,
     ToolParser,
     call_from_object,
-    find_first,
     load_object,
 )
 
@@ -67,12 +66,9 @@ class Llama3JsonToolParser(ToolParser):
         while buf:
             state = self._state
             if state == _TEXT:
-                at, marker = find_first(buf, (PYTHON_TAG,))
-                self._segments.text(out, buf[:at])
-                if marker is None:
-                    buf = buf[at:]
+                buf, found = self._segments.until(out, buf, PYTHON_TAG)
+                if not found:
                     break
-                buf = buf[at + len(PYTHON_TAG) :]
                 self._held = self._segments.open_block()
                 self._raw = [PYTHON_TAG]
                 self._state = _WAIT

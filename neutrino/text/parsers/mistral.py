@@ -38,7 +38,6 @@ from neutrino.text.parsers.base import (
     TextSegments,
     ToolParser,
     call_from_object,
-    find_first,
     load_json,
     load_object,
 )
@@ -89,12 +88,9 @@ class MistralToolParser(ToolParser):
         while buf:
             state = self._state
             if state == _TEXT:
-                at, marker = find_first(buf, (TOOL_CALLS,))
-                self._segments.text(out, buf[:at])
-                if marker is None:
-                    buf = buf[at:]
+                buf, found = self._segments.until(out, buf, TOOL_CALLS)
+                if not found:
                     break
-                buf = buf[at + len(TOOL_CALLS) :]
                 self._held = self._segments.open_block()
                 self._raw = [TOOL_CALLS]
                 self._state = _AFTER_MARKER
