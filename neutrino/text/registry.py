@@ -176,17 +176,22 @@ def _package_dir(source: _Source) -> Path | None:
     return None
 
 
-def _build_qwen2(name: str, folder: Path) -> Tokenizer:
-    names = _QWEN2_SPECIAL + _QWEN2_NON_SPECIAL
+def _qwen(name: str, folder: Path, non_special: tuple[str, ...]) -> Tokenizer:
+    """Qwen's vocabulary with the added tokens of one generation (2/2.5 or 3)."""
+    names = _QWEN2_SPECIAL + non_special
     specials = {t: _QWEN2_FIRST_SPECIAL + i for i, t in enumerate(names)}
     return TiktokenTokenizer.from_file(
         name,
         folder / "resources" / "qwen.tiktoken",
         pat_str=QWEN2_PATTERN,
         special_tokens=specials,
-        non_special=_QWEN2_NON_SPECIAL,
+        non_special=non_special,
         normalization="NFC",
     )
+
+
+def _build_qwen2(name: str, folder: Path) -> Tokenizer:
+    return _qwen(name, folder, _QWEN2_NON_SPECIAL)
 
 
 def _build_cl100k(name: str, folder: Path) -> Tokenizer:
@@ -221,16 +226,7 @@ def _build_llama3(name: str, folder: Path) -> Tokenizer:
 
 
 def _build_qwen3(name: str, folder: Path) -> Tokenizer:
-    names = _QWEN2_SPECIAL + _QWEN3_NON_SPECIAL
-    specials = {t: _QWEN2_FIRST_SPECIAL + i for i, t in enumerate(names)}
-    return TiktokenTokenizer.from_file(
-        name,
-        folder / "resources" / "qwen.tiktoken",
-        pat_str=QWEN2_PATTERN,
-        special_tokens=specials,
-        non_special=_QWEN3_NON_SPECIAL,
-        normalization="NFC",
-    )
+    return _qwen(name, folder, _QWEN3_NON_SPECIAL)
 
 
 def _read_quicktok(path: Path, *, ranks_first: bool) -> list[tuple[bytes, int]]:
