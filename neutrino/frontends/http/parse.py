@@ -4,6 +4,10 @@ Unknown fields are ignored, as OpenAI-compatible servers do; known fields with a
 wrong type or value are refused. The vLLM-style extras (``top_k``, ``min_p``,
 ``repetition_penalty``, ``ignore_eos``, ``min_tokens``, ``stop_token_ids``,
 ``chat_template_kwargs``, ``add_generation_prompt``) are accepted too.
+
+Parsing is table-driven: each field a body carries is looked up in its endpoint's
+table of setters, so a request pays for the fields it sends, not for every field
+the API knows. Rules that join two fields run afterwards, only when one is present.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Any
 
 from neutrino.config import LimitsConfig
@@ -25,6 +29,9 @@ from neutrino.text.parsers.forced import forced_schema
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _MAX_INT = (1 << 31) - 1
 MAX_TOP_LOGPROBS = 20
+_RESERVED_KWARGS = frozenset(
+    {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}
+)
 
 
 # Request ids: a random per-process prefix and a counter (unique, and cheap to make).
@@ -48,66 +55,35 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-class _Reader:
-    """Typed access to one JSON object, raising 400s that name the field."""
-
-    __slots__ = ("body",)
-
-    def __init__(self, body: Mapping[str, Any]) -> None:
-        self.body = body
-
-    def number(self, key: str, default: float, lo: float, hi: float) -> float:
-        v = self.body.get(key)
-        if v is None:
-            return default
-        if not _is_num(v):
-            raise bad_request(f"{key} must be a number", key)
-        if not lo <= v <= hi:
-            raise bad_request(f"{key} must be between {lo:g} and {hi:g}", key)
-        return float(v)
-
-    def integer(self, key: str, lo: int, hi: int = _MAX_INT) -> int | None:
-        v = self.body.get(key)
-        if v is None:
-            return None
-        if not _is_int(v):
-            raise bad_request(f"{key} must be an integer", key)
-        if not lo <= v <= hi:
-            raise bad_request(f"{key} must be between {lo} and {hi}", key)
-        return int(v)
-
-    def boolean(self, key: str, default: bool) -> bool:
-        v = self.body.get(key)
-        if v is None:
-            return default
-        if not isinstance(v, bool):
-            raise bad_request(f"{key} must be a boolean", key)
-        return v
-
-    def string(self, key: str, *, required: bool = False) -> str | None:
-        v = self.body.get(key)
-        if v is None:
-            if required:
-                raise bad_request(f"{key} is required", key)
-            return None
-        if not isinstance(v, str):
-            raise bad_request(f"{key} must be a string", key)
-        return v
+# ---------------------------------------------------------------- checked values
 
 
-def _stop(body: Mapping[str, Any], limits: LimitsConfig) -> list[str]:
-    v = body.get("stop")
-    if v is None:
-        return []
-    if isinstance(v, str):
-        v = [v]
-    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
-        raise bad_request("stop must be a string or a list of strings", "stop")
-    if len(v) > limits.max_stop_sequences:
-        raise bad_request(f"stop accepts at most {limits.max_stop_sequences} sequences", "stop")
-    if any(not s for s in v):
-        raise bad_request("stop sequences must not be empty", "stop")
-    return list(v)
+def _number(key: str, v: Any, lo: float, hi: float) -> float:
+    if not _is_num(v):
+        raise bad_request(f"{key} must be a number", key)
+    if not lo <= v <= hi:
+        raise bad_request(f"{key} must be between {lo:g} and {hi:g}", key)
+    return float(v)
+
+
+def _integer(key: str, v: Any, lo: int, hi: int = _MAX_INT) -> int:
+    if not _is_int(v):
+        raise bad_request(f"{key} must be an integer", key)
+    if not lo <= v <= hi:
+        raise bad_request(f"{key} must be between {lo} and {hi}", key)
+    return int(v)
+
+
+def _boolean(key: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise bad_request(f"{key} must be a boolean", key)
+    return v
+
+
+def _string(key: str, v: Any) -> str:
+    if not isinstance(v, str):
+        raise bad_request(f"{key} must be a string", key)
+    return v
 
 
 def _token_ids(v: Any, key: str) -> list[int]:
@@ -116,252 +92,370 @@ def _token_ids(v: Any, key: str) -> list[int]:
     return list(v)
 
 
-def _messages(v: Any, images: list[Image]) -> list[dict[str, Any]]:
-    """Checked messages; image parts are decoded into ``images``, in order."""
+# ---------------------------------------------------------------- field setters
+
+# A setter checks one present, non-null field and stores it on the request.
+Setter = Callable[[GenerateRequest, Any, LimitsConfig], None]
+
+
+def _number_field(key: str, lo: float, hi: float) -> Setter:
+    def put(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+        setattr(req, key, _number(key, v, lo, hi))
+
+    return put
+
+
+def _bool_field(key: str) -> Setter:
+    def put(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+        setattr(req, key, _boolean(key, v))
+
+    return put
+
+
+def _model(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    req.model = _string("model", v)
+
+
+def _n(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    n = _integer("n", v, 1)
+    if n > limits.max_n:
+        raise bad_request(f"n must be at most {limits.max_n} on this server", "n")
+    req.n = n
+
+
+def _best_of(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    if _integer("best_of", v, 1) > 1:
+        raise _unsupported("best_of > 1 is not supported", "best_of")
+
+
+def _stream_options(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    # That it needs stream=true is checked once every field is in (see _finish).
+    if not isinstance(v, dict):
+        raise bad_request("stream_options must be an object", "stream_options")
+    iu = v.get("include_usage", False)
+    if not isinstance(iu, bool):
+        raise bad_request(
+            "stream_options.include_usage must be a boolean", "stream_options.include_usage"
+        )
+    req.include_usage = iu
+
+
+def _seed(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    if not _is_int(v) or not -(1 << 63) <= v < (1 << 64):
+        raise bad_request("seed must be an integer", "seed")
+    req.seed = v % (1 << 64)
+
+
+def _top_p(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    top_p = _number("top_p", v, 0.0, 1.0)
+    if top_p == 0.0:
+        raise bad_request("top_p must be greater than 0", "top_p")
+    req.top_p = top_p
+
+
+def _stop(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+        raise bad_request("stop must be a string or a list of strings", "stop")
+    if len(v) > limits.max_stop_sequences:
+        raise bad_request(f"stop accepts at most {limits.max_stop_sequences} sequences", "stop")
+    if any(not s for s in v):
+        raise bad_request("stop sequences must not be empty", "stop")
+    req.stop = list(v)
+
+
+def _user(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    req.user = _string("user", v)
+
+
+def _top_k(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    top_k = _integer("top_k", v, -1)
+    req.top_k = -1 if top_k == 0 else top_k
+
+
+def _min_tokens(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    req.min_tokens = _integer("min_tokens", v, 0)
+
+
+def _stop_token_ids(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    req.stop_token_ids = _token_ids(v, "stop_token_ids")
+
+
+def _max_tokens(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    if req.max_tokens is None:  # max_completion_tokens, when also sent, wins
+        req.max_tokens = _integer("max_tokens", v, 1)
+    else:
+        _integer("max_tokens", v, 1)
+
+
+def _max_completion_tokens(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    req.max_tokens = _integer("max_completion_tokens", v, 1)
+
+
+_COMMON: dict[str, Setter] = {
+    "model": _model,
+    "n": _n,
+    "best_of": _best_of,
+    "stream": _bool_field("stream"),
+    "stream_options": _stream_options,
+    "seed": _seed,
+    "temperature": _number_field("temperature", 0.0, 2.0),
+    "top_p": _top_p,
+    "min_p": _number_field("min_p", 0.0, 1.0),
+    "stop": _stop,
+    "presence_penalty": _number_field("presence_penalty", -2.0, 2.0),
+    "frequency_penalty": _number_field("frequency_penalty", -2.0, 2.0),
+    "repetition_penalty": _number_field("repetition_penalty", 0.0, 2.0),
+    "ignore_eos": _bool_field("ignore_eos"),
+    "user": _user,
+    "top_k": _top_k,
+    "include_stop_str_in_output": _bool_field("include_stop_str_in_output"),
+    "min_tokens": _min_tokens,
+    "stop_token_ids": _stop_token_ids,
+    "max_tokens": _max_tokens,
+}
+
+
+# ---------------------------------------------------------------- chat fields
+
+
+def _messages(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    """Checked messages; image parts are decoded into ``req.images``, in order."""
     if not isinstance(v, list) or not v:
         raise bad_request("messages must be a non-empty array", "messages")
-    out: list[dict[str, Any]] = []
+    images: list[Image] = req.images
     for i, m in enumerate(v):
-        where = f"messages[{i}]"
         if not isinstance(m, dict):
-            raise bad_request(f"{where} must be an object", where)
+            raise bad_request(f"messages[{i}] must be an object", f"messages[{i}]")
         role = m.get("role")
-        if not isinstance(role, str) or role not in _ROLES:
+        if role.__class__ is not str or role not in _ROLES:
+            where = f"messages[{i}]"
             raise bad_request(f"{where}.role must be one of {sorted(_ROLES)}", f"{where}.role")
         content = m.get("content")
+        if content.__class__ is str:
+            continue
+        where = f"messages[{i}]"
         if content is None:
             if role != "assistant":
                 raise bad_request(f"{where}.content is required", f"{where}.content")
         elif isinstance(content, list):
             for j, part in enumerate(content):
-                pwhere = f"{where}.content[{j}]"
-                if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                    raise bad_request(f"{pwhere} must be an object with a type", pwhere)
-                if part["type"] == "image_url":
-                    url = part.get("image_url")
-                    url = url.get("url") if isinstance(url, dict) else url
-                    if not isinstance(url, str):
-                        raise bad_request(f"{pwhere}.image_url.url must be a string", pwhere)
-                    if len(images) >= MAX_IMAGES:
-                        raise bad_request(f"at most {MAX_IMAGES} images per request", pwhere)
-                    images.append(decode_image_url(url, pwhere))
-                    continue
-                if part["type"] != "text":
-                    raise _unsupported(
-                        f"content parts of type {part['type']!r} are not supported yet", pwhere
-                    )
-                if not isinstance(part.get("text"), str):
-                    raise bad_request(f"{pwhere}.text must be a string", f"{pwhere}.text")
+                _content_part(part, f"{where}.content[{j}]", images)
         elif not isinstance(content, str):
             raise bad_request(f"{where}.content must be a string or an array", f"{where}.content")
-        out.append(m)
-    return out
+    req.messages = v
 
 
-def _common(
-    body: Mapping[str, Any], kind: str, limits: LimitsConfig, prefix: str
-) -> GenerateRequest:
-    r = _Reader(body)
-    model = r.string("model", required=True)
-    assert model is not None
-    n = r.integer("n", 1, _MAX_INT)
-    if n is not None and n > limits.max_n:
-        raise bad_request(f"n must be at most {limits.max_n} on this server", "n")
-    best_of = r.integer("best_of", 1)
-    if best_of is not None and best_of > 1:
-        raise _unsupported("best_of > 1 is not supported", "best_of")
-    stream = r.boolean("stream", False)
-    include_usage = False
-    opts = body.get("stream_options")
-    if opts is not None:
-        if not isinstance(opts, dict):
-            raise bad_request("stream_options must be an object", "stream_options")
-        if not stream:
-            raise bad_request("stream_options is only allowed with stream=true", "stream_options")
-        iu = opts.get("include_usage", False)
-        if not isinstance(iu, bool):
+def _content_part(part: Any, where: str, images: list[Image]) -> None:
+    if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+        raise bad_request(f"{where} must be an object with a type", where)
+    kind = part["type"]
+    if kind == "image_url":
+        url = part.get("image_url")
+        url = url.get("url") if isinstance(url, dict) else url
+        if not isinstance(url, str):
+            raise bad_request(f"{where}.image_url.url must be a string", where)
+        if len(images) >= MAX_IMAGES:
+            raise bad_request(f"at most {MAX_IMAGES} images per request", where)
+        images.append(decode_image_url(url, where))
+        return
+    if kind != "text":
+        raise _unsupported(f"content parts of type {kind!r} are not supported yet", where)
+    if not isinstance(part.get("text"), str):
+        raise bad_request(f"{where}.text must be a string", f"{where}.text")
+
+
+def _chat_logprobs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    req.logprobs = _boolean("logprobs", v)
+
+
+def _top_logprobs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    # That it needs logprobs=true is checked once every field is in (see _finish_chat).
+    req.top_logprobs = _integer("top_logprobs", v, 0, MAX_TOP_LOGPROBS)
+
+
+def _response_format(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    req.guided, req.validator = parse_response_format(v)
+
+
+def _tools(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    if not isinstance(v, list):
+        raise bad_request("tools must be an array", "tools")
+    for i, t in enumerate(v):
+        fn = t.get("function") if isinstance(t, dict) else None
+        if (
+            not isinstance(t, dict)
+            or t.get("type", "function") != "function"
+            or not isinstance(fn, dict)
+            or not isinstance(fn.get("name"), str)
+            or not fn["name"]
+        ):
             raise bad_request(
-                "stream_options.include_usage must be a boolean", "stream_options.include_usage"
+                f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ...}}}}",
+                f"tools[{i}]",
             )
-        include_usage = iu
-    seed = body.get("seed")
-    if seed is not None and (not _is_int(seed) or not -(1 << 63) <= seed < (1 << 64)):
-        raise bad_request("seed must be an integer", "seed")
-    req = GenerateRequest(
-        request_id=new_id(prefix),
-        model=model,
-        kind="chat" if kind == "chat" else "completion",
-        temperature=r.number("temperature", 1.0, 0.0, 2.0),
-        top_p=r.number("top_p", 1.0, 0.0, 1.0),
-        min_p=r.number("min_p", 0.0, 0.0, 1.0),
-        seed=None if seed is None else seed % (1 << 64),
-        stop=_stop(body, limits),
-        presence_penalty=r.number("presence_penalty", 0.0, -2.0, 2.0),
-        frequency_penalty=r.number("frequency_penalty", 0.0, -2.0, 2.0),
-        repetition_penalty=r.number("repetition_penalty", 1.0, 0.0, 2.0),
-        ignore_eos=r.boolean("ignore_eos", False),
-        stream=stream,
-        include_usage=include_usage,
-        user=r.string("user"),
-        n=n or 1,
-    )
-    if kind == "chat":
-        req.logprobs = r.boolean("logprobs", False)
-        top = r.integer("top_logprobs", 0, MAX_TOP_LOGPROBS)
-        if top is not None:
-            if not req.logprobs:
-                raise bad_request("top_logprobs requires logprobs=true", "top_logprobs")
-            req.top_logprobs = top
-    else:  # completions: logprobs is the number of alternatives, 0..5
-        top = r.integer("logprobs", 0, 5)
-        if top is not None:
-            req.logprobs = True
-            req.top_logprobs = top
-    top_k = r.integer("top_k", -1)
-    if top_k is not None:
-        req.top_k = -1 if top_k == 0 else top_k
-    req.include_stop_str_in_output = r.boolean("include_stop_str_in_output", False)
-    min_tokens = r.integer("min_tokens", 0)
-    if min_tokens is not None:
-        req.min_tokens = min_tokens
-    if body.get("stop_token_ids") is not None:
-        req.stop_token_ids = _token_ids(body["stop_token_ids"], "stop_token_ids")
-    if req.top_p == 0.0:
-        raise bad_request("top_p must be greater than 0", "top_p")
-    return req
-
-
-def _max_tokens(body: Mapping[str, Any], *keys: str) -> int | None:
-    r = _Reader(body)
-    for key in keys:
-        v = r.integer(key, 1)
-        if v is not None:
-            return v
-    return None
-
-
-def _tools(body: Mapping[str, Any], req: GenerateRequest) -> None:
-    """``tools``, ``tool_choice`` and ``parallel_tool_calls``, checked."""
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            raise bad_request("tools must be an array", "tools")
-        for i, t in enumerate(tools):
-            fn = t.get("function") if isinstance(t, dict) else None
-            if (
-                not isinstance(t, dict)
-                or t.get("type", "function") != "function"
-                or not isinstance(fn, dict)
-                or not isinstance(fn.get("name"), str)
-                or not fn["name"]
-            ):
-                raise bad_request(
-                    f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ...}}}}",
-                    f"tools[{i}]",
-                )
-            if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
-                raise bad_request(
-                    f"tools[{i}].function.parameters must be an object",
-                    f"tools[{i}].function.parameters",
-                )
-        req.tools = tools or None
-    choice = body.get("tool_choice")
-    if choice is not None:
-        names = {t["function"]["name"] for t in req.tools or ()}
-        if isinstance(choice, dict):
-            fn = choice.get("function")
-            name = fn.get("name") if isinstance(fn, dict) else None
-            if choice.get("type") != "function" or not isinstance(name, str):
-                raise bad_request(
-                    "tool_choice must be 'auto', 'none', 'required' or "
-                    "{'type': 'function', 'function': {'name': ...}}",
-                    "tool_choice",
-                )
-            if name not in names:
-                raise bad_request(
-                    f"tool_choice names {name!r}, which is not in tools", "tool_choice"
-                )
-            req.tool_choice = f"function:{name}"
-        elif choice in ("auto", "none", "required"):
-            if choice == "required" and not names:
-                raise bad_request("tool_choice 'required' needs tools", "tool_choice")
-            req.tool_choice = choice
-        else:
+        if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
             raise bad_request(
-                "tool_choice must be 'auto', 'none', 'required' or a function", "tool_choice"
+                f"tools[{i}].function.parameters must be an object",
+                f"tools[{i}].function.parameters",
             )
-    req.parallel_tool_calls = _Reader(body).boolean("parallel_tool_calls", True)
+    req.tools = v or None
+
+
+def _reasoning_format(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    if v not in ("parsed", "raw", "hidden"):
+        raise bad_request(
+            "reasoning_format must be 'parsed', 'raw' or 'hidden'", "reasoning_format"
+        )
+    req.reasoning_format = v
+
+
+def _reasoning_effort(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    # Stored as a template variable in _finish_chat, unless chat_template_kwargs sets it.
+    if v not in ("minimal", "low", "medium", "high"):
+        raise bad_request(
+            "reasoning_effort must be 'minimal', 'low', 'medium' or 'high'", "reasoning_effort"
+        )
+
+
+def _template_kwargs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    if not isinstance(v, dict):
+        raise bad_request("chat_template_kwargs must be an object", "chat_template_kwargs")
+    bad = _RESERVED_KWARGS & v.keys()
+    if bad:
+        raise bad_request(
+            f"chat_template_kwargs may not set {sorted(bad)[0]}", "chat_template_kwargs"
+        )
+    req.template_kwargs = dict(v)
+
+
+_CHAT: dict[str, Setter] = {
+    **_COMMON,
+    "messages": _messages,
+    "max_completion_tokens": _max_completion_tokens,
+    "logprobs": _chat_logprobs,
+    "top_logprobs": _top_logprobs,
+    "response_format": _response_format,
+    "tools": _tools,
+    "tool_choice": lambda req, v, limits: None,  # needs tools: see _tool_choice
+    "parallel_tool_calls": _bool_field("parallel_tool_calls"),
+    "reasoning_format": _reasoning_format,
+    "reasoning_effort": _reasoning_effort,
+    "chat_template_kwargs": _template_kwargs,
+    "add_generation_prompt": _bool_field("add_generation_prompt"),
+}
+
+
+# ---------------------------------------------------------------- completion fields
+
+
+def _prompt(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    if isinstance(v, list) and len(v) == 1 and isinstance(v[0], str | list):
+        v = v[0]  # a batch of one
+    if isinstance(v, str):
+        req.prompt = v
+    elif isinstance(v, list) and v and all(_is_int(t) for t in v):
+        req.prompt = _token_ids(v, "prompt")
+    elif isinstance(v, list) and len(v) > 1:
+        raise _unsupported("batched prompts are not supported; send one prompt", "prompt")
+    else:
+        raise bad_request("prompt must be a string or an array of token ids", "prompt")
+
+
+def _completion_logprobs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    # For completions, logprobs is the number of alternatives, 0..5.
+    req.top_logprobs = _integer("logprobs", v, 0, 5)
+    req.logprobs = True
+
+
+def _suffix(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    raise _unsupported("suffix is not supported", "suffix")
+
+
+_COMPLETION: dict[str, Setter] = {
+    **_COMMON,
+    "prompt": _prompt,
+    "logprobs": _completion_logprobs,
+    "echo": _bool_field("echo"),
+    "suffix": _suffix,
+}
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def _fill(body: Any, table: dict[str, Setter], req: GenerateRequest, limits: LimitsConfig) -> None:
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object")
+    get = table.get
+    for key, v in body.items():
+        put = get(key)
+        if put is not None and v is not None:
+            put(req, v, limits)
+    if not req.model:
+        raise bad_request("model is required", "model")
+    if not req.stream and body.get("stream_options") is not None:
+        raise bad_request("stream_options is only allowed with stream=true", "stream_options")
 
 
 def parse_chat(body: Any, limits: LimitsConfig) -> GenerateRequest:
-    if not isinstance(body, dict):
-        raise bad_request("the request body must be a JSON object")
-    req = _common(body, "chat", limits, "chatcmpl")
-    req.messages = _messages(body.get("messages"), req.images)
-    req.max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
-    req.guided, req.validator = parse_response_format(body.get("response_format"))
-    _tools(body, req)
+    req = GenerateRequest(request_id=new_id("chatcmpl"), model="", kind="chat")
+    _fill(body, _CHAT, req, limits)
+    if req.messages is None:
+        raise bad_request("messages must be a non-empty array", "messages")
+    if not req.logprobs and body.get("top_logprobs") is not None:
+        raise bad_request("top_logprobs requires logprobs=true", "top_logprobs")
+    if body.get("tool_choice") is not None:
+        _tool_choice(req, body["tool_choice"])
+    effort = body.get("reasoning_effort")
+    if effort is not None:
+        req.template_kwargs.setdefault("reasoning_effort", effort)
+    return req
+
+
+def _tool_choice(req: GenerateRequest, choice: Any) -> None:
+    """``tool_choice``, checked against ``tools``; a forced choice becomes a JSON schema."""
+    names = {t["function"]["name"] for t in req.tools or ()}
+    if isinstance(choice, dict):
+        fn = choice.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if choice.get("type") != "function" or not isinstance(name, str):
+            raise bad_request(
+                "tool_choice must be 'auto', 'none', 'required' or "
+                "{'type': 'function', 'function': {'name': ...}}",
+                "tool_choice",
+            )
+        if name not in names:
+            raise bad_request(f"tool_choice names {name!r}, which is not in tools", "tool_choice")
+        req.tool_choice = f"function:{name}"
+    elif choice in ("auto", "none", "required"):
+        if choice == "required" and not names:
+            raise bad_request("tool_choice 'required' needs tools", "tool_choice")
+        req.tool_choice = choice
+    else:
+        raise bad_request(
+            "tool_choice must be 'auto', 'none', 'required' or a function", "tool_choice"
+        )
     if req.tool_choice == "required" or req.tool_choice.startswith("function:"):
         if req.guided is not None:
             raise bad_request(
                 "a forced tool_choice cannot be combined with response_format", "tool_choice"
             )
         assert req.tools is not None
-        name = req.tool_choice.partition(":")[2] or None
-        schema = forced_schema(req.tools, name)
+        schema = forced_schema(req.tools, req.tool_choice.partition(":")[2] or None)
         req.guided = Guided(GuidedMode.JSON_SCHEMA, json.dumps(schema, ensure_ascii=False))
-    fmt_r = body.get("reasoning_format")
-    if fmt_r is not None:
-        if fmt_r not in ("parsed", "raw", "hidden"):
-            raise bad_request(
-                "reasoning_format must be 'parsed', 'raw' or 'hidden'", "reasoning_format"
-            )
-        req.reasoning_format = fmt_r
-    effort = body.get("reasoning_effort")
-    if effort is not None:
-        if effort not in ("minimal", "low", "medium", "high"):
-            raise bad_request(
-                "reasoning_effort must be 'minimal', 'low', 'medium' or 'high'", "reasoning_effort"
-            )
-        req.template_kwargs.setdefault("reasoning_effort", effort)
-    kwargs = body.get("chat_template_kwargs")
-    if kwargs is not None:
-        if not isinstance(kwargs, dict):
-            raise bad_request("chat_template_kwargs must be an object", "chat_template_kwargs")
-        reserved = {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}
-        bad = reserved & kwargs.keys()
-        if bad:
-            raise bad_request(
-                f"chat_template_kwargs may not set {sorted(bad)[0]}", "chat_template_kwargs"
-            )
-        req.template_kwargs = dict(kwargs)
-    req.add_generation_prompt = _Reader(body).boolean("add_generation_prompt", True)
-    return req
 
 
 def parse_completion(body: Any, limits: LimitsConfig) -> GenerateRequest:
-    if not isinstance(body, dict):
-        raise bad_request("the request body must be a JSON object")
-    req = _common(body, "completion", limits, "cmpl")
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
-        prompt = prompt[0]  # a batch of one
-    if isinstance(prompt, str):
-        req.prompt = prompt
-    elif isinstance(prompt, list) and prompt and all(_is_int(t) for t in prompt):
-        req.prompt = _token_ids(prompt, "prompt")
-    elif isinstance(prompt, list) and len(prompt) > 1:
-        raise _unsupported("batched prompts are not supported; send one prompt", "prompt")
-    else:
+    req = GenerateRequest(request_id=new_id("cmpl"), model="", kind="completion")
+    _fill(body, _COMPLETION, req, limits)
+    if req.prompt is None:
         raise bad_request("prompt must be a string or an array of token ids", "prompt")
-    req.echo = _Reader(body).boolean("echo", False)
     if req.echo and req.logprobs:
         raise _unsupported(
             "echo with logprobs needs prompt logprobs, which engines do not report yet", "echo"
         )
-    if body.get("suffix") is not None:
-        raise _unsupported("suffix is not supported", "suffix")
-    req.max_tokens = _max_tokens(body, "max_tokens")
     if req.max_tokens is None:
         req.max_tokens = 16  # OpenAI's default for completions
     return req
