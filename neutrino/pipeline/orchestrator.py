@@ -305,8 +305,8 @@ class Orchestrator:
 
     async def _encode(self, s: str, text: ModelText) -> list[int]:
         if len(s) > self.cfg.tokenizer.offload_chars:
-            return await asyncio.to_thread(text.tokenizer.encode, s)
-        return text.tokenizer.encode(s)
+            return await asyncio.to_thread(text.tokenizer.encode_prompt, s)
+        return text.tokenizer.encode_prompt(s)
 
     def _sampling(
         self, req: GenerateRequest, text: ModelText, info: ModelInfo, n_prompt: int

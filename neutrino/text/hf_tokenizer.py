@@ -48,6 +48,11 @@ class HFTokenizer(TableTokenizer):
         ids: list[int] = self._tk.encode(text, add_special_tokens=False).ids
         return ids
 
+    def encode_prompt(self, text: str) -> list[int]:
+        # HF pre-tokenizers may treat a piece's start specially, so pieces between
+        # special tokens are not encoded apart (and not cached) here.
+        return self.encode(text)
+
     def token_to_id(self, token: str) -> int | None:
         added = self._added.get(token)
         if added is not None:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import tiktoken
 
 from neutrino.text.errors import TokenizerError
+from neutrino.text.segments import SegmentCache
 from neutrino.text.token_table import TableTokenizer
 
 __all__ = ["TiktokenTokenizer", "read_tiktoken_ranks"]
@@ -100,7 +101,10 @@ class TiktokenTokenizer(TableTokenizer):
         # specials, costly for Llama 3's 256. Past a few dozen, split here instead.
         self._allowed = frozenset(self._special)
         big = len(self._special) > _SPLIT_ABOVE
-        self._special_re = _literal_regex(self._special) if big else None
+        splitter = _literal_regex(self._special) if self._special else None
+        self._special_re = splitter if big else None
+        self._splitter = splitter
+        self._segments = SegmentCache()
 
     @classmethod
     def from_file(
@@ -157,6 +161,42 @@ class TiktokenTokenizer(TableTokenizer):
             return ordinary(text)
         if pos < len(text):
             ids += ordinary(text[pos:])
+        return ids
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """``encode`` for rendered prompts: the text between special tokens is cached.
+
+        Equal to ``encode(text)``: the pieces between specials are BPE-encoded apart
+        either way, and a piece's ids depend on its text alone.
+        """
+        if self._nfc:
+            text = unicodedata.normalize("NFC", text)
+        cache = self._segments
+        lookup = cache.get
+        ordinary = self._enc.encode_ordinary
+        pattern = self._splitter
+        ids: list[int] = []
+        pos = 0
+        if pattern is not None:
+            special = self._special
+            for m in pattern.finditer(text):
+                start = m.start()
+                if start > pos:
+                    piece = text[pos:start]
+                    got = lookup(piece)
+                    if got is None:
+                        got = ordinary(piece)
+                        cache.put(piece, got)
+                    ids += got
+                ids.append(special[m.group()])
+                pos = m.end()
+        if pos < len(text):
+            piece = text[pos:] if pos else text
+            got = lookup(piece)
+            if got is None:
+                got = ordinary(piece)
+                cache.put(piece, got)
+            ids += got
         return ids
 
     def token_to_id(self, token: str) -> int | None:

@@ -2,8 +2,9 @@
 
 Conventions shared by every implementation:
 
-* ``encode`` recognises special-token strings in its input (``"<|im_start|>"`` becomes the
-  special id) and never adds BOS/EOS itself.
+* ``encode`` (and ``encode_prompt``, its variant for whole prompts) recognises
+  special-token strings in its input (``"<|im_start|>"`` becomes the special id) and
+  never adds BOS/EOS itself.
 * ``decode`` turns the concatenated token bytes into text with ``errors="replace"``;
   ``skip_special=True`` drops tokens for which ``is_special`` is true.
 * ``token_bytes`` is what one token contributes to the output; special tokens contribute
@@ -36,6 +37,10 @@ class Tokenizer(Protocol):
     vocab_size: int
 
     def encode(self, text: str) -> list[int]: ...
+
+    def encode_prompt(self, text: str) -> list[int]:
+        """``encode`` for a rendered prompt; may reuse the ids of pieces seen before."""
+        ...
 
     def decode(self, ids: Sequence[int], *, skip_special: bool = True) -> str: ...
 

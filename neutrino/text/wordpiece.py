@@ -32,6 +32,9 @@ class WordPieceTokenizer:
         ids: list[int] = self._tok.encode(text, add_special_tokens=False).ids
         return ids
 
+    def encode_prompt(self, text: str) -> list[int]:
+        return self.encode(text)
+
     def decode(self, ids: Sequence[int], *, skip_special: bool = True) -> str:
         text: str = self._tok.decode(list(ids), skip_special_tokens=skip_special)
         return text

@@ -365,3 +365,46 @@ def test_missing_package_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(TokenizerUnavailable, match=r"llama3\.2-token-counter"):
         load_tokenizer("llama3")
     assert available_tokenizers() == []
+
+
+def _prompt_texts(tok: Tokenizer) -> list[str]:
+    specials = list(SPECIAL_IDS[tok.name])[:4]
+    a, b = specials[0], specials[-1]
+    return [
+        f"{a}system\nYou are helpful.{b}\n{a}user\n{TEXTS[4]}{b}\n{a}assistant\n",
+        f"{a}{b}{a}",
+        f"plain text without specials {TEXTS[6]}",
+        f"{TEXTS[5]}{a}",
+        f"{b}   \n\n{a}  trailing  ",
+        "",
+    ]
+
+
+def test_encode_prompt_equals_encode_cold_and_warm(tokenizer: Tokenizer) -> None:
+    for text in _prompt_texts(tokenizer) * 2:  # the second pass reads the segment cache
+        assert tokenizer.encode_prompt(text) == tokenizer.encode(text), text
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    parts=st.lists(
+        st.one_of(
+            st.sampled_from(["<|im_start|>", "<|im_end|>", "<tool_call>", "\n", "user\n"]),
+            st.text(max_size=12),
+        ),
+        max_size=8,
+    )
+)
+def test_encode_prompt_equals_encode_random(parts: list[str]) -> None:
+    tok = load_tokenizer("qwen2")
+    text = "".join(parts)
+    assert tok.encode_prompt(text) == tok.encode(text)
+    assert tok.encode_prompt(text) == tok.encode(text)  # warm
+
+
+def test_encode_prompt_results_are_not_shared() -> None:
+    tok = load_tokenizer("qwen2")
+    text = "<|im_start|>system\nshared prefix<|im_end|>"
+    first = tok.encode_prompt(text)
+    first.append(0)  # a caller changing its list must not change the cache
+    assert tok.encode_prompt(text) == tok.encode(text)
