@@ -103,7 +103,8 @@ class TiktokenTokenizer(TableTokenizer):
         big = len(self._special) > _SPLIT_ABOVE
         splitter = _literal_regex(self._special) if self._special else None
         self._special_re = splitter if big else None
-        self._splitter = splitter
+        # The same pattern in a group: ``split`` returns text and specials, alternating.
+        self._splitter = re.compile(f"({splitter.pattern})") if splitter else None
         self._segments = SegmentCache()
 
     @classmethod
@@ -171,32 +172,23 @@ class TiktokenTokenizer(TableTokenizer):
         """
         if self._nfc:
             text = unicodedata.normalize("NFC", text)
+        pattern = self._splitter
+        pieces = pattern.split(text) if pattern is not None else [text]
         cache = self._segments
         lookup = cache.get
-        ordinary = self._enc.encode_ordinary
-        pattern = self._splitter
+        special = self._special
         ids: list[int] = []
-        pos = 0
-        if pattern is not None:
-            special = self._special
-            for m in pattern.finditer(text):
-                start = m.start()
-                if start > pos:
-                    piece = text[pos:start]
-                    got = lookup(piece)
-                    if got is None:
-                        got = ordinary(piece)
-                        cache.put(piece, got)
-                    ids += got
-                ids.append(special[m.group()])
-                pos = m.end()
-        if pos < len(text):
-            piece = text[pos:] if pos else text
-            got = lookup(piece)
-            if got is None:
-                got = ordinary(piece)
-                cache.put(piece, got)
-            ids += got
+        plain = True  # pieces alternate: text between specials, then a special
+        for piece in pieces:
+            if not plain:
+                ids.append(special[piece])
+            elif piece:
+                got = lookup(piece)
+                if got is None:
+                    got = self._enc.encode_ordinary(piece)
+                    cache.put(piece, got)
+                ids += got
+            plain = not plain
         return ids
 
     def token_to_id(self, token: str) -> int | None:
