@@ -61,11 +61,16 @@ async def _one(
     res.requests += 1
 
 
+# Replaced in each request body by a number that differs per request, so that no
+# cache keyed by the prompt's text can answer every request after the first.
+VARY = b"#N#"
+
+
 async def run(
     url: str, body: dict[str, object], *, concurrency: int, requests: int, stream: bool
 ) -> Result:
     res = Result()
-    payload = orjson.dumps(body)
+    head, mark, tail = orjson.dumps(body).partition(VARY)
     left = requests
     conn = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=conn) as session:
@@ -74,6 +79,7 @@ async def run(
             nonlocal left
             while left > 0:
                 left -= 1
+                payload = head + str(left).encode() + tail if mark else head
                 await _one(session, url, payload, stream, res)
 
         t0 = time.perf_counter()

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bench.load import Result, run
+from bench.load import VARY, Result, run
 
 REPO = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -128,11 +128,17 @@ async def wrk_phase(
     """Drive ``server`` with wrk (C, a fraction of the Python client's cost per request)."""
     assert WRK is not None
     script = Path(tempfile.mkdtemp(prefix="neutrino-wrk-")) / "post.lua"
-    payload = json.dumps(body)
+    head, _, tail = json.dumps(body).partition(VARY.decode())
+    # Each request's user message carries its own number (see bench.load.VARY).
     script.write_text(
         'wrk.method = "POST"\n'
         'wrk.headers["Content-Type"] = "application/json"\n'
-        f"wrk.body = [==[{payload}]==]\n"
+        f"local head, tail = [==[{head}]==], [==[{tail}]==]\n"
+        "local n = 0\n"
+        "request = function()\n"
+        "  n = n + 1\n"
+        "  return wrk.format(nil, nil, nil, head .. n .. tail)\n"
+        "end\n"
     )
 
     def run_wrk(duration: int) -> str:
@@ -256,7 +262,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     baseline = Server("baseline", [sys.executable, "-m", "bench.baseline", str(bport)], None, bport)
     messages = [
         {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": "Write a short note about the weather today."},
+        {"role": "user", "content": "Write a short note about the weather on day #N#."},
     ]
     report: dict[str, Any] = {"non_stream": [], "stream": {}}
     try:
