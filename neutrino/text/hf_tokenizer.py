@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import zipfile
 
 import tokenizers
 from tokenizers import decoders
@@ -38,6 +39,18 @@ class HFTokenizer(TableTokenizer):
     @classmethod
     def from_file(cls, name: str, path: str | os.PathLike[str]) -> HFTokenizer:
         return cls(name, tokenizers.Tokenizer.from_file(os.fspath(path)))
+
+    @classmethod
+    def from_zip(
+        cls, name: str, path: str | os.PathLike[str], member: str = "tokenizer.json"
+    ) -> HFTokenizer:
+        """A ``tokenizer.json`` read from inside a zip archive, as some packages ship it."""
+        try:
+            with zipfile.ZipFile(path) as archive:
+                text = archive.read(member).decode("utf-8")
+        except (OSError, KeyError, zipfile.BadZipFile, UnicodeDecodeError) as e:
+            raise TokenizerError(f"tokenizer {name!r}: cannot read {member} from {path}") from e
+        return cls(name, tokenizers.Tokenizer.from_str(text))
 
     @property
     def special_tokens(self) -> dict[str, int]:

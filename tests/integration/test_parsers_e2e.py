@@ -64,16 +64,36 @@ CASES: list[tuple[str, str, str, str, list[tuple[str, dict[str, Any]]]]] = [
     ),
 ]
 
+# Reasoning-only families whose template opens the think block: (model spec, model name,
+# raw output, expected reasoning, expected content).
+REASONING: list[tuple[str, str, str, str, str]] = [
+    (
+        "deepseek-r1-distill-qwen-mock:deepseek-r1-distill-qwen:32768",
+        "deepseek-r1-distill-qwen-mock",
+        "The user says hi; answer briefly.\n</think>\n\nHello! 你好",
+        "The user says hi; answer briefly.\n",
+        "\n\nHello! 你好",
+    ),
+    (
+        "deepseek-r1-distill-llama-mock:deepseek-r1-distill-llama:32768",
+        "deepseek-r1-distill-llama-mock",
+        "Short reply.</think>Hi there.",
+        "Short reply.",
+        "Hi there.",
+    ),
+]
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeutrinoProc]:
     work: Path = tmp_path_factory.mktemp("parsers")
     rules = [{"match": f"case{i}", "reply": c[2]} for i, c in enumerate(CASES)]
+    rules += [{"match": f"think{i}", "reply": c[2]} for i, c in enumerate(REASONING)]
     script = work / "script.json"
     script.write_text(json.dumps({"rules": rules}))
     args = ["--script", str(script)]
-    for c in CASES:
-        args += ["--model", c[0]]
+    for spec in [c[0] for c in CASES] + [c[0] for c in REASONING]:
+        args += ["--model", spec]
     mock = MockIE(work, *args).start()
     neutrino = NeutrinoProc(work, "--engine", mock.socket)
     try:
@@ -108,3 +128,24 @@ def test_parser_end_to_end(server: NeutrinoProc, i: int) -> None:
                 )
     assert text == (msg.content or "")
     assert [json.loads(a) for _, a in sorted(args.items())] == [c[1] for c in calls]
+
+
+@pytest.mark.parametrize("i", range(len(REASONING)), ids=[c[1] for c in REASONING])
+def test_reasoning_end_to_end(server: NeutrinoProc, i: int) -> None:
+    _, model, _, reasoning, content = REASONING[i]
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+    messages: Any = [{"role": "user", "content": f"think{i}"}]
+    r = client.chat.completions.create(model=model, messages=messages, max_tokens=300)
+    msg: Any = r.choices[0].message
+    assert (msg.reasoning_content, msg.content) == (reasoning, content)
+    assert r.usage is not None and r.usage.completion_tokens_details is not None
+    assert r.usage.completion_tokens_details.reasoning_tokens
+    got_reasoning, got_content = "", ""
+    for chunk in client.chat.completions.create(
+        model=model, messages=messages, max_tokens=300, stream=True
+    ):
+        for c in chunk.choices:
+            delta: Any = c.delta
+            got_reasoning += getattr(delta, "reasoning_content", None) or ""
+            got_content += delta.content or ""
+    assert (got_reasoning, got_content) == (reasoning, content)

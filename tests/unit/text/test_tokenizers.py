@@ -136,6 +136,35 @@ HARMONY_IDS = {
     "<|call|>": 200012,
 }
 TEKKEN_IDS = {"<s>": 1, "</s>": 2, "[INST]": 3, "[/INST]": 4, "[TOOL_CALLS]": 9}
+# DeepSeek's published tokenizer.json files (R1-Distill-Qwen-7B, R1-Distill-Llama-8B,
+# deepseek-coder-33b-base): the added tokens' ids and special flags.
+R1_QWEN_IDS = {
+    "<｜end▁of▁sentence｜>": 151643,
+    "<｜User｜>": 151644,
+    "<｜Assistant｜>": 151645,
+    "<｜begin▁of▁sentence｜>": 151646,
+    "<|EOT|>": 151647,
+    "<think>": 151648,
+    "</think>": 151649,
+    "<|vision_start|>": 151652,
+    "<tool_call>": 151657,
+}
+R1_LLAMA_IDS = {
+    "<｜begin▁of▁sentence｜>": 128000,
+    "<｜end▁of▁sentence｜>": 128001,
+    "<｜User｜>": 128011,
+    "<｜Assistant｜>": 128012,
+    "<think>": 128013,
+    "</think>": 128014,
+    "<｜▁pad▁｜>": 128015,
+}
+CODER_IDS = {
+    "<｜begin▁of▁sentence｜>": 32013,
+    "<｜end▁of▁sentence｜>": 32014,
+    "<｜fim▁hole｜>": 32015,
+    "<pad>": 32018,
+    "<|EOT|>": 32021,
+}
 SPECIAL_IDS = {
     "qwen2": QWEN2_IDS,
     "cl100k": CL100K_IDS,
@@ -144,6 +173,9 @@ SPECIAL_IDS = {
     "qwen3": QWEN3_IDS,
     "o200k-harmony": HARMONY_IDS,
     "mistral-tekken": TEKKEN_IDS,
+    "deepseek-r1-distill-qwen": R1_QWEN_IDS,
+    "deepseek-r1-distill-llama": R1_LLAMA_IDS,
+    "deepseek-coder": CODER_IDS,
 }
 NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
     "qwen2": {
@@ -157,6 +189,16 @@ NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
         "<|file_sep|>",
     },
     "deepseek-v3": {"<｜User｜>", "<｜Assistant｜>", "<｜tool▁calls▁begin｜>", "<｜tool▁sep｜>"},
+    "deepseek-r1-distill-qwen": {
+        "<｜User｜>",
+        "<｜Assistant｜>",
+        "<|EOT|>",
+        "<think>",
+        "</think>",
+        "<tool_call>",
+    },
+    "deepseek-r1-distill-llama": {"<｜User｜>", "<｜Assistant｜>", "<think>", "</think>"},
+    "deepseek-coder": {"<｜fim▁hole｜>", "<pad>", "<|EOT|>"},
 }
 NOT_SPECIAL["qwen3"] = NOT_SPECIAL["qwen2"] | {
     "<tool_response>",
@@ -195,6 +237,9 @@ def test_vocab_sizes() -> None:
         "qwen3": 151669,
         "o200k-harmony": 201088,
         "mistral-tekken": 131072,
+        "deepseek-r1-distill-qwen": 151665,
+        "deepseek-r1-distill-llama": 128256,
+        "deepseek-coder": 32022,
     }
     for name in available_tokenizers():
         assert load_tokenizer(name).vocab_size == sizes[name]
