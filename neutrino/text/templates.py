@@ -75,6 +75,73 @@ def _line_continuations(source: str) -> str:
     return _TAG.sub(lambda m: m.group(0).replace("\\\n", ""), source)
 
 
+_FOR = re.compile(r"(\{%-?\s*for\s+)(.*?)(\s*-?%\})", re.DOTALL)
+_NOT_ITERABLE = "'NoneType' object is not iterable"
+
+
+def _top_level_split(text: str, word: str) -> int:
+    """Index of `` word `` in ``text`` outside brackets and string literals, or -1."""
+    depth = 0
+    quote = ""
+    i = 0
+    needle = f" {word} "
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0 and text.startswith(needle, i):
+            return i
+        i += 1
+    return -1
+
+
+def _strict_loops(source: str) -> str:
+    """Make ``{% for x in seq %}`` fail on a none ``seq``, as jinja2 does.
+
+    minijinja iterates over none as an empty sequence; jinja2 raises, and so does
+    transformers' renderer, which turns some conversations into errors. Each loop's
+    sequence becomes ``(seq if seq is not none else raise_exception(...))``.
+    """
+
+    def rewrite(m: re.Match[str]) -> str:
+        head, body, tail = m.group(1), m.group(2), m.group(3)
+        at = _top_level_split(body, "in")
+        if at < 0:
+            return m.group(0)
+        target, rest = body[:at], body[at + 4 :]
+        suffix = ""
+        if rest.endswith(" recursive"):
+            rest, suffix = rest[: -len(" recursive")], " recursive"
+        cond = _top_level_split(rest, "if")
+        if cond >= 0:
+            rest, suffix = rest[:cond], rest[cond:] + suffix
+        seq = rest.strip()
+        guarded = f"({seq} if ({seq}) is not none else raise_exception({_NOT_ITERABLE!r}))"
+        return f"{head}{target} in {guarded}{suffix}{tail}"
+
+    return _FOR.sub(rewrite, source)
+
+
+def _iterable(value: Any) -> bool:
+    """jinja2's ``iterable`` test: none is not iterable (minijinja's own test says it is)."""
+    if value is None:
+        return False
+    try:
+        iter(value)
+    except TypeError:
+        return False
+    return True
+
+
 class ChatTemplate:
     """A model family's chat template, compiled once; ``render`` is thread-safe.
 
@@ -98,10 +165,11 @@ class ChatTemplate:
             debug=False,
         )
         env.add_filter("tojson", tojson)
+        env.add_test("iterable", _iterable)
         env.add_global("raise_exception", _raise_exception)
         env.add_global("strftime_now", strftime_now)
         try:
-            env.add_template(_TEMPLATE_NAME, _line_continuations(family.template))
+            env.add_template(_TEMPLATE_NAME, _strict_loops(_line_continuations(family.template)))
         except minijinja.TemplateError as e:
             raise TemplateError(f"chat template of {family.name!r} is invalid: {e.message}") from e
         self.family = family
