@@ -36,7 +36,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     from neutrino.app import Neutrino
 
-    app = Neutrino(cfg)
+    try:
+        app = Neutrino(cfg)
+    except ValueError as exc:  # a configured family or parser that does not exist
+        print(f"neutrino: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     if cfg.server.uvloop:
         try:
             import uvloop

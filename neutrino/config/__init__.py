@@ -34,6 +34,10 @@ class ModelConfig:
     default_family: str = "chatml"
     # Explicit model name -> family, overriding name matching.
     families: Mapping[str, str] = field(default_factory=dict)
+    # Model name -> tool-call / reasoning parser, overriding the family's (as vLLM's
+    # --tool-call-parser and --reasoning-parser do); "none" turns that parsing off.
+    tool_parsers: Mapping[str, str] = field(default_factory=dict)
+    reasoning_parsers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

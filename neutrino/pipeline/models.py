@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from dataclasses import dataclass
 
 from neutrino.config import ModelConfig
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.text.parsers import reasoning_parser_names, tool_parser_names
 from neutrino.text.registry import load_tokenizer
 from neutrino.text.templates import ChatTemplate, ModelFamily, family_for_model, load_families
 from neutrino.text.tokenizer import Tokenizer
@@ -36,6 +38,16 @@ class ModelTexts:
                 raise ValueError(f"model {name!r} names unknown family {fam!r}")
         if cfg.default_family not in self._families:
             raise ValueError(f"unknown default family {cfg.default_family!r}")
+        for kind, chosen, known in (
+            ("tool", cfg.tool_parsers, tool_parser_names()),
+            ("reasoning", cfg.reasoning_parsers, reasoning_parser_names()),
+        ):
+            for name, parser in chosen.items():
+                if parser != "none" and parser not in known:
+                    raise ValueError(
+                        f"model {name!r} names unknown {kind} parser {parser!r}; "
+                        f"known: none, {', '.join(known)}"
+                    )
         self._cache: dict[str, ModelText] = {}
         self._failed: set[str] = set()
         self._lock = threading.Lock()
@@ -56,7 +68,7 @@ class ModelTexts:
             if hit is not None:
                 return hit
             try:
-                family = self._families[self.family_name(model)]
+                family = self._with_parsers(model, self._families[self.family_name(model)])
                 tokenizer = load_tokenizer(family.tokenizer)
                 table = getattr(tokenizer, "token_table", None)
                 if callable(table):
@@ -83,6 +95,17 @@ class ModelTexts:
             )
             self._cache[model] = text
             return text
+
+    def _with_parsers(self, model: str, family: ModelFamily) -> ModelFamily:
+        """``family`` with the parsers configured for ``model``, if any."""
+        changes: dict[str, str | None] = {}
+        for field_name, chosen in (
+            ("tool_parser", self._cfg.tool_parsers.get(model)),
+            ("reasoning_parser", self._cfg.reasoning_parsers.get(model)),
+        ):
+            if chosen is not None:
+                changes[field_name] = None if chosen == "none" else chosen
+        return dataclasses.replace(family, **changes) if changes else family  # type: ignore[arg-type]
 
     def cached(self, model: str) -> ModelText | None:
         return self._cache.get(model)

@@ -149,3 +149,61 @@ def test_reasoning_end_to_end(server: NeutrinoProc, i: int) -> None:
             got_reasoning += getattr(delta, "reasoning_content", None) or ""
             got_content += delta.content or ""
     assert (got_reasoning, got_content) == (reasoning, content)
+
+
+# Parsers chosen per model in the config, as vLLM's --tool-call-parser: Llama 3.2 with the
+# pythonic tool-call format, and a model whose reasoning parsing is turned off.
+CONFIGURED = """
+[model]
+tool_parsers = { "llama3.2-mock" = "pythonic" }
+reasoning_parsers = { "deepseek-r1-distill-qwen-mock" = "none" }
+"""
+PYTHONIC = "[lookup(q='naïve café'), lookup(q=\"it's\")]"
+
+
+@pytest.fixture(scope="module")
+def configured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeutrinoProc]:
+    work: Path = tmp_path_factory.mktemp("configured")
+    script = work / "script.json"
+    rules = [{"match": "pythonic", "reply": PYTHONIC}, {"match": "think", "reply": REASONING[0][2]}]
+    script.write_text(json.dumps({"rules": rules}))
+    mock = MockIE(
+        work, "--script", str(script), "--model", CASES[1][0], "--model", REASONING[0][0]
+    ).start()
+    neutrino = NeutrinoProc(work, "--engine", mock.socket, config=CONFIGURED)
+    try:
+        yield neutrino.start()
+    finally:
+        neutrino.stop()
+        mock.stop()
+
+
+def test_configured_tool_parser(configured: NeutrinoProc) -> None:
+    client = openai.OpenAI(base_url=configured.base_url + "/v1", api_key="x", max_retries=0)
+    messages: Any = [{"role": "user", "content": "pythonic"}]
+    r = client.chat.completions.create(
+        model="llama3.2-mock", messages=messages, tools=TOOLS, max_tokens=300
+    )
+    calls = r.choices[0].message.tool_calls or []
+    got = [(c.function.name, json.loads(c.function.arguments)) for c in calls]  # type: ignore[union-attr]
+    assert got == [("lookup", {"q": "naïve café"}), ("lookup", {"q": "it's"})]
+    assert r.choices[0].finish_reason == "tool_calls" and not r.choices[0].message.content
+    args: dict[int, str] = {}
+    for chunk in client.chat.completions.create(
+        model="llama3.2-mock", messages=messages, tools=TOOLS, max_tokens=300, stream=True
+    ):
+        for c in chunk.choices:
+            for d in c.delta.tool_calls or []:
+                args[d.index] = args.get(d.index, "") + (
+                    d.function.arguments or "" if d.function else ""
+                )
+    assert [json.loads(a) for _, a in sorted(args.items())] == [{"q": "naïve café"}, {"q": "it's"}]
+
+
+def test_configured_reasoning_parser_off(configured: NeutrinoProc) -> None:
+    client = openai.OpenAI(base_url=configured.base_url + "/v1", api_key="x", max_retries=0)
+    messages: Any = [{"role": "user", "content": "think"}]
+    r = client.chat.completions.create(model=REASONING[0][1], messages=messages, max_tokens=300)
+    msg: Any = r.choices[0].message
+    assert getattr(msg, "reasoning_content", None) is None
+    assert msg.content == REASONING[0][2]  # the raw text, </think> and all

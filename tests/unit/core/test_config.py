@@ -68,3 +68,35 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     bad.write_text("[server\n")
     with pytest.raises(ConfigError, match="invalid TOML"):
         load(["--config", str(bad)], environ={})
+
+
+def test_parser_overrides_are_read_and_checked() -> None:
+    from neutrino.pipeline.models import ModelTexts
+
+    cfg = from_mapping(
+        {"model": {"tool_parsers": {"m": "pythonic"}, "reasoning_parsers": {"m": "none"}}}
+    )
+    assert cfg.model.tool_parsers == {"m": "pythonic"}
+    texts = ModelTexts(cfg.model)
+    family = texts._with_parsers("m", texts._families["qwen3"])
+    assert (family.tool_parser, family.reasoning_parser) == ("pythonic", None)
+    assert texts._with_parsers("other", texts._families["qwen3"]).reasoning_parser == "think"
+    bad = from_mapping({"model": {"tool_parsers": {"m": "bogus"}}})
+    with pytest.raises(ValueError, match="unknown tool parser 'bogus'"):
+        ModelTexts(bad.model)
+
+
+def test_unknown_parser_is_a_clean_startup_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[model]\ntool_parsers = { "x" = "bogus" }\n')
+    run = subprocess.run(
+        [sys.executable, "-m", "neutrino", "--config", str(cfg), "--engine", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert "unknown tool parser 'bogus'" in run.stderr and "Traceback" not in run.stderr
