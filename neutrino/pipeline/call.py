@@ -14,6 +14,7 @@ from collections.abc import Callable
 from neutrino.engine.client import Submission
 from neutrino.engine.messages import ModalResult, SpeechResult, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
 from neutrino.pipeline.history import HistoryEntry
 from neutrino.pipeline.state import Lifecycle, State
 
@@ -39,12 +40,12 @@ class ModalCall:
         self._error: NeutrinoError | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._submission: Submission | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Deadline | None = None
 
-    def attach(self, submission: Submission, timeout_s: float) -> None:
+    def attach(self, submission: Submission, timeout_s: float, deadlines: DeadlineWheel) -> None:
         self._submission = submission
         if not self.lifecycle.terminal:
-            self._timer = asyncio.get_running_loop().call_later(timeout_s, self._on_timeout)
+            self._timer = deadlines.call_later(timeout_s, self._on_timeout)
 
     # ------------------------------------------------------------------ engine side
 

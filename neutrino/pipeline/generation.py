@@ -19,6 +19,7 @@ from typing import Protocol
 from neutrino.engine.client import Submission
 from neutrino.engine.messages import FinishReason, ModalResult, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
 from neutrino.pipeline.history import HistoryEntry
 from neutrino.pipeline.logprobs import LogprobRecorder, TokenLogprob
 from neutrino.pipeline.output import OutputParser
@@ -152,6 +153,40 @@ class TextStream:
 class Generation:
     """The engine sink and consumer handle of one request."""
 
+    __slots__ = (
+        "_all_lp",
+        "_cached",
+        "_error",
+        "_keepalive",
+        "_keepalive_s",
+        "_on_done",
+        "_outcome",
+        "_parser",
+        "_pending",
+        "_pending_calls",
+        "_pending_lp",
+        "_pending_reasoning",
+        "_pending_tokens",
+        "_push",
+        "_quiet",
+        "_recorder",
+        "_stream",
+        "_submission",
+        "_text",
+        "_timer",
+        "_validator",
+        "_waiter",
+        "created",
+        "echo",
+        "engine_cancels",
+        "keepalive_due",
+        "lifecycle",
+        "model",
+        "prompt_tokens",
+        "request_id",
+        "wake_on_text",
+    )
+
     def __init__(
         self,
         *,
@@ -188,7 +223,7 @@ class Generation:
         self._error: NeutrinoError | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._submission: Submission | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Deadline | None = None
         self._cached = 0
         self.engine_cancels = 0
         # Non-streaming consumers only need waking at the end.
@@ -201,11 +236,12 @@ class Generation:
 
     # ---------------------------------------------------------------- setup
 
-    def attach(self, submission: Submission, timeout_s: float | None) -> None:
+    def attach(
+        self, submission: Submission, timeout_s: float | None, deadlines: DeadlineWheel
+    ) -> None:
         self._submission = submission
         if timeout_s and not self.lifecycle.terminal:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(timeout_s, self._on_timeout)
+            self._timer = deadlines.call_later(timeout_s, self._on_timeout)
 
     # ---------------------------------------------------------------- engine side
 

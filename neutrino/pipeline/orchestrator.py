@@ -14,6 +14,7 @@ from neutrino.engine.messages import Capability, ModalQuery, ModelInfo, Sampling
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.admission import Admission
 from neutrino.pipeline.call import ModalCall
+from neutrino.pipeline.deadlines import DeadlineWheel
 from neutrino.pipeline.generation import Generation, TextStream
 from neutrino.pipeline.history import History, HistoryEntry
 from neutrino.pipeline.logprobs import LogprobRecorder
@@ -40,6 +41,7 @@ class Orchestrator:
         self.texts = texts
         self.history = history
         self.admission = Admission(cfg.limits.max_queue, self._limit)
+        self.deadlines = DeadlineWheel()
         self.draining = False
         self.started = 0
         self.finished: dict[str, int] = {}
@@ -120,7 +122,7 @@ class Orchestrator:
                     req.prompt if isinstance(req.prompt, str) else text.tokenizer.decode(prompt)
                 )
             submission = self.engines.submit(query, gen)
-            gen.attach(submission, max(0.001, deadline - time.monotonic()))
+            gen.attach(submission, max(0.001, deadline - time.monotonic()), self.deadlines)
             return gen
         except BaseException as exc:
             raise self._abort(req.request_id, req.model, lifecycle, admitted, exc) from None
@@ -164,7 +166,11 @@ class Orchestrator:
                 lifecycle=lifecycle,
                 on_done=self._done,
             )
-            call.attach(self.engines.submit(query, call), max(0.001, deadline - time.monotonic()))
+            call.attach(
+                self.engines.submit(query, call),
+                max(0.001, deadline - time.monotonic()),
+                self.deadlines,
+            )
             return call
         except BaseException as exc:
             raise self._abort(request_id, model, lifecycle, admitted, exc) from None
