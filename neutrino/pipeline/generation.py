@@ -488,7 +488,8 @@ class Generation:
         self.wake_on_text = False
         parts: list[str] = []
         while True:
-            await self.wait()
+            if self._outcome is None and self._error is None and not self._pending:
+                await self.wait()
             text, _ = self.take()
             if text:
                 parts.append(text)

@@ -83,18 +83,19 @@ class Orchestrator:
                 text = await asyncio.to_thread(self.texts.get, req.model)
             prompt = await self._prompt_ids(req, text)
             sampling = self._sampling(req, text, info, len(prompt))
+            timeout = req.timeout_s or self.cfg.limits.request_timeout_s
             query = TextQuery(
                 model=req.model,
                 prompt_tokens=prompt,
                 sampling=sampling,
-                deadline_ms=int(1000 * self._timeout(req)),
+                deadline_ms=int(1000 * timeout),
                 traceparent=req.traceparent,
                 images=req.images,
                 guided=req.guided,
             )
             lifecycle.advance(State.QUEUED)
-            deadline = time.monotonic() + self._timeout(req)
-            await self._admit(self._timeout(req), on_queued)
+            deadline = time.monotonic() + timeout
+            await self._admit(timeout, on_queued)
             admitted = True
             lifecycle.advance(State.PROCESSING)
             parser = self._output_parser(req, text)
@@ -243,9 +244,6 @@ class Orchestrator:
         return err
 
     # ------------------------------------------------------------------ steps
-
-    def _timeout(self, req: GenerateRequest) -> float:
-        return req.timeout_s or self.cfg.limits.request_timeout_s
 
     def _capable(self, model: str, capability: Capability) -> ModelInfo:
         """The model's engine info, if it is served and can do ``capability``."""

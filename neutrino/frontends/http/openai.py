@@ -99,10 +99,12 @@ class OpenAIRoutes:
             if req.stream:
                 return await self._stream(request, req)
             gens: list[Generation] = []
+            results: list[tuple[str, Outcome]] = []
             try:
                 for choice in _choices(req):
                     gens.append(await self.orch.start(choice))
-                results = [await gen.collect() for gen in gens]
+                for gen in gens:
+                    results.append(await gen.collect())
             finally:
                 for gen in gens:
                     gen.close()
