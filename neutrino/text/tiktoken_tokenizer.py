@@ -100,10 +100,9 @@ class TiktokenTokenizer(TableTokenizer):
         # tiktoken converts its allowed-special set on every call: cheap for a few
         # specials, costly for Llama 3's 256. Past a few dozen, split here instead.
         self._allowed = frozenset(self._special)
-        big = len(self._special) > _SPLIT_ABOVE
+        self._split_here = len(self._special) > _SPLIT_ABOVE
+        # One group around the specials: ``split`` returns text and specials, alternating.
         splitter = _literal_regex(self._special) if self._special else None
-        self._special_re = splitter if big else None
-        # The same pattern in a group: ``split`` returns text and specials, alternating.
         self._splitter = re.compile(f"({splitter.pattern})") if splitter else None
         self._segments = SegmentCache()
 
@@ -142,27 +141,12 @@ class TiktokenTokenizer(TableTokenizer):
         """
         if self._nfc:
             text = unicodedata.normalize("NFC", text)
-        pattern = self._special_re
-        if pattern is None:
+        if not self._split_here:
             encoded: list[int] = self._enc.encode(
                 text, allowed_special=self._allowed, disallowed_special=()
             )
             return encoded
-        ordinary = self._enc.encode_ordinary
-        ids: list[int] = []
-        pos = 0
-        special = self._special
-        for m in pattern.finditer(text):
-            start = m.start()
-            if start > pos:
-                ids += ordinary(text[pos:start])
-            ids.append(special[m.group()])
-            pos = m.end()
-        if pos == 0:
-            return ordinary(text)
-        if pos < len(text):
-            ids += ordinary(text[pos:])
-        return ids
+        return self._encode_split(text, None)
 
     def encode_prompt(self, text: str) -> list[int]:
         """``encode`` for rendered prompts: the text between special tokens is cached.
@@ -172,10 +156,15 @@ class TiktokenTokenizer(TableTokenizer):
         """
         if self._nfc:
             text = unicodedata.normalize("NFC", text)
+        return self._encode_split(text, self._segments)
+
+    def _encode_split(self, text: str, cache: SegmentCache | None) -> list[int]:
+        """Specials become their ids; the pieces between them are BPE-encoded apart
+        (through ``cache`` when given)."""
         pattern = self._splitter
         pieces = pattern.split(text) if pattern is not None else [text]
-        cache = self._segments
-        lookup = cache.get
+        ordinary = self._enc.encode_ordinary
+        lookup = cache.get if cache is not None else None
         special = self._special
         ids: list[int] = []
         plain = True  # pieces alternate: text between specials, then a special
@@ -183,10 +172,11 @@ class TiktokenTokenizer(TableTokenizer):
             if not plain:
                 ids.append(special[piece])
             elif piece:
-                got = lookup(piece)
+                got = lookup(piece) if lookup is not None else None
                 if got is None:
-                    got = self._enc.encode_ordinary(piece)
-                    cache.put(piece, got)
+                    got = ordinary(piece)
+                    if cache is not None:
+                        cache.put(piece, got)
                 ids += got
             plain = not plain
         return ids

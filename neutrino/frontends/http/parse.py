@@ -129,7 +129,7 @@ def _best_of(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
 
 
 def _stream_options(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    # That it needs stream=true is checked once every field is in (see _finish).
+    # That it needs stream=true is checked once every field is in (see _fill).
     if not isinstance(v, dict):
         raise bad_request("stream_options must be an object", "stream_options")
     iu = v.get("include_usage", False)
@@ -271,7 +271,7 @@ def _chat_logprobs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
 
 
 def _top_logprobs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    # That it needs logprobs=true is checked once every field is in (see _finish_chat).
+    # That it needs logprobs=true is checked once every field is in (see parse_chat).
     req.top_logprobs = _integer("top_logprobs", v, 0, MAX_TOP_LOGPROBS)
 
 
@@ -312,7 +312,7 @@ def _reasoning_format(req: GenerateRequest, v: Any, limits: LimitsConfig) -> Non
 
 
 def _reasoning_effort(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    # Stored as a template variable in _finish_chat, unless chat_template_kwargs sets it.
+    # Stored as a template variable by parse_chat, unless chat_template_kwargs sets it.
     if v not in ("minimal", "low", "medium", "high"):
         raise bad_request(
             "reasoning_effort must be 'minimal', 'low', 'medium' or 'high'", "reasoning_effort"
