@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 import sentencepiece
@@ -33,19 +33,19 @@ from google.protobuf.message import DecodeError
 from sentencepiece import sentencepiece_model_pb2 as sp_model
 
 from neutrino.text.errors import TokenizerError
-from neutrino.text.tiktoken_tokenizer import _literal_regex
+from neutrino.text.tiktoken_tokenizer import special_splitter
 from neutrino.text.token_table import TableTokenizer
 
 __all__ = ["SentencePieceTokenizer"]
 
-_NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _UNUSED, _BYTE = 1, 2, 3, 4, 5, 6
+_UNKNOWN, _CONTROL, _UNUSED, _BYTE = 2, 3, 5, 6  # ModelProto.SentencePiece.Type
 _BPE = 2
 _SPACE = "\u2581"
 _BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")
 
 
 class SentencePieceTokenizer(TableTokenizer):
-    """A SentencePiece BPE vocabulary with byte fallback, plus optional added tokens."""
+    """A SentencePiece BPE vocabulary with byte fallback."""
 
     def __init__(
         self,
@@ -53,7 +53,6 @@ class SentencePieceTokenizer(TableTokenizer):
         model: bytes,
         *,
         prefix: Literal["always", "first"],
-        added: Mapping[str, int] | None = None,
     ) -> None:
         super().__init__()
         proto = sp_model.ModelProto()  # type: ignore[attr-defined]
@@ -82,16 +81,10 @@ class SentencePieceTokenizer(TableTokenizer):
         pieces = [(p.piece, p.type) for p in proto.pieces]
         self._model_pieces = pieces
         special = {text: i for i, (text, kind) in enumerate(pieces) if kind in (_UNKNOWN, _CONTROL)}
-        for text, i in (added or {}).items():
-            if i < len(pieces) and pieces[i][1] not in (_UNUSED, _CONTROL, _UNKNOWN):
-                raise TokenizerError(f"tokenizer {name!r}: added token {text!r} hides id {i}")
-            special[text] = i
         self._special = special
         self._special_ids = frozenset(special.values())
-        self._added_by_id = {i: text for text, i in (added or {}).items()}
-        self.vocab_size = max(len(pieces), max(special.values(), default=-1) + 1)
-        splitter = _literal_regex(special) if special else None
-        self._splitter = re.compile(f"({splitter.pattern})") if splitter else None
+        self.vocab_size = len(pieces)
+        self._splitter = special_splitter(special)
 
     @classmethod
     def from_file(
@@ -100,14 +93,13 @@ class SentencePieceTokenizer(TableTokenizer):
         path: str | os.PathLike[str],
         *,
         prefix: Literal["always", "first"],
-        added: Mapping[str, int] | None = None,
     ) -> SentencePieceTokenizer:
         with open(path, "rb") as f:
-            return cls(name, f.read(), prefix=prefix, added=added)
+            return cls(name, f.read(), prefix=prefix)
 
     @property
     def special_tokens(self) -> dict[str, int]:
-        """Control and added tokens recognised in input, by text."""
+        """Control tokens recognised in input, by text."""
         return dict(self._special)
 
     def encode(self, text: str) -> list[int]:
@@ -161,6 +153,4 @@ class SentencePieceTokenizer(TableTokenizer):
                 out[i] = text.encode("utf-8")
             elif kind != _UNUSED:
                 out[i] = text.replace(_SPACE, " ").encode("utf-8")
-        for i, text in self._added_by_id.items():
-            out[i] = text.encode("utf-8")
         return out

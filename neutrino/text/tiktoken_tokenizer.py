@@ -61,6 +61,12 @@ def _literal_regex(words: Collection[str]) -> re.Pattern[str]:
     return re.compile(build(trie))
 
 
+def special_splitter(words: Collection[str]) -> re.Pattern[str] | None:
+    """A pattern whose ``split`` returns text and ``words`` alternating (text first, one
+    group around the words); ``None`` when there are no words."""
+    return re.compile(f"({_literal_regex(words).pattern})") if words else None
+
+
 class TiktokenTokenizer(TableTokenizer):
     """A byte-level BPE tokenizer backed by tiktoken.
 
@@ -101,9 +107,7 @@ class TiktokenTokenizer(TableTokenizer):
         # specials, costly for Llama 3's 256. Past a few dozen, split here instead.
         self._allowed = frozenset(self._special)
         self._split_here = len(self._special) > _SPLIT_ABOVE
-        # One group around the specials: ``split`` returns text and specials, alternating.
-        splitter = _literal_regex(self._special) if self._special else None
-        self._splitter = re.compile(f"({splitter.pattern})") if splitter else None
+        self._splitter = special_splitter(self._special)
         self._segments = SegmentCache()
 
     @classmethod

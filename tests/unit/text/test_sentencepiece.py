@@ -6,6 +6,7 @@ and ``mistral-common``'s own chat tokenization for the Mistral v3 instruct forma
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -32,10 +33,15 @@ def _model_file(name: str) -> Path:
     return folder / source.files[0]
 
 
+@functools.cache
+def _library(name: str) -> sentencepiece.SentencePieceProcessor:
+    """The ``sentencepiece`` library on the unmodified model file (loaded once)."""
+    return sentencepiece.SentencePieceProcessor(model_file=str(_model_file(name)))
+
+
 @pytest.fixture(params=NAMES)
 def pair(request: pytest.FixtureRequest) -> tuple[object, sentencepiece.SentencePieceProcessor]:
-    path = _model_file(request.param)
-    return load_tokenizer(request.param), sentencepiece.SentencePieceProcessor(model_file=str(path))
+    return load_tokenizer(request.param), _library(request.param)
 
 
 @pytest.mark.parametrize("text", TEXTS)
@@ -52,7 +58,7 @@ def test_ids_match_the_library_random(text: str, name: str) -> None:
     if name not in AVAILABLE:
         return
     tok = load_tokenizer(name)
-    ref = sentencepiece.SentencePieceProcessor(model_file=str(_model_file(name)))
+    ref = _library(name)
     specials = tok.special_tokens  # type: ignore[attr-defined]
     if any(s in text for s in specials):
         return  # the library reads control tokens in text as plain text
@@ -67,7 +73,7 @@ def test_streamed_text_equals_library_decode(ids: list[int], cut: int) -> None:
     if "llama2-sp" not in AVAILABLE:
         return
     tok = load_tokenizer("llama2-sp")
-    ref = sentencepiece.SentencePieceProcessor(model_file=str(_model_file("llama2-sp")))
+    ref = _library("llama2-sp")
     detok = Detokenizer(tok)
     out = detok.feed([1])  # a BOS first: skipped, and the next text is still the start
     out += detok.feed(ids[:cut]) + "".join(detok.feed([i]) for i in ids[cut:])
