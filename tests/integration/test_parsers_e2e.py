@@ -39,6 +39,13 @@ CASES: list[tuple[str, str, str, str, list[tuple[str, dict[str, Any]]]]] = [
         "",
         [("lookup", {"q": "x"})],
     ),
+    (  # Llama 4 (tokenizer from llama-models' tokenizer.model), Llama 3's JSON call format
+        "llama-4-scout-mock:llama4:131072",
+        "llama-4-scout-mock",
+        ' {"name": "lookup", "parameters": {"q": "Grüße 你好"}}',
+        "",
+        [("lookup", {"q": "Grüße 你好"})],
+    ),
     (
         "deepseek-v3-mock:deepseek-v3:32768",
         "deepseek-v3-mock",

@@ -5,11 +5,18 @@
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+import subprocess
+import sys
 import threading
 import unicodedata
 from pathlib import Path
+from unittest import mock
 
 import pytest
+import tiktoken
 import tokenizers
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +25,7 @@ from neutrino.text import registry
 from neutrino.text.bytelevel import BYTE_TO_CHAR, CHAR_TO_BYTE, token_string_to_bytes
 from neutrino.text.errors import InvalidTokenId, TokenizerUnavailable, UnknownTokenizer
 from neutrino.text.registry import available_tokenizers, load_tokenizer
+from neutrino.text.templates import ChatTemplate, load_families
 from neutrino.text.tokenizer import HFTokenizer, TiktokenTokenizer, Tokenizer
 
 from .conftest import AVAILABLE, LLAMA3_MISSING
@@ -195,6 +203,38 @@ MISTRAL_V3_IDS = {
     "[TOOL_RESULTS]": 8,
     "[/TOOL_RESULTS]": 9,
 }
+# Meta's Llama 4 tokenizer (llama-models' llama_models/llama4/tokenizer.py lays them out).
+LLAMA4_IDS = {
+    "<|begin_of_text|>": 200000,
+    "<|end_of_text|>": 200001,
+    "<|fim_prefix|>": 200002,
+    "<|fim_suffix|>": 200004,
+    "<|header_start|>": 200005,
+    "<|header_end|>": 200006,
+    "<|eom|>": 200007,
+    "<|eot|>": 200008,
+    "<|step|>": 200009,
+    "<|text_post_train_reserved_special_token_5|>": 200015,
+    "<|python_start|>": 200016,
+    "<|python_end|>": 200017,
+    "<|finetune_right_pad|>": 200018,
+    "<|text_post_train_reserved_special_token_8|>": 200019,
+    "<|text_post_train_reserved_special_token_68|>": 200079,
+    "<|image_start|>": 200080,
+    "<|image_end|>": 200081,
+    "<|tile_x_separator|>": 200084,
+    "<|tile_y_separator|>": 200085,
+    "<|image|>": 200090,
+    "<|vision_reserved_special_token_6|>": 200091,
+    "<|patch|>": 200092,
+    "<|vision_reserved_special_token_7|>": 200093,
+    "<|vision_reserved_special_token_1047|>": 201133,
+    "<|reasoning_reserved_special_token_0|>": 201134,
+    "<|reasoning_thinking_start|>": 201142,
+    "<|reasoning_thinking_end|>": 201143,
+    "<|reserved_special_token_0|>": 201144,
+    "<|reserved_special_token_903|>": 202047,
+}
 COMMAND_R_IDS = {
     "<BOS_TOKEN>": 5,
     "<EOS_TOKEN>": 6,
@@ -221,6 +261,7 @@ SPECIAL_IDS = {
     "llama2-sp": LLAMA2_IDS,
     "mistral-v1-sp": MISTRAL_V1_IDS,
     "mistral-v3-sp": MISTRAL_V3_IDS,
+    "llama4": LLAMA4_IDS,
 }
 NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
     "qwen2": {
@@ -298,6 +339,7 @@ def test_vocab_sizes() -> None:
         "llama2-sp": 32000,
         "mistral-v1-sp": 32000,
         "mistral-v3-sp": 32768,
+        "llama4": 202048,
     }
     for name in available_tokenizers():
         assert load_tokenizer(name).vocab_size == sizes[name]
@@ -398,6 +440,146 @@ def test_llama3_hf_and_tiktoken_agree_on_bytes() -> None:
     hf_side = HFTokenizer("llama3-json", _llama3_json())
     for token_id in range(0, 128256, 97):
         assert hf_side.token_bytes(token_id) == tiktoken_side.token_bytes(token_id)
+
+
+# Llama 4's oracle: tiktoken itself, loading llama-models' tokenizer.model (checked by
+# SHA-256) with the pattern and special tokens of Meta's reference tokenizer
+# (llama_models/llama4/tokenizer.py; the specials here are LLAMA4_IDS, a subset).
+LLAMA4_SHA256 = "0d0bdbaf59b0762c8c807617e2d8ea51420eb1b1de266df2495be755c8e0ed6ed"
+LLAMA4_REFERENCE_PATTERN = (
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"""
+    r"""[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"""
+    r"""[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+needs_llama4 = pytest.mark.skipif(
+    "llama4" not in AVAILABLE, reason="llama4 tokenizer not installed (PyPI package llama-models)"
+)
+
+
+def _llama4_folder() -> Path:
+    folder = registry._package_dir(registry._SOURCES["llama4"])
+    assert folder is not None
+    return folder / "llama4"
+
+
+@functools.cache
+def _llama4_tiktoken() -> tiktoken.Encoding:
+    from tiktoken.load import load_tiktoken_bpe
+
+    with mock.patch.dict(os.environ, {"TIKTOKEN_CACHE_DIR": ""}):  # no cache writes
+        ranks = load_tiktoken_bpe(str(_llama4_folder() / "tokenizer.model"), LLAMA4_SHA256)
+    return tiktoken.Encoding(
+        "llama4-reference",
+        pat_str=LLAMA4_REFERENCE_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens=LLAMA4_IDS,
+    )
+
+
+@needs_llama4
+def test_llama4_pattern_is_the_reference_one() -> None:
+    reference = (_llama4_folder() / "tokenizer.py").read_text("utf-8")
+    assert f'O200K_PATTERN = r"""{LLAMA4_REFERENCE_PATTERN}"""' in reference
+    assert registry.O200K_PATTERN == LLAMA4_REFERENCE_PATTERN
+    assert "num_reserved_special_tokens = 2048" in reference
+
+
+@needs_llama4
+def test_llama4_ids_match_tiktoken() -> None:
+    theirs = _llama4_tiktoken()
+    ours = load_tokenizer("llama4")
+    assert len(theirs.token_byte_values()) == 200000 and ours.vocab_size == 202048
+    texts = [
+        *TEXTS,
+        SAMPLE,
+        "<|begin_of_text|><|header_start|>user<|header_end|>\n\nhi<|eot|>",
+        "<|python_start|>[f(x=1)]<|python_end|><|eom|><|image_start|><|image|><|image_end|>",
+    ]
+    for text in texts:
+        want = theirs.encode(text, allowed_special="all")
+        assert ours.encode(text) == want, text
+        assert ours.encode_prompt(text) == want, text
+    assert ours.encode("Hello world") == [19873, 3817]
+
+
+@needs_llama4
+@settings(max_examples=40, deadline=None)
+@given(text=st.text(max_size=60))
+def test_llama4_ids_match_tiktoken_random(text: str) -> None:
+    want = _llama4_tiktoken().encode(text, allowed_special="all")
+    assert load_tokenizer("llama4").encode(text) == want
+
+
+@needs_llama4
+def test_llama4_special_tokens_layout() -> None:
+    tok = load_tokenizer("llama4")
+    specials = dict(tok.special_tokens)
+    assert sorted(specials.values()) == list(range(200000, 202048))
+    assert all(tok.is_special(i) for i in specials.values())
+    reserved = [f"<|reserved_special_token_{i}|>" for i in range(904)]
+    assert [specials[t] for t in reserved] == list(range(201144, 202048))
+    for kind, first, stop, at in (
+        ("text_post_train", 0, 6, 200010),
+        ("text_post_train", 8, 69, 200019),
+        ("vision", 7, 1048, 200093),
+        ("reasoning", 0, 8, 201134),
+    ):
+        names = [f"<|{kind}_reserved_special_token_{i}|>" for i in range(first, stop)]
+        assert [specials[t] for t in names] == list(range(at, at + stop - first)), kind
+
+
+@needs_llama4
+def test_llama4_specials_match_reference_tokenizer() -> None:
+    """All 2,048 names and ids, against Meta's reference tokenizer where it imports (it
+    needs only tiktoken; the package is installed without its dependencies)."""
+    code = (
+        "import json\n"
+        "from llama_models.llama4.tokenizer import Tokenizer\n"
+        "print(json.dumps(Tokenizer.get_instance().special_tokens))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        pytest.skip(f"llama_models' reference tokenizer does not import: {done.stderr[-300:]}")
+    assert json.loads(done.stdout) == dict(load_tokenizer("llama4").special_tokens)
+
+
+@needs_llama4
+def test_llama4_chat_prompt_ids() -> None:
+    """The rendered Llama 4 prompt: specials where the template puts them, the text
+    between them as tiktoken encodes it."""
+    family = load_families()["llama4"]
+    assert family.tokenizer == "llama4"
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Grüße aus Zürich! 你好 👋"},
+    ]
+    prompt = ChatTemplate(family).render(messages)
+    ours = load_tokenizer("llama4").encode_prompt(prompt)
+    theirs = _llama4_tiktoken()
+    assert ours == theirs.encode(prompt, allowed_special="all")
+    text = theirs.encode_ordinary
+    start, end, eot = 200005, 200006, 200008
+    assert ours[:2] == [200000, start]
+    assert ours == [
+        200000,
+        *[start, *text("system"), end, *text("\n\nBe brief."), eot],
+        *[start, *text("user"), end, *text("\n\nGrüße aus Zürich! 你好 👋"), eot],
+        *[start, *text("assistant"), end, *text("\n\n")],
+    ]
+
+
+def test_llama4_tokenizer_does_not_import_llama_models() -> None:
+    code = (
+        "import sys\n"
+        "from neutrino.text.registry import available_tokenizers, load_tokenizer\n"
+        "if 'llama4' in available_tokenizers():\n"
+        "    load_tokenizer('llama4').encode('hi')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('llama_models', 'models')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_deepseek_ids_match_package_pure_python_tokenizer() -> None:
