@@ -92,6 +92,9 @@ class HttpConfig:
     sse_keepalive_s: float = 10.0
     # Name of the reasoning field in messages and deltas ("reasoning" as newer vLLM names it).
     reasoning_field: str = "reasoning_content"
+    # Serve chat and text completions with the lean HTTP/1.1 server (httptools) in front of
+    # aiohttp, which serves every other route; false: aiohttp serves everything.
+    fast_path: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,16 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
 from neutrino.config import Config
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
-from neutrino.frontends.http.guard import error_response, guarded
+from neutrino.frontends.http.guard import guarded
 from neutrino.frontends.http.parse import parse_chat, parse_completion
 from neutrino.frontends.http.render import (
     SSE_DONE,
@@ -50,24 +50,98 @@ def json_response(payload: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(payload), status=status, headers=_JSON_HEADERS)
 
 
-async def read_json(request: web.Request, max_bytes: int) -> Any:
-    length = request.content_length
-    if length is not None and length > max_bytes:
-        raise NeutrinoError(
-            ErrorKind.PAYLOAD_TOO_LARGE, f"the request body exceeds {max_bytes} bytes"
-        )
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        raise NeutrinoError(
-            ErrorKind.PAYLOAD_TOO_LARGE, f"the request body exceeds {max_bytes} bytes"
-        ) from None
+class Exchange(Protocol):
+    """One request and its answer, as the generation routes see them.
+
+    Two adapters carry it: :class:`AiohttpExchange` and the lean HTTP/1.1 server's
+    ``H1Exchange``; the route logic below is written once against this.
+    """
+
+    def header(self, name: str) -> str:
+        """A request header's value ("" when absent)."""
+        ...
+
+    async def read(self, max_bytes: int) -> bytes:
+        """The request body; NeutrinoError (413) when it exceeds ``max_bytes``."""
+        ...
+
+    def reply(self, status: int, body: bytes) -> None:
+        """Answer with a JSON body (a non-streamed response or an error)."""
+        ...
+
+    async def open_stream(self) -> asyncio.Transport | None:
+        """Send the SSE headers; the transport when chunks may be written straight to
+        it (chunked encoding), else None and the body goes through ``write``."""
+        ...
+
+    async def write(self, data: bytes) -> None: ...
+
+    async def end(self) -> None:
+        """End a streamed body."""
+        ...
+
+
+class AiohttpExchange:
+    """An :class:`Exchange` over an aiohttp request; ``response`` is what to return."""
+
+    __slots__ = ("request", "response")
+
+    def __init__(self, request: web.Request) -> None:
+        self.request = request
+        self.response: web.StreamResponse | None = None
+
+    def header(self, name: str) -> str:
+        return self.request.headers.get(name, "")
+
+    async def read(self, max_bytes: int) -> bytes:
+        request = self.request
+        length = request.content_length
+        try:
+            if length is not None and length > max_bytes:
+                raise web.HTTPRequestEntityTooLarge(max_size=max_bytes, actual_size=length)
+            return await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise NeutrinoError(
+                ErrorKind.PAYLOAD_TOO_LARGE, f"the request body exceeds {max_bytes} bytes"
+            ) from None
+
+    def reply(self, status: int, body: bytes) -> None:
+        self.response = web.Response(body=body, status=status, headers=_JSON_HEADERS)
+
+    async def open_stream(self) -> asyncio.Transport | None:
+        resp = self.response = web.StreamResponse(headers=_SSE_HEADERS)
+        await resp.prepare(self.request)
+        await resp.write(SSE_OPEN)
+        transport = self.request.transport
+        if transport is not None and resp.headers.get("Transfer-Encoding") == "chunked":
+            return transport
+        return None  # HTTP/1.0: aiohttp frames the body
+
+    async def write(self, data: bytes) -> None:
+        assert self.response is not None
+        await self.response.write(data)
+
+    async def end(self) -> None:
+        assert self.response is not None
+        await self.response.write_eof()
+
+
+def parse_json(raw: bytes) -> Any:
     if not raw:
         raise bad_request("the request body is empty; send a JSON object")
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise bad_request("the request body is not valid JSON") from None
+
+
+async def read_json(request: web.Request, max_bytes: int) -> Any:
+    """The JSON body of an aiohttp request (bounded, errors as NeutrinoError)."""
+    return parse_json(await AiohttpExchange(request).read(max_bytes))
+
+
+Parse = Callable[[Any, Any], GenerateRequest]
+Render = Callable[[list[Generation], list[tuple[str, Outcome]], str], dict[str, Any]]
 
 
 class OpenAIRoutes:
@@ -80,24 +154,40 @@ class OpenAIRoutes:
         app.router.add_post("/v1/chat/completions", guarded(self.chat))
         app.router.add_post("/v1/completions", guarded(self.completions))
 
+    def fast_routes(self) -> dict[bytes, Callable[[Any], Awaitable[None]]]:
+        """The same routes for the lean HTTP/1.1 server (path -> handler of an Exchange)."""
+
+        async def chat(ex: Exchange) -> None:
+            await self.serve(ex, parse_chat, chat_response)
+
+        async def completions(ex: Exchange) -> None:
+            await self.serve(ex, parse_completion, completion_response)
+
+        return {b"/v1/chat/completions": chat, b"/v1/completions": completions}
+
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._handle(request, parse_chat, chat_response)
+        return await self._aiohttp(request, parse_chat, chat_response)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._handle(request, parse_completion, completion_response)
+        return await self._aiohttp(request, parse_completion, completion_response)
 
-    async def _handle(
-        self,
-        request: web.Request,
-        parse: Callable[[Any, Any], GenerateRequest],
-        render: Callable[[list[Generation], list[tuple[str, Outcome]], str], dict[str, Any]],
+    async def _aiohttp(
+        self, request: web.Request, parse: Parse, render: Render
     ) -> web.StreamResponse:
+        ex = AiohttpExchange(request)
+        await self.serve(ex, parse, render)
+        assert ex.response is not None
+        return ex.response
+
+    async def serve(self, ex: Exchange, parse: Parse, render: Render) -> None:
+        """Answer one generation request on ``ex``, streamed or not."""
         try:
-            body = await read_json(request, self.cfg.limits.max_body_bytes)
+            body = parse_json(await ex.read(self.cfg.limits.max_body_bytes))
             req = parse(body, self.cfg.limits)
-            req.traceparent = request.headers.get("traceparent", "")
+            req.traceparent = ex.header("traceparent")
             if req.stream:
-                return await self._stream(request, req)
+                await self._stream(ex, req)
+                return
             gens: list[Generation] = []
             results: list[tuple[str, Outcome]] = []
             try:
@@ -108,23 +198,19 @@ class OpenAIRoutes:
             finally:
                 for gen in gens:
                     gen.close()
-            return json_response(render(gens, results, self.cfg.http.reasoning_field))
+            ex.reply(200, orjson.dumps(render(gens, results, self.cfg.http.reasoning_field)))
         except NeutrinoError as err:
-            return error_response(err)
+            ex.reply(err.http_status, orjson.dumps(err.openai_body()))
 
-    async def _open(self, request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers=_SSE_HEADERS)
-        await resp.prepare(request)
-        await resp.write(SSE_OPEN)
-        return resp
-
-    async def _stream(self, request: web.Request, req: GenerateRequest) -> web.StreamResponse:
-        resp: web.StreamResponse | None = None
+    async def _stream(self, ex: Exchange, req: GenerateRequest) -> None:
+        opened = False
+        transport: asyncio.Transport | None = None
 
         async def on_queued() -> None:
-            nonlocal resp
-            if resp is None:
-                resp = await self._open(request)
+            nonlocal opened, transport
+            if not opened:
+                opened = True
+                transport = await ex.open_stream()
 
         gens: list[Generation] = []
         reason = "client disconnected"
@@ -133,30 +219,27 @@ class OpenAIRoutes:
                 for choice in _choices(req):
                     gens.append(await self.orch.start(choice, on_queued=on_queued))
             except NeutrinoError as err:
-                if resp is None:
+                if not opened:
                     raise
                 with contextlib.suppress(_GONE):
-                    await resp.write(sse_error(err) + SSE_DONE)
-                return resp
-            if resp is None:
-                resp = await self._open(request)
+                    await ex.write(sse_error(err) + SSE_DONE)
+                    await ex.end()
+                return
+            await on_queued()
             encs = [ChunkEncoder(g, req.kind, req.include_usage, i) for i, g in enumerate(gens)]
-            transport = request.transport
-            if transport is not None and resp.headers.get("Transfer-Encoding") == "chunked":
+            if transport is not None:
                 gone = await self._push(transport, gens, encs)
                 if gone is None:
-                    await resp.write_eof()
+                    await ex.end()
                 else:
                     reason = gone
-            else:  # HTTP/1.0: aiohttp frames the body; write through it, choice by choice
-                await self._pump(resp, gens, encs)
+            else:
+                await self._pump(ex, gens, encs)
         except _GONE:
             pass  # the client left; close() below cancels the engine requests
         finally:
             for gen in gens:
                 gen.close(reason)
-        assert resp is not None
-        return resp
 
     async def _push(
         self, transport: asyncio.Transport, gens: list[Generation], encs: list[ChunkEncoder]
@@ -175,16 +258,14 @@ class OpenAIRoutes:
         await stream.done
         return stream.gone
 
-    async def _pump(
-        self, resp: web.StreamResponse, gens: list[Generation], encs: list[ChunkEncoder]
-    ) -> None:
+    async def _pump(self, ex: Exchange, gens: list[Generation], encs: list[ChunkEncoder]) -> None:
         outcomes: list[Outcome] = []
         for gen, enc in zip(gens, encs, strict=True):
             first = enc.first()
             if first:
-                await resp.write(first)
+                await ex.write(first)
             if gen.echo:
-                await resp.write(enc.text(gen.echo))
+                await ex.write(enc.text(gen.echo))
             gen.start_keepalive(self._keepalive)
             while True:
                 await gen.wait()
@@ -199,18 +280,18 @@ class OpenAIRoutes:
                         out = SSE_KEEPALIVE
                 err = gen.error
                 if err is not None:
-                    await resp.write(out + sse_error(err) + SSE_DONE)
-                    await resp.write_eof()
+                    await ex.write(out + sse_error(err) + SSE_DONE)
+                    await ex.end()
                     return
                 outcome = gen.outcome
                 if outcome is not None:
                     outcomes.append(outcome)
-                    await resp.write(out + enc.final(outcome))
+                    await ex.write(out + enc.final(outcome))
                     break
                 if out:
-                    await resp.write(out)
-        await resp.write(encs[0].usage_chunk(outcomes) + SSE_DONE)
-        await resp.write_eof()
+                    await ex.write(out)
+        await ex.write(encs[0].usage_chunk(outcomes) + SSE_DONE)
+        await ex.end()
 
 
 def _choices(req: GenerateRequest) -> list[GenerateRequest]:

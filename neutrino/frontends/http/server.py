@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from neutrino.config import Config
+from neutrino.frontends.http import h1
 from neutrino.frontends.http.admin import AdminRoutes
 from neutrino.frontends.http.audio import AudioRoutes
 from neutrino.frontends.http.detect import DetectRoutes
@@ -19,11 +21,16 @@ from neutrino.pipeline.orchestrator import Orchestrator
 log = logging.getLogger("neutrino.http")
 
 
+_FAST_ROUTES = web.AppKey("fast_routes", dict)
+
+
 def build_app(
     cfg: Config, orchestrator: Orchestrator, extra_state: Callable[[], dict[str, Any]]
 ) -> web.Application:
     app = web.Application(client_max_size=cfg.limits.max_body_bytes)
-    OpenAIRoutes(cfg, orchestrator).register(app)
+    openai = OpenAIRoutes(cfg, orchestrator)
+    openai.register(app)
+    app[_FAST_ROUTES] = openai.fast_routes()
     EmbeddingRoutes(cfg, orchestrator).register(app)
     AudioRoutes(cfg, orchestrator).register(app)
     DetectRoutes(cfg, orchestrator).register(app)
@@ -32,21 +39,39 @@ def build_app(
 
 
 class HttpServer:
+    """The lean HTTP/1.1 server (generation routes) in front of the aiohttp app (the rest).
+
+    With ``[http] fast_path = false`` aiohttp serves every route itself.
+    """
+
     def __init__(self, cfg: Config, app: web.Application) -> None:
         self.cfg = cfg
+        self.app = app
         self.runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
         self.port = cfg.server.http_port
+        self._server: asyncio.Server | None = None
+        self._connections: set[h1.H1Protocol] = set()
 
     async def start(self) -> None:
         await self.runner.setup()
-        site = web.TCPSite(
-            self.runner, self.cfg.server.http_host, self.cfg.server.http_port, reuse_address=True
-        )
-        await site.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
+        host, port = self.cfg.server.http_host, self.cfg.server.http_port
+        if self.cfg.http.fast_path:
+            relay = self.runner.server
+            assert relay is not None
+            self._server, self._connections = await h1.serve(
+                host, port, self.app[_FAST_ROUTES], relay, self.cfg.limits.max_body_bytes
+            )
+            sockets = list(self._server.sockets)
+        else:
+            site = web.TCPSite(self.runner, host, port, reuse_address=True)
+            await site.start()
+            sockets = list(getattr(site._server, "sockets", None) or [])
         if sockets:
             self.port = sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
-        await self.runner.cleanup()
+        if self._server is not None:
+            self._server.close()
+            h1.close_idle(self._connections)
+        await self.runner.cleanup()  # relayed connections, and aiohttp's own
+        h1.abort_all(self._connections)

@@ -1,0 +1,488 @@
+"""A lean HTTP/1.1 server for the generation routes, with aiohttp behind it.
+
+Chat and text completions are where a front server spends its time, and aiohttp's
+web layer (request and response objects, header multidicts, its stream writer)
+costs more than the rest of a request's work. This protocol parses with
+``httptools`` (llhttp) and serves ``POST /v1/chat/completions`` and
+``POST /v1/completions`` itself, through the same route code as aiohttp
+(:class:`~neutrino.frontends.http.openai.Exchange` is the seam).
+
+Every other request goes to the aiohttp application: the connection gets an
+aiohttp request handler that writes to the real transport, and this protocol
+relays it the request bytes, rebuilt from what the parser saw. Once a connection
+has carried such a request it stays relayed, so responses keep their order.
+
+Like aiohttp with ``handler_cancellation``, a client that goes away cancels the
+task serving its request, which sends the engine its single cancel frame.
+Requests on one connection are answered in order; pipelined ones wait in a small
+bounded queue (reading pauses when it is full).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import http
+import logging
+import socket
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import cast
+
+import httptools
+import orjson
+
+from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.frontends.http.render import SSE_OPEN
+
+log = logging.getLogger("neutrino.http")
+
+MAX_LINE = 8190  # request line and each header field, as aiohttp allows
+MAX_HEADERS = 128
+MAX_QUEUED = 8  # pipelined requests held per connection before reading pauses
+
+_SERVER = b"Server: neutrino\r\n"
+_REASONS = {s.value: s.phrase.encode() for s in http.HTTPStatus}
+
+# aiohttp's relay handler is made per connection by this factory.
+HandlerFactory = Callable[[], asyncio.Protocol]
+
+
+class _Date:
+    """The ``Date`` header line, formatted once a second."""
+
+    __slots__ = ("_line", "_second")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._line = b""
+
+    def line(self) -> bytes:
+        now = time.time()
+        second = int(now)
+        if second != self._second:
+            self._second = second
+            self._line = b"Date: %s\r\n" % email.utils.formatdate(now, usegmt=True).encode()
+        return self._line
+
+
+_DATE = _Date()
+
+
+def response_head(status: int, headers: bytes, close: bool) -> bytes:
+    """Status line and headers (``headers``: pre-rendered lines) up to the blank line."""
+    return b"HTTP/1.1 %d %b\r\n%b%b%b%b\r\n" % (
+        status,
+        _REASONS.get(status, b"Unknown"),
+        headers,
+        _DATE.line(),
+        _SERVER,
+        b"Connection: close\r\n" if close else b"",
+    )
+
+
+def json_head(status: int, length: int, close: bool) -> bytes:
+    return response_head(
+        status, b"Content-Type: application/json\r\nContent-Length: %d\r\n" % length, close
+    )
+
+
+_SSE_HEAD = (
+    b"Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    b"X-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n"
+)
+
+_SSE_OPEN_CHUNK = b"%x\r\n%b\r\n" % (len(SSE_OPEN), SSE_OPEN)
+
+
+class H1Exchange:
+    """One request served by :class:`H1Protocol` (an ``Exchange`` of the routes)."""
+
+    __slots__ = ("_conn", "body", "close", "ended", "headers", "streaming", "too_large")
+
+    def __init__(self, conn: H1Protocol, headers: dict[bytes, bytes], close: bool) -> None:
+        self._conn = conn
+        self.headers = headers
+        self.body = b""
+        self.too_large = False
+        self.close = close  # the connection ends after this response
+        self.streaming = False
+        self.ended = False
+
+    def header(self, name: str) -> str:
+        value = self.headers.get(name.lower().encode())
+        return "" if value is None else value.decode("latin-1")
+
+    async def read(self, max_bytes: int) -> bytes:
+        if self.too_large or len(self.body) > max_bytes:
+            raise NeutrinoError(
+                ErrorKind.PAYLOAD_TOO_LARGE, f"the request body exceeds {max_bytes} bytes"
+            )
+        return self.body
+
+    def reply(self, status: int, body: bytes) -> None:
+        self._conn.write(json_head(status, len(body), self.close) + body)
+
+    async def open_stream(self) -> asyncio.Transport | None:
+        self.streaming = True
+        self._conn.write(response_head(200, _SSE_HEAD, self.close) + _SSE_OPEN_CHUNK)
+        return self._conn.transport
+
+    async def write(self, data: bytes) -> None:
+        if data:
+            self._conn.write(b"%x\r\n%b\r\n" % (len(data), data))
+
+    async def end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self._conn.write(b"0\r\n\r\n")
+
+
+Route = Callable[[H1Exchange], Awaitable[None]]
+
+
+class H1Protocol(asyncio.Protocol):
+    """One client connection (see the module docstring)."""
+
+    def __init__(
+        self,
+        routes: dict[bytes, Route],
+        relay_factory: HandlerFactory,
+        max_body_bytes: int,
+        idle_timeout_s: float,
+        connections: set[H1Protocol],
+    ) -> None:
+        self._routes = routes
+        self._relay_factory = relay_factory
+        self._max_body = max_body_bytes
+        self._idle_s = idle_timeout_s
+        self._connections = connections
+        self.transport: asyncio.Transport | None = None
+        self._parser = httptools.HttpRequestParser(self)
+        # The message being parsed.
+        self._url = b""
+        self._headers: dict[bytes, bytes] = {}
+        self._raw_headers: list[tuple[bytes, bytes]] = []
+        self._header_bytes = 0
+        self._body: list[bytes] = []
+        self._body_len = 0
+        self._route: Route | None = None
+        self._chunked = False
+        self._stopped = False  # answered early (bad or too large): read nothing more
+        # Requests parsed but not yet answered, and the task answering the first.
+        self._queue: deque[tuple[Route, H1Exchange]] = deque()
+        self._task: asyncio.Task[None] | None = None
+        self._paused = False
+        self._closing = False
+        # aiohttp's handler once the connection is relayed, and bytes held for it.
+        self._relay: asyncio.Protocol | None = None
+        self._held: list[bytes] = []
+        self._idle: asyncio.TimerHandle | None = None
+        self._last = 0.0
+
+    # ------------------------------------------------------------ transport side
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport = cast(asyncio.Transport, transport)
+        self._connections.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        loop = asyncio.get_running_loop()
+        self._last = loop.time()
+        self._idle = loop.call_later(self._idle_s, self._check_idle)
+
+    def data_received(self, data: bytes) -> None:
+        if self._stopped:
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade as exc:
+            self._upgrade(data[exc.args[0] :] if exc.args else b"")
+        except httptools.HttpParserError as exc:
+            self._bad_request(exc)
+
+    def eof_received(self) -> bool | None:
+        if self._relay is not None:
+            return self._relay.eof_received()
+        return None  # the transport closes; connection_lost cancels what is running
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._connections.discard(self)
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        self._queue.clear()
+        if self._task is not None:
+            self._task.cancel()  # the client left: the route cancels its engine request
+        if self._relay is not None:
+            self._relay.connection_lost(exc)
+        self.transport = None
+
+    def pause_writing(self) -> None:
+        if self._relay is not None:
+            self._relay.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._relay is not None:
+            self._relay.resume_writing()
+
+    def write(self, data: bytes) -> None:
+        t = self.transport
+        if t is not None and not t.is_closing():
+            t.write(data)
+
+    def close(self) -> None:
+        """Close at once (shutdown; only idle or relayed connections are left then)."""
+        self._closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    @property
+    def idle(self) -> bool:
+        return self._task is None and not self._queue and self._relay is None
+
+    # ------------------------------------------------------------ parser callbacks
+
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._headers = {}
+        self._raw_headers = []
+        self._header_bytes = 0
+        self._body = []
+        self._body_len = 0
+        self._route = None
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        if len(self._url) > MAX_LINE:
+            raise _TooLong("the request line is too long")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._raw_headers.append((name, value))
+        if len(self._raw_headers) > MAX_HEADERS:
+            raise _TooLong("too many request headers")
+        if len(name) + len(value) > MAX_LINE:
+            raise _TooLong("a request header is too long")
+        self._headers[name.lower()] = value
+
+    def on_headers_complete(self) -> None:
+        if self._stopped:
+            return
+        p = self._parser
+        route = None
+        if self._relay is None and p.get_http_version() == "1.1" and p.get_method() == b"POST":
+            path = self._url.partition(b"?")[0]
+            route = self._routes.get(path)
+        if route is None:
+            self._start_relay()
+            return
+        self._route = route
+        self._chunked = b"chunked" in self._headers.get(b"transfer-encoding", b"").lower()
+        length = self._headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self._max_body:
+            self._answer_early(
+                NeutrinoError(
+                    ErrorKind.PAYLOAD_TOO_LARGE,
+                    f"the request body exceeds {self._max_body} bytes",
+                )
+            )
+            return
+        if self._headers.get(b"expect", b"").lower() == b"100-continue":
+            self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        if self._relay is not None:
+            self._forward(b"%x\r\n%b\r\n" % (len(body), body) if self._chunked else body)
+            return
+        if self._stopped:
+            return
+        self._body_len += len(body)
+        if self._body_len > self._max_body:
+            self._answer_early(
+                NeutrinoError(
+                    ErrorKind.PAYLOAD_TOO_LARGE,
+                    f"the request body exceeds {self._max_body} bytes",
+                )
+            )
+            return
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._relay is not None:
+            if self._chunked:
+                self._forward(b"0\r\n\r\n")
+            return
+        if self._stopped or self._route is None:
+            return
+        ex = H1Exchange(self, self._headers, not self._parser.should_keep_alive())
+        ex.body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        self._queue.append((self._route, ex))
+        if self._task is None:
+            self._next()
+        elif len(self._queue) >= MAX_QUEUED and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+
+    # ------------------------------------------------------------ serving
+
+    def _next(self) -> None:
+        """Start answering the oldest queued request, if nothing is being answered."""
+        if not self._queue or self.transport is None:
+            self._task = None
+            if self._held and self._relay is not None:
+                self._flush_held()
+            return
+        route, ex = self._queue.popleft()
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        self._task = task = asyncio.get_running_loop().create_task(self._serve(route, ex))
+        task.add_done_callback(self._served)
+
+    async def _serve(self, route: Route, ex: H1Exchange) -> None:
+        try:
+            await route(ex)
+        except (asyncio.CancelledError, ConnectionError):
+            raise
+        except Exception:
+            log.exception("unhandled error on POST %s", self._url.decode("latin-1"))
+            if not ex.streaming:
+                err = NeutrinoError(ErrorKind.INTERNAL, "internal server error")
+                ex.reply(err.http_status, orjson.dumps(err.openai_body()))
+            else:
+                ex.close = True
+        if ex.streaming and not ex.ended:
+            ex.close = True  # the body never ended (a client too slow): nothing can follow
+        if ex.close and self.transport is not None:
+            self._closing = True
+            self.transport.close()
+
+    def _served(self, task: asyncio.Task[None]) -> None:
+        if self._task is task:
+            self._task = None
+            if self.transport is not None:
+                self._last = asyncio.get_running_loop().time()
+            self._next()
+
+    def _check_idle(self) -> None:
+        """Close a connection that has been idle longer than the keep-alive timeout."""
+        self._idle = None
+        if self.transport is None or self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        if self._relay is not None:
+            return  # aiohttp's handler keeps its own keep-alive timer
+        left = self._last + self._idle_s - loop.time()
+        if self.idle and left <= 0:
+            self.close()
+            return
+        self._idle = loop.call_later(max(left, 1.0), self._check_idle)
+
+    def _answer_early(self, err: NeutrinoError) -> None:
+        """Answer (in order) without reading further, then close the connection."""
+        self._stopped = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+        self._queue.append((_fixed(err), H1Exchange(self, {}, True)))
+        if self._task is None:
+            self._next()
+
+    def _bad_request(self, exc: Exception) -> None:
+        cause = exc.__context__
+        reason = str(cause) if isinstance(cause, _TooLong) else "malformed HTTP request"
+        if self._relay is not None:
+            # aiohttp's handler has answered what reached it; a broken stream just ends.
+            self._stopped = True
+            if self.transport is not None:
+                self.transport.close()
+            return
+        self._answer_early(NeutrinoError(ErrorKind.BAD_REQUEST, reason))
+
+    # ------------------------------------------------------------ relay to aiohttp
+
+    def _start_relay(self) -> None:
+        """Hand this request, and every later one, to aiohttp's handler."""
+        if self._relay is None:
+            assert self.transport is not None
+            if self._idle is not None:
+                self._idle.cancel()
+                self._idle = None
+            self._relay = relay = self._relay_factory()
+            relay.connection_made(self.transport)
+        p = self._parser
+        self._chunked = b"chunked" in self._headers.get(b"transfer-encoding", b"").lower()
+        head = [b"%b %b HTTP/%b\r\n" % (p.get_method(), self._url, p.get_http_version().encode())]
+        head += [b"%b: %b\r\n" % (n, v) for n, v in self._raw_headers]
+        head.append(b"\r\n")
+        self._forward(b"".join(head))
+
+    def _forward(self, data: bytes) -> None:
+        if self._task is not None or self._queue:
+            self._held.append(data)  # fast answers still due: keep the order
+            return
+        assert self._relay is not None
+        self._relay.data_received(data)
+
+    def _flush_held(self) -> None:
+        held, self._held = self._held, []
+        assert self._relay is not None
+        for data in held:
+            self._relay.data_received(data)
+
+    def _upgrade(self, tail: bytes) -> None:
+        """An Upgrade request: aiohttp decides; the bytes after the head go through as-is."""
+        if self._relay is None:
+            self._start_relay()
+        if tail:
+            self._forward(tail)
+        # Later bytes are not HTTP/1.1 any more: pass them straight to aiohttp.
+        relay = self._relay
+        assert relay is not None and self.transport is not None
+        self.transport.set_protocol(relay)
+
+
+class _TooLong(Exception):
+    pass
+
+
+def _fixed(err: NeutrinoError) -> Route:
+    body = orjson.dumps(err.openai_body())
+
+    async def answer(ex: H1Exchange) -> None:
+        ex.reply(err.http_status, body)
+
+    return answer
+
+
+async def serve(
+    host: str,
+    port: int,
+    routes: dict[bytes, Route],
+    relay_factory: HandlerFactory,
+    max_body_bytes: int,
+    idle_timeout_s: float = 75.0,
+) -> tuple[asyncio.Server, set[H1Protocol]]:
+    """Listen on ``host:port``; returns the server and its live connections."""
+    connections: set[H1Protocol] = set()
+
+    def factory() -> H1Protocol:
+        return H1Protocol(routes, relay_factory, max_body_bytes, idle_timeout_s, connections)
+
+    server = await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)
+    return server, connections
+
+
+def close_idle(connections: set[H1Protocol]) -> None:
+    for conn in list(connections):
+        if conn.idle:
+            conn.close()
+
+
+def abort_all(connections: set[H1Protocol]) -> None:
+    for conn in list(connections):
+        conn.close()
