@@ -189,6 +189,20 @@ def test_streamed_answer_is_chunked_sse_and_the_connection_is_reused(conn: Conn)
     assert r.status == 200 and json.loads(raw)["usage"]["completion_tokens"] == 1
 
 
+def test_an_h2c_upgrade_offer_is_relayed_and_answered_in_http_1_1(conn: Conn) -> None:
+    conn.send(
+        b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+        b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQ\r\n\r\n"
+        + post("/v1/chat/completions", chat_body(max_tokens=1))
+    )
+    r, raw = conn.response("GET")
+    assert r.status == 200 and r.version == 11
+    validate(json.loads(raw), "ListModelsResponse")
+    r, raw = conn.response()
+    assert r.status == 200 and "aiohttp" in (r.getheader("Server") or "")
+    assert json.loads(raw)["usage"]["completion_tokens"] == 1
+
+
 def test_connection_close_is_honoured(conn: Conn) -> None:
     conn.send(post("/v1/chat/completions", chat_body(max_tokens=1), "Connection: close"))
     r, raw = conn.response()

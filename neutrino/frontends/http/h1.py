@@ -275,7 +275,13 @@ class H1Protocol(asyncio.Protocol):
             return
         p = self._parser
         route = None
-        if self._relay is None and p.get_http_version() == "1.1" and p.get_method() == b"POST":
+        # Upgrade offers (h2c, websocket) go to aiohttp: llhttp would not parse their body.
+        if (
+            self._relay is None
+            and p.get_http_version() == "1.1"
+            and p.get_method() == b"POST"
+            and b"upgrade" not in self._headers
+        ):
             path = self._url.partition(b"?")[0]
             route = self._routes.get(path)
         if route is None:
@@ -435,9 +441,12 @@ class H1Protocol(asyncio.Protocol):
             self._relay.data_received(data)
 
     def _upgrade(self, tail: bytes) -> None:
-        """An Upgrade request: aiohttp decides; the bytes after the head go through as-is."""
+        """An Upgrade request went to aiohttp: what follows its head goes through as-is."""
         if self._relay is None:
-            self._start_relay()
+            self._stopped = True
+            if self.transport is not None:
+                self.transport.close()
+            return
         if tail:
             self._forward(tail)
         # Later bytes are not HTTP/1.1 any more: pass them straight to aiohttp.
