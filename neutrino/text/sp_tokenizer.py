@@ -1,4 +1,4 @@
-"""Tokenizer over a SentencePiece BPE model (``tokenizer.model``): Llama 2, Mistral v1/v3.
+"""Tokenizer over a SentencePiece BPE model (``tokenizer.model``): Llama 2, Mistral, Phi-3.
 
 Only lossless models are accepted: BPE with byte fallback, the ``identity`` normaliser
 and no whitespace trimming, so that every text is spelled by the pieces' bytes.
@@ -19,13 +19,20 @@ text between them is encoded by ``sentencepiece`` itself. Such models prepend a 
 Decoding drops the one leading space a dummy prefix stands for, as ``sentencepiece``'s
 own ``decode`` does; the detokenizer does the same for the first text of a stream
 (``strip_leading_space``).
+
+A model may also carry tokens added after its pieces (Phi-3's ``<|user|>`` ... from id
+32,000 on), as a Hugging Face ``tokenizer.json`` lists them. Those named in ``rstrip``
+consume the whitespace that follows them (the ``rstrip`` flag of an added token: what
+Unicode calls White_Space, as the ``tokenizers`` library strips it), so the text after
+them starts at its first other character; those named in ``non_special`` are recognised in
+input but are not special (``decode(skip_special=True)`` keeps them).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Literal
 
 import sentencepiece
@@ -42,6 +49,12 @@ _UNKNOWN, _CONTROL, _UNUSED, _BYTE = 2, 3, 5, 6  # ModelProto.SentencePiece.Type
 _BPE = 2
 _SPACE = "\u2581"
 _BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")
+# What an added token's rstrip consumes: the characters Rust's char::is_whitespace accepts
+# (Unicode White_Space), which is str.isspace() without the separators U+001C-U+001F.
+_WHITESPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 class SentencePieceTokenizer(TableTokenizer):
@@ -53,6 +66,9 @@ class SentencePieceTokenizer(TableTokenizer):
         model: bytes,
         *,
         prefix: Literal["always", "first"],
+        added: Sequence[str] = (),
+        rstrip: Collection[str] = (),
+        non_special: Collection[str] = (),
     ) -> None:
         super().__init__()
         proto = sp_model.ModelProto()  # type: ignore[attr-defined]
@@ -81,9 +97,19 @@ class SentencePieceTokenizer(TableTokenizer):
         pieces = [(p.piece, p.type) for p in proto.pieces]
         self._model_pieces = pieces
         special = {text: i for i, (text, kind) in enumerate(pieces) if kind in (_UNKNOWN, _CONTROL)}
+        known = {text for text, _ in pieces}
+        for i, text in enumerate(added):
+            if not text or text in known or text in special:
+                raise TokenizerError(f"tokenizer {name!r}: added token {text!r} is already known")
+            special[text] = len(pieces) + i
+        unknown = (set(rstrip) | set(non_special)) - set(special)
+        if unknown:
+            raise TokenizerError(f"tokenizer {name!r}: unknown special tokens {sorted(unknown)}")
         self._special = special
-        self._special_ids = frozenset(special.values())
-        self.vocab_size = len(pieces)
+        self._added = tuple(added)
+        self._rstrip = frozenset(rstrip)
+        self._special_ids = frozenset(i for t, i in special.items() if t not in non_special)
+        self.vocab_size = len(pieces) + len(added)
         self._splitter = special_splitter(special)
 
     @classmethod
@@ -93,25 +119,40 @@ class SentencePieceTokenizer(TableTokenizer):
         path: str | os.PathLike[str],
         *,
         prefix: Literal["always", "first"],
+        added: Sequence[str] = (),
+        rstrip: Collection[str] = (),
+        non_special: Collection[str] = (),
     ) -> SentencePieceTokenizer:
         with open(path, "rb") as f:
-            return cls(name, f.read(), prefix=prefix)
+            model = f.read()
+        return cls(name, model, prefix=prefix, added=added, rstrip=rstrip, non_special=non_special)
 
     @property
     def special_tokens(self) -> dict[str, int]:
-        """Control tokens recognised in input, by text."""
+        """Control and added tokens recognised in input, by text."""
         return dict(self._special)
+
+    @property
+    def rstrip_tokens(self) -> frozenset[str]:
+        """Tokens that consume the whitespace after them."""
+        return self._rstrip
 
     def encode(self, text: str) -> list[int]:
         pieces = self._splitter.split(text) if self._splitter is not None else [text]
         encode = self._sp.encode
         dummy = self.strip_leading_space
         always = self.prefix == "always"
+        rstrip = self._rstrip
+        strip = False
         ids: list[int] = []
         for k, piece in enumerate(pieces):
             if k & 1:  # pieces alternate: text between specials, then a special
                 ids.append(self._special[piece])
-            elif piece:
+                strip = piece in rstrip
+                continue
+            if strip:
+                piece = piece.lstrip(_WHITESPACE)
+            if piece:
                 if dummy and (k == 0 or always):
                     piece = " " + piece
                 ids += encode(piece)
@@ -153,4 +194,7 @@ class SentencePieceTokenizer(TableTokenizer):
                 out[i] = text.encode("utf-8")
             elif kind != _UNUSED:
                 out[i] = text.replace(_SPACE, " ").encode("utf-8")
+        first = len(self._model_pieces)
+        for i, text in enumerate(self._added):
+            out[first + i] = text.encode("utf-8")
         return out

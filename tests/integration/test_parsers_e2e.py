@@ -83,6 +83,8 @@ CASES: list[tuple[str, str, str, str, list[tuple[str, dict[str, Any]]]]] = [
 PLAIN: list[tuple[str, str, str]] = [
     ("llama-2-7b-chat-mock:llama2-sp:4096", "llama-2-7b-chat-mock", "Hello! Grüße 👋\n  two"),
     ("zephyr-7b-beta-mock:mistral-v1-sp:32768", "zephyr-7b-beta-mock", "Sure: ünïcödé."),
+    # Phi-3: Llama 2's model with added tokens that swallow the newline after them
+    ("phi-3-mini-4k-instruct-mock:phi3:4096", "phi-3-mini-4k-instruct-mock", "Hi!\n  Grüße 你好"),
 ]
 
 # Reasoning-only families whose template opens the think block: (model spec, model name,
@@ -247,3 +249,16 @@ def test_sentencepiece_text_end_to_end(server: NeutrinoProc, i: int) -> None:
         for c in chunk.choices
     )
     assert streamed == raw
+
+
+def test_phi3_prompt_swallows_newlines(server: NeutrinoProc) -> None:
+    """The rendered "<|user|>\\nplainN<|end|>\\n<|assistant|>\\n" reaches the engine as four
+    pieces: Phi-3's added tokens strip the newline after them, as its tokenizer.json says."""
+    from neutrino.text.registry import load_tokenizer
+
+    i, (_, model, _) = next((k, c) for k, c in enumerate(PLAIN) if ":phi3:" in c[0])
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+    messages: Any = [{"role": "user", "content": f"plain{i}"}]
+    r = client.chat.completions.create(model=model, messages=messages, max_tokens=300)
+    text = load_tokenizer("llama2-sp").encode(f"plain{i}")
+    assert r.usage is not None and r.usage.prompt_tokens == 3 + len(text)

@@ -196,12 +196,17 @@ def test_rendered_prompt_round_trips(name: str) -> None:
 
 def _with_dummy_prefixes(tokenizer: Any, prompt: str) -> str:
     """``prompt`` as a legacy SentencePiece model decodes it: each run of text after a
-    control token got a dummy-prefix space of its own (Llama 2's ``"<s> [INST]"``)."""
+    control token got a dummy-prefix space of its own (Llama 2's ``"<s> [INST]"``), once
+    the whitespace after a token that strips it (Phi-3's ``<|user|>``) is gone."""
     if getattr(tokenizer, "prefix", None) != "always":
         return prompt
     specials = sorted(tokenizer.special_tokens, key=len, reverse=True)
+    rstrip = getattr(tokenizer, "rstrip_tokens", frozenset())
     parts = re.split("(" + "|".join(map(re.escape, specials)) + ")", prompt)
-    return "".join(" " + p if k % 2 == 0 and k > 0 and p else p for k, p in enumerate(parts))
+    for k in range(2, len(parts), 2):
+        text = parts[k].lstrip() if parts[k - 1] in rstrip else parts[k]
+        parts[k] = " " + text if text else ""
+    return "".join(parts)
 
 
 def test_gpt_oss_harmony_tokens() -> None:

@@ -190,6 +190,21 @@ GEMMA3_IDS = {
     "<image_soft_token>": 262144,
 }
 LLAMA2_IDS = {"<unk>": 0, "<s>": 1, "</s>": 2}
+# Phi-3 / Phi-3.5 mini: Llama 2's pieces plus the added tokens of Microsoft's tokenizer.json.
+PHI3_IDS = {
+    **LLAMA2_IDS,
+    "<|endoftext|>": 32000,
+    "<|assistant|>": 32001,
+    "<|placeholder1|>": 32002,
+    "<|placeholder2|>": 32003,
+    "<|placeholder3|>": 32004,
+    "<|placeholder4|>": 32005,
+    "<|system|>": 32006,
+    "<|end|>": 32007,
+    "<|placeholder5|>": 32008,
+    "<|placeholder6|>": 32009,
+    "<|user|>": 32010,
+}
 MISTRAL_V1_IDS = {"<unk>": 0, "<s>": 1, "</s>": 2}
 # mistral-common's v3 SentencePiece file (its MistralTokenizer.v3()).
 MISTRAL_V3_IDS = {
@@ -262,6 +277,7 @@ SPECIAL_IDS = {
     "mistral-v1-sp": MISTRAL_V1_IDS,
     "mistral-v3-sp": MISTRAL_V3_IDS,
     "llama4": LLAMA4_IDS,
+    "phi3": PHI3_IDS,
 }
 NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
     "qwen2": {
@@ -285,6 +301,7 @@ NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
     },
     "deepseek-r1-distill-llama": {"<｜User｜>", "<｜Assistant｜>", "<think>", "</think>"},
     "deepseek-coder": {"<｜fim▁hole｜>", "<pad>", "<|EOT|>"},
+    "phi3": {"</s>"},  # "special": false in Phi-3's tokenizer.json
     "command-r": {
         "<|START_OF_TURN_TOKEN|>",
         "<|END_OF_TURN_TOKEN|>",
@@ -340,6 +357,7 @@ def test_vocab_sizes() -> None:
         "mistral-v1-sp": 32000,
         "mistral-v3-sp": 32768,
         "llama4": 202048,
+        "phi3": 32011,
     }
     for name in available_tokenizers():
         assert load_tokenizer(name).vocab_size == sizes[name]
