@@ -100,13 +100,12 @@ _SSE_OPEN_CHUNK = b"%x\r\n%b\r\n" % (len(SSE_OPEN), SSE_OPEN)
 class H1Exchange:
     """One request served by :class:`H1Protocol` (an ``Exchange`` of the routes)."""
 
-    __slots__ = ("_conn", "body", "close", "ended", "headers", "streaming", "too_large")
+    __slots__ = ("_conn", "body", "close", "ended", "headers", "streaming")
 
     def __init__(self, conn: H1Protocol, headers: dict[bytes, bytes], close: bool) -> None:
         self._conn = conn
         self.headers = headers
         self.body = b""
-        self.too_large = False
         self.close = close  # the connection ends after this response
         self.streaming = False
         self.ended = False
@@ -116,7 +115,7 @@ class H1Exchange:
         return "" if value is None else value.decode("latin-1")
 
     async def read(self, max_bytes: int) -> bytes:
-        if self.too_large or len(self.body) > max_bytes:
+        if len(self.body) > max_bytes:
             raise NeutrinoError(
                 ErrorKind.PAYLOAD_TOO_LARGE, f"the request body exceeds {max_bytes} bytes"
             )
@@ -169,7 +168,7 @@ class H1Protocol(asyncio.Protocol):
         self._body: list[bytes] = []
         self._body_len = 0
         self._route: Route | None = None
-        self._chunked = False
+        self._chunked = False  # the relayed request's body is chunked: re-chunk it
         self._stopped = False  # answered early (bad or too large): read nothing more
         # Requests parsed but not yet answered, and the task answering the first.
         self._queue: deque[tuple[Route, H1Exchange]] = deque()
@@ -288,18 +287,17 @@ class H1Protocol(asyncio.Protocol):
             self._start_relay()
             return
         self._route = route
-        self._chunked = b"chunked" in self._headers.get(b"transfer-encoding", b"").lower()
         length = self._headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self._max_body:
-            self._answer_early(
-                NeutrinoError(
-                    ErrorKind.PAYLOAD_TOO_LARGE,
-                    f"the request body exceeds {self._max_body} bytes",
-                )
-            )
+            self._answer_early(self._too_large())
             return
         if self._headers.get(b"expect", b"").lower() == b"100-continue":
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def _too_large(self) -> NeutrinoError:
+        return NeutrinoError(
+            ErrorKind.PAYLOAD_TOO_LARGE, f"the request body exceeds {self._max_body} bytes"
+        )
 
     def on_body(self, body: bytes) -> None:
         if self._relay is not None:
@@ -309,12 +307,7 @@ class H1Protocol(asyncio.Protocol):
             return
         self._body_len += len(body)
         if self._body_len > self._max_body:
-            self._answer_early(
-                NeutrinoError(
-                    ErrorKind.PAYLOAD_TOO_LARGE,
-                    f"the request body exceeds {self._max_body} bytes",
-                )
-            )
+            self._answer_early(self._too_large())
             return
         self._body.append(body)
 
