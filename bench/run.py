@@ -1,10 +1,12 @@
-"""`make bench`: Neutrino + mock_ie (zero engine delay) against two aiohttp baselines.
+"""`make bench`: Neutrino + mock_ie (zero engine delay) against three baselines.
 
 Everything is measured in this one run: the same load generator drives a bare
 aiohttp server that answers by itself (``bench.baseline``), a bare aiohttp
 pass-through proxy in front of such a server (``bench.relay``; like Neutrino, it
-has a backend in another process), and Neutrino. The report prints Neutrino's
-figures next to both and the ratios. CPU cost is the server process's CPU time (user +
+has a backend in another process), a raw uvloop relay that only frames bytes
+(``bench.floor``: what the socket calls and wake-ups of a relay cost, non-streamed
+only), and Neutrino. The report prints Neutrino's figures next to them and its
+ratios to the two aiohttp baselines. CPU cost is the server process's CPU time (user +
 system, from /proc) over a load phase divided by requests or tokens.
 """
 
@@ -182,7 +184,11 @@ async def wrk_phase(
         elif words[:1] == ["99%"]:
             res.p99 = _seconds(words[1])
         elif line.strip().startswith("Non-2xx"):
-            res.errors = int(words[-1])
+            res.errors += int(words[-1])
+        elif line.strip().startswith("Socket errors"):  # connect N, read N, write N, timeout N
+            res.errors += sum(int(w.rstrip(",")) for w in words[3::2])
+    if res.requests == 0:
+        raise RuntimeError(f"{server.name} answered no request under wrk:\n{out}")
     return res, cpu
 
 
@@ -240,27 +246,37 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "--log-level",
         "warning",
     ]
+    fsock = str(work / "floor.sock")
     nport, bport, rport, uport = free_port(), free_port(), free_port(), free_port()
+    fport = free_port()
     servers: list[Server] = []
-    # The engine and the relay's backend run beside the load generator, off the server core.
+    # The engine and the relays' backends run beside the load generator, off the server core.
     backends = [
         subprocess.Popen(
             [sys.executable, "-m", *argv], cwd=REPO, env=env, stderr=subprocess.DEVNULL
         )
-        for argv in (engine_argv, ["bench.baseline", str(uport)])
+        for argv in (
+            engine_argv,
+            ["bench.baseline", str(uport)],
+            ["bench.floor", "backend", fsock],
+        )
     ]
     try:
         for proc in backends:
             pin(proc.pid, OTHER_CPUS)
         pin(0, OTHER_CPUS)
         deadline = time.monotonic() + 30
-        while not os.path.exists(sock):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"mock_ie did not create {sock}")
-            time.sleep(0.02)
+        for path in (sock, fsock):  # mock_ie's and the floor relay's backend's
+            while not os.path.exists(path):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no socket at {path}")
+                time.sleep(0.02)
         wait_port(uport)  # the relay's backend
         servers.append(
             Server("baseline", [sys.executable, "-m", "bench.baseline", str(bport)], None, bport)
+        )
+        servers.append(
+            Server("floor", [sys.executable, "-m", "bench.floor", str(fport), fsock], None, fport)
         )
         servers.append(
             Server(
@@ -331,7 +347,7 @@ async def _measure_all(
         "stream_options": {"include_usage": True},
     }
     got = await measured(
-        servers,
+        [srv for srv in servers if srv.name in STREAM_SERVERS],
         body,
         args.stream_concurrency,
         args.stream_requests,
@@ -380,13 +396,35 @@ async def parser_cost(server: Server, body: dict[str, Any], args: argparse.Names
     return {"plain_us": _median(plain), "parsed_us": _median(parsed)}
 
 
-SERVERS = ("baseline", "relay", "neutrino")
+SERVERS = ("baseline", "floor", "relay", "neutrino")
+STREAM_SERVERS = ("baseline", "relay", "neutrino")  # the floor relay answers whole bodies only
 
 
 def _ratios(row: dict[str, Any], key: str) -> str:
-    """Neutrino's CPU cost as a multiple of each baseline's, from the same run."""
+    """Neutrino's CPU cost as a multiple of the aiohttp baselines', from the same run."""
     ours = row["neutrino"][key]
-    return ", ".join(f"neutrino/{name} {ours / row[name][key]:.2f}x" for name in SERVERS[:2])
+    return ", ".join(
+        f"neutrino/{name} {ours / row[name][key]:.2f}x" for name in ("baseline", "relay")
+    )
+
+
+def _one_at_a_time(rows: list[dict[str, Any]]) -> str:
+    """How much dearer a request is when requests come one at a time than at 16 at once.
+
+    At concurrency 1 a server sleeps after each request (twice for a relay: once for
+    the client, once for its backend) and wakes with cold caches; the floor relay shows
+    what the sleeping and waking alone cost.
+    """
+    by_conc = {row["concurrency"]: row for row in rows}
+    one, many = by_conc[1], by_conc[16]
+    ratios = ", ".join(
+        f"{name} {one[name]['cpu_us_per_req'] / many[name]['cpu_us_per_req']:.2f}x"
+        for name in SERVERS
+    )
+    return (
+        f"CPU per request at concurrency 1 against 16: {ratios}; the floor relay (no parsing) "
+        f"costs {one['floor']['cpu_us_per_req']:.0f} us at concurrency 1"
+    )
 
 
 def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
@@ -418,7 +456,7 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"streaming chat, max_tokens={args.stream_tokens}, concurrency={args.stream_concurrency}:"
     )
     print(f"{'server':>9} {'tokens/s':>10} {'TTFT p50':>9} {'TTFT p99':>9} {'CPU us/token':>13}")
-    for name in SERVERS:
+    for name in STREAM_SERVERS:
         m = s[name]
         lo, hi = m["cpu_spread"]
         print(
@@ -431,6 +469,7 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
         for row in r["non_stream"]
     )
     print(f"\nNeutrino CPU per non-streamed request (us): {per_conc} (target <= 200)")
+    print(_one_at_a_time(r["non_stream"]))
     print(
         f"Neutrino CPU per streamed token: {s['neutrino']['cpu_us_per_token']:.2f} us (target <= 8)"
     )
