@@ -15,7 +15,7 @@ import uuid
 import wave
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 import openai
@@ -147,7 +147,12 @@ def test_transcription_text_srt_vtt(client: openai.OpenAI) -> None:
         "WEBVTT\n\n00:00:00.000 --> 00:00:01.500\n"
         "This is a mock transcript of 1.50 seconds of audio.\n"
     )
-    for fmt, ctype in (("text", "text/plain"), ("srt", "text/plain"), ("vtt", "text/vtt")):
+    formats: list[tuple[Literal["text", "srt", "vtt"], str]] = [
+        ("text", "text/plain"),
+        ("srt", "text/plain"),
+        ("vtt", "text/vtt"),
+    ]
+    for fmt, ctype in formats:
         raw = client.audio.transcriptions.with_raw_response.create(
             model=STT, file=("a.wav", WAV), response_format=fmt
         )
@@ -172,10 +177,10 @@ def test_translation(client: openai.OpenAI) -> None:
     body = json.loads(raw.content)
     validate(body, "CreateTranslationResponseJson")
     assert body["text"] == "Translated: This is a mock transcript of 1.50 seconds of audio."
-    raw = client.audio.translations.with_raw_response.create(
+    verbose = client.audio.translations.with_raw_response.create(
         model=STT, file=("a.wav", WAV), response_format="verbose_json"
     )
-    body = json.loads(raw.content)
+    body = json.loads(verbose.content)
     validate(body, "CreateTranslationResponseVerboseJson")
     assert body["task"] == "translate" and body["language"] == "english"
     srt = client.audio.translations.create(model=STT, file=("a.wav", WAV), response_format="srt")

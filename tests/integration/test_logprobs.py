@@ -79,8 +79,8 @@ def test_completion_logprobs(client: openai.OpenAI) -> None:
 def test_logprob_parameters_are_checked(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model=MODEL, messages=MESSAGES, top_logprobs=3)
-    assert info.value.body is not None
-    assert info.value.body.get("param") == "top_logprobs"  # type: ignore[union-attr]
+    assert isinstance(info.value.body, dict)
+    assert info.value.body.get("param") == "top_logprobs"
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(
             model=MODEL, messages=MESSAGES, logprobs=True, top_logprobs=21

@@ -10,6 +10,11 @@ from typing import Any
 
 import openai
 import pytest
+from openai.types.chat import (
+    ChatCompletionMessage,
+    ChatCompletionMessageFunctionToolCall,
+    ChatCompletionToolChoiceOptionParam,
+)
 
 from tests.support.accumulate import accumulate
 from tests.support.openapi import validate
@@ -69,6 +74,15 @@ def ask(text: str) -> list[Any]:
     return [{"role": "user", "content": text}]
 
 
+def function_calls(message: ChatCompletionMessage) -> list[ChatCompletionMessageFunctionToolCall]:
+    """The message's tool calls, each of which must be a function call."""
+    calls = []
+    for c in message.tool_calls or []:
+        assert isinstance(c, ChatCompletionMessageFunctionToolCall), c
+        calls.append(c)
+    return calls
+
+
 def test_tool_calls_stream_equals_non_stream(client: openai.OpenAI) -> None:
     r = client.chat.completions.create(
         model="qwen2.5-mock", messages=ask("weather?"), tools=TOOLS, max_tokens=200
@@ -77,9 +91,9 @@ def test_tool_calls_stream_equals_non_stream(client: openai.OpenAI) -> None:
     msg = r.choices[0].message
     assert r.choices[0].finish_reason == "tool_calls"
     assert msg.content == "Let me check."
-    calls = msg.tool_calls or []
-    assert [c.function.name for c in calls] == ["get_weather", "get_weather"]  # type: ignore[union-attr]
-    assert [json.loads(c.function.arguments) for c in calls] == [  # type: ignore[union-attr]
+    calls = function_calls(msg)
+    assert [c.function.name for c in calls] == ["get_weather", "get_weather"]
+    assert [json.loads(c.function.arguments) for c in calls] == [
         {"city": "Zürich"},
         {"city": "Genève"},
     ]
@@ -95,8 +109,7 @@ def test_tool_calls_stream_equals_non_stream(client: openai.OpenAI) -> None:
     assert "<tool_call>" not in streamed.content and streamed.content == msg.content
     assert streamed.finish_reason == "tool_calls"
     assert [(v.name, v.arguments) for v in streamed.calls] == [
-        (c.function.name, c.function.arguments)
-        for c in calls  # type: ignore[union-attr]
+        (c.function.name, c.function.arguments) for c in calls
     ]
     ids = [v.id for v in streamed.calls]
     assert all(re.fullmatch(r"call_[0-9a-f]{24}_\d", i) for i in ids) and len(set(ids)) == 2
@@ -164,17 +177,21 @@ def test_bad_tool_requests(client: openai.OpenAI) -> None:
 
 
 def test_forced_tool_choice(client: openai.OpenAI) -> None:
-    for choice in ({"type": "function", "function": {"name": "get_weather"}}, "required"):
+    choices: list[ChatCompletionToolChoiceOptionParam] = [
+        {"type": "function", "function": {"name": "get_weather"}},
+        "required",
+    ]
+    for choice in choices:
         r = client.chat.completions.create(
             model="qwen2.5-mock",
             messages=ask("anything"),
             tools=TOOLS,
-            tool_choice=choice,  # type: ignore[arg-type]
+            tool_choice=choice,
             max_tokens=200,
         )
-        calls = r.choices[0].message.tool_calls or []
-        assert [c.function.name for c in calls] == ["get_weather"]  # type: ignore[union-attr]
-        args = json.loads(calls[0].function.arguments)  # type: ignore[union-attr]
+        calls = function_calls(r.choices[0].message)
+        assert [c.function.name for c in calls] == ["get_weather"]
+        args = json.loads(calls[0].function.arguments)
         assert isinstance(args.get("city"), str)  # decoded under the parameters' schema
         assert r.choices[0].finish_reason == "tool_calls" and not r.choices[0].message.content
         streamed = accumulate(
@@ -184,7 +201,7 @@ def test_forced_tool_choice(client: openai.OpenAI) -> None:
                 tools=TOOLS,
                 tool_choice=choice,
                 max_tokens=200,
-                stream=True,  # type: ignore[arg-type]
+                stream=True,
             )
         )
         assert not streamed.content and streamed.decoded_calls() == [("get_weather", args)]

@@ -14,11 +14,12 @@ from typing import Any
 import aiohttp
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.support.procs import MockIE, NeutrinoProc
 
 MODEL = "qwen2.5-mock"
-MSG = [{"role": "user", "content": "Tell me a long story"}]
+MSG: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Tell me a long story"}]
 
 
 def body(**kw: Any) -> dict[str, Any]:
@@ -140,7 +141,7 @@ async def test_64_concurrent_streams_share_one_connection(
         r = await client.chat.completions.create(
             model=MODEL,
             messages=MSG,
-            max_tokens=32,  # type: ignore[arg-type]
+            max_tokens=32,
             seed=seed,
         )
         return r.choices[0].message.content or ""
@@ -150,7 +151,7 @@ async def test_64_concurrent_streams_share_one_connection(
         stream = await client.chat.completions.create(
             model=MODEL,
             messages=MSG,
-            max_tokens=32,  # type: ignore[arg-type]
+            max_tokens=32,
             seed=seed,
             stream=True,
         )

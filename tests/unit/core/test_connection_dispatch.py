@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from neutrino.engine.codec import decode, encode
-from neutrino.engine.connection import EngineConnection
+from neutrino.engine.connection import EngineConnection, StreamSink
 from neutrino.engine.framing import FrameDecoder
 from neutrino.engine.messages import (
     Cancel,
@@ -104,7 +104,7 @@ async def link() -> AsyncIterator[Link]:
     theirs.close()
 
 
-def _submit(link: Link, *sinks: Sink) -> list[int]:
+def _submit(link: Link, *sinks: StreamSink) -> list[int]:
     query = TextQuery("m", [1, 2, 3], Sampling(max_tokens=100))
     return [link.conn.submit(query, s) for s in sinks]
 

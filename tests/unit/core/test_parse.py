@@ -54,7 +54,7 @@ def test_values_are_stored() -> None:
 
 @pytest.mark.parametrize("order", ["completion_first", "max_tokens_first"])
 def test_max_completion_tokens_wins_in_any_order(order: str) -> None:
-    body = {"model": "m", "messages": MSG}
+    body: dict[str, Any] = {"model": "m", "messages": MSG}
     pairs = [("max_completion_tokens", 5), ("max_tokens", 9)]
     if order == "max_tokens_first":
         pairs.reverse()

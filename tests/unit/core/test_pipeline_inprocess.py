@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -20,24 +21,22 @@ from neutrino.pipeline.state import State
 MODEL = "qwen2.5-mock"
 
 
-def make(
-    script: Script | None = None, **limits: object
-) -> tuple[Orchestrator, InProcessEngineClient]:
+def make(script: Script | None = None, **limits: Any) -> tuple[Orchestrator, InProcessEngineClient]:
     core = MockEngine([MockModel(MODEL, "qwen2", 4096)], capacity=4, script=script)
     engine = InProcessEngineClient(core)
-    cfg = Config(limits=LimitsConfig(**limits))  # type: ignore[arg-type]
+    cfg = Config(limits=LimitsConfig(**limits))
     texts = ModelTexts(cfg.model)
     return Orchestrator(cfg, engine, texts, History(100)), engine
 
 
-def chat(text: str, **kw: object) -> GenerateRequest:
+def chat(text: str, **kw: Any) -> GenerateRequest:
     return GenerateRequest(
         request_id="chatcmpl-t",
         model=MODEL,
         kind="chat",
         messages=[{"role": "user", "content": text}],
         **kw,
-    )  # type: ignore[arg-type]
+    )
 
 
 async def test_complete_generation_and_history() -> None:

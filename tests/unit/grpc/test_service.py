@@ -11,6 +11,7 @@ import pytest
 from mocks.mock_ie.core import MockEngine, MockModel
 from neutrino.config import Config, LimitsConfig
 from neutrino.engine.inprocess import InProcessEngineClient
+from neutrino.engine.messages import TextQuery
 from neutrino.frontends.grpc.service import InferenceService
 from neutrino.pipeline.history import History
 from neutrino.pipeline.models import ModelTexts
@@ -86,7 +87,10 @@ async def test_deadline_becomes_the_request_timeout() -> None:
     await svc.Generate(chat(max_tokens=2), FakeContext(remaining=2.5))  # type: ignore[arg-type]
     await svc.Generate(chat(max_tokens=2), FakeContext(remaining=1e6))  # type: ignore[arg-type]
     await svc.Generate(chat(max_tokens=2), FakeContext(remaining=None))  # type: ignore[arg-type]
-    deadlines = [q.deadline_ms for q in engine.queries]
+    deadlines = []
+    for q in engine.queries:
+        assert isinstance(q, TextQuery)
+        deadlines.append(q.deadline_ms)
     assert 2000 < deadlines[0] <= 2500
     assert deadlines[1] == deadlines[2] == 30_000  # capped by [limits] request_timeout_s
 
@@ -129,13 +133,13 @@ async def test_errors_map_to_statuses() -> None:
     assert not engine.queries
 
 
-async def test_internal_errors_say_nothing_more() -> None:
+async def test_internal_errors_say_nothing_more(monkeypatch: pytest.MonkeyPatch) -> None:
     svc, _, orch = make()
 
     async def boom(*a: Any, **kw: Any) -> None:
         raise RuntimeError("/secret/path exploded")
 
-    orch.start = boom  # type: ignore[method-assign]
+    monkeypatch.setattr(orch, "start", boom)
     with pytest.raises(Aborted) as info:
         await svc.Generate(chat(), FakeContext())  # type: ignore[arg-type]
     assert info.value.code is grpc.StatusCode.INTERNAL

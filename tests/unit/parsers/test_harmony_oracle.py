@@ -62,7 +62,7 @@ PARAMS = {
     },
     "required": ["location"],
 }
-TOOLS = [
+TOOLS: list[dict[str, Any]] = [
     {
         "type": "function",
         "function": {"name": "get_weather", "description": "Current weather", "parameters": PARAMS},
@@ -228,7 +228,7 @@ def _completion_tokens(harmony: HarmonyEncoding, messages: list[Message]) -> lis
 def _expected(messages: list[Message]) -> tuple[str, str, list[tuple[str, Any]]]:
     reasoning, content, calls = "", "", []
     for m in messages:
-        text = "".join(c.text for c in m.content)  # type: ignore[union-attr]
+        text = "".join(c.text for c in m.content)
         if m.recipient and m.recipient.startswith("functions."):
             calls.append((m.recipient.removeprefix("functions."), json.loads(text)))
         elif m.channel == "analysis":

@@ -52,7 +52,9 @@ def test_completion_prompt_ids_hash_as_llama_cpp_recorded(name: str) -> None:
     tok = load_tokenizer(family.tokenizer)
     ids = tok.encode(LLAMA_CPP_CHECK_TEXT)
     if family.add_bos_token:
-        ids = [tok.token_to_id(family.bos_token or ""), *ids]
+        bos = tok.token_to_id(family.bos_token or "")
+        assert bos is not None
+        ids = [bos, *ids]
     assert hashlib.sha256(str(ids).encode()).hexdigest() == RECORDED[name]
 
 

@@ -225,7 +225,7 @@ def test_ids_match_tokenizers_library(name: str, text: str) -> None:
 def test_chat_prompt_ids_match_tokenizers_library(family: str) -> None:
     name = FAMILIES[family].tokenizer
     _needs(name)
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Weather in Zürich? 你好"},
         {
@@ -243,7 +243,8 @@ def test_chat_prompt_ids_match_tokenizers_library(family: str) -> None:
         {"role": "assistant", "content": "<think>\nok\n</think>\n\n21.5 °C."},
         {"role": "user", "content": "Thanks"},
     ]
-    for kw in ({}, {"thinking": True}):
+    options: list[dict[str, Any]] = [{}, {"thinking": True}]
+    for kw in options:
         prompt = ChatTemplate(FAMILIES[family]).render(messages, **kw)
         want = _library(name).encode(prompt, add_special_tokens=False).ids
         assert load_tokenizer(name).encode_prompt(prompt) == want

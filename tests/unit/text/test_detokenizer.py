@@ -138,6 +138,9 @@ class _Minimal:
     def encode(self, text: str) -> list[int]:
         return self._inner.encode(text)
 
+    def encode_prompt(self, text: str) -> list[int]:
+        return self._inner.encode_prompt(text)
+
     def decode(self, ids: Sequence[int], *, skip_special: bool = True) -> str:
         return self._inner.decode(ids, skip_special=skip_special)
 

@@ -241,7 +241,7 @@ def _with_dummy_prefixes(tokenizer: Any, prompt: str) -> str:
     if getattr(tokenizer, "prefix", None) != "always":
         return prompt
     specials = sorted(tokenizer.special_tokens, key=len, reverse=True)
-    rstrip = getattr(tokenizer, "rstrip_tokens", frozenset())
+    rstrip: frozenset[str] = getattr(tokenizer, "rstrip_tokens", frozenset())
     parts = re.split("(" + "|".join(map(re.escape, specials)) + ")", prompt)
     for k in range(2, len(parts), 2):
         text = parts[k].lstrip() if parts[k - 1] in rstrip else parts[k]
@@ -359,7 +359,7 @@ def test_glm45_calls_render_as_the_parser_reads_them() -> None:
     ]
     args = {"code": "0042", "seats": 2, "meta": {"vip": True, "tags": ["a", "日本"]}}
     call = {"id": "c", "type": "function", "function": {"name": "book", "arguments": args}}
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "Book it."},
         {"role": "assistant", "content": "", "tool_calls": [call]},
     ]

@@ -254,7 +254,7 @@ def test_calls_render_as_the_parser_reads_them() -> None:
         {"id": "a", "type": "function", "function": {"name": "book", "arguments": args}},
         {"id": "b", "type": "function", "function": {"name": "now", "arguments": {}}},
     ]
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "Book it."},
         {"role": "assistant", "content": "On it.", "tool_calls": calls},
     ]

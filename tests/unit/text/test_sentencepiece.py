@@ -136,7 +136,7 @@ def test_mistral_v3_prompt_ids_match_mistral_common(messages: list[dict[str, str
 
     kinds = {"system": SystemMessage, "user": UserMessage, "assistant": AssistantMessage}
     request = ChatCompletionRequest(
-        messages=[kinds[m["role"]](content=m["content"]) for m in messages]  # type: ignore[misc]
+        messages=[kinds[m["role"]](content=m["content"]) for m in messages]
     )
     expected = MistralTokenizer.v3().encode_chat_completion(request).tokens
     prompt = ChatTemplate(load_families()["mistral-v3"]).render(messages)
@@ -253,7 +253,9 @@ def _phi3_by_library(text: str) -> list[int]:
         if token_id == 0:
             ids += _library("llama2-sp").encode(text[start:stop])
         else:
-            ids.append(PHI3_ID[_phi3_splitter().id_to_token(token_id)])
+            token = _phi3_splitter().id_to_token(token_id)
+            assert token is not None
+            ids.append(PHI3_ID[token])
     return ids
 
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from neutrino.text.errors import UnknownTokenizer
 from neutrino.text.registry import load_tokenizer
 from neutrino.text.templates import ChatTemplate, load_families
-from neutrino.text.tiktoken_tokenizer import WHITESPACE
+from neutrino.text.tiktoken_tokenizer import WHITESPACE, TiktokenTokenizer
 from neutrino.text.vocabularies import CL100K_PATTERN
 
 from .conftest import AVAILABLE, LLAMA3_MISSING
@@ -119,13 +119,16 @@ def _by_library(text: str) -> list[int]:
         if token_id == 0:
             ids += _reference().encode_ordinary(text[start:stop])
         else:
-            ids.append(layout[_splitter().id_to_token(token_id)])
+            token = _splitter().id_to_token(token_id)
+            assert token is not None
+            ids.append(layout[token])
     return ids
 
 
 @needs_phi4
 def test_phi4_layout_is_the_published_one() -> None:
     tok = load_tokenizer("phi4")
+    assert isinstance(tok, TiktokenTokenizer)
     layout = _published_layout()
     assert len(layout) == 96 and sorted(layout.values()) == list(range(100256, 100352))
     assert dict(tok.special_tokens) == layout

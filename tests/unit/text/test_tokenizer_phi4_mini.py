@@ -132,7 +132,9 @@ def _by_library(text: str) -> list[int]:
         if token_id == 0:
             ids += _reference().encode_ordinary(text[start:stop])
         else:
-            ids.append(LAYOUT[_splitter().id_to_token(token_id)])
+            token = _splitter().id_to_token(token_id)
+            assert token is not None
+            ids.append(LAYOUT[token])
     return ids
 
 

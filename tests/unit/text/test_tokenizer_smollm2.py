@@ -66,7 +66,7 @@ needs_gguf = pytest.mark.skipif(
 )
 
 # SmolLM2's published pre-tokenizer (tokenizer.json of the SmolLM / SmolLM2 models).
-PUBLISHED_PRE_TOKENIZER = {
+PUBLISHED_PRE_TOKENIZER: dict[str, Any] = {
     "type": "Sequence",
     "pretokenizers": [
         {"type": "Digits", "individual_digits": True},
@@ -213,7 +213,8 @@ def test_our_reader_matches_ggml_reader() -> None:
     for key, value in theirs.items():
         assert ours[key] == value, key
     assert ours["tokenizer.ggml.model"] == "gpt2" and ours["tokenizer.ggml.pre"] == "smollm"
-    assert len(ours["tokenizer.ggml.tokens"]) == 49152
+    tokens = ours["tokenizer.ggml.tokens"]
+    assert isinstance(tokens, list) and len(tokens) == 49152
 
 
 @needs_smollm2
@@ -369,11 +370,12 @@ def test_family_settings_match_the_gguf() -> None:
     family = load_families()["smollm2"]
     meta = read_metadata(GGUF_FILE)
     tokens = meta["tokenizer.ggml.tokens"]
-    assert isinstance(tokens, list)
+    bos_id, eos_id = meta["tokenizer.ggml.bos_token_id"], meta["tokenizer.ggml.eos_token_id"]
+    assert isinstance(tokens, list) and isinstance(bos_id, int) and isinstance(eos_id, int)
     assert family.tokenizer == "smollm2"
     assert family.template == meta["tokenizer.chat_template"]
-    assert family.bos_token == tokens[meta["tokenizer.ggml.bos_token_id"]] == "<|im_start|>"
-    assert family.eos_token == tokens[meta["tokenizer.ggml.eos_token_id"]] == "<|im_end|>"
+    assert family.bos_token == tokens[bos_id] == "<|im_start|>"
+    assert family.eos_token == tokens[eos_id] == "<|im_end|>"
     # Neither a plain completion prompt nor the template starts with a BOS.
     assert meta["tokenizer.ggml.add_bos_token"] is family.add_bos_token is False
     assert family.stop_tokens[0] == "<|im_end|>" and set(family.stop_tokens) <= {
@@ -514,7 +516,7 @@ def test_tiny_vocabulary(tmp_path: Path) -> None:
     path = tmp_path / "tiny.gguf"
     tokens = ["<s>", "<u>", "a", "b", "Ġ", "ab", "Ġab", "1"]
     path.write_bytes(_tiny(tokens, [3, 4, 1, 1, 1, 1, 1, 1], ["a b", "Ġ ab"]))
-    data = tokenizer_json(read_metadata(path))
+    data: dict[str, Any] = tokenizer_json(read_metadata(path))
     assert data["model"]["vocab"] == {t: i for i, t in enumerate(tokens)}
     assert data["model"]["merges"] == [["a", "b"], ["Ġ", "ab"]]
     assert [(t["content"], t["special"]) for t in data["added_tokens"]] == [

@@ -31,6 +31,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import AddedToken
 
+from neutrino.text.hf_tokenizer import HFTokenizer
 from neutrino.text.registry import TOKENIZER_FILES, load_tokenizer
 from neutrino.text.templates import ChatTemplate, load_families
 
@@ -109,6 +110,7 @@ def test_file_is_01ai_yi_tokenizer_json() -> None:
 @needs_yi
 def test_chat_markers_are_special_added_tokens() -> None:
     tok = load_tokenizer("yi")
+    assert isinstance(tok, HFTokenizer)
     assert tok.vocab_size == 64000
     assert tok.special_tokens == {
         "<unk>": 0,

@@ -676,6 +676,7 @@ def test_llama4_ids_match_tiktoken_random(text: str) -> None:
 @needs_llama4
 def test_llama4_special_tokens_layout() -> None:
     tok = load_tokenizer("llama4")
+    assert isinstance(tok, TiktokenTokenizer)
     specials = dict(tok.special_tokens)
     assert sorted(specials.values()) == list(range(200000, 202048))
     assert all(tok.is_special(i) for i in specials.values())
@@ -703,7 +704,9 @@ def test_llama4_specials_match_reference_tokenizer() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         pytest.skip(f"llama_models' reference tokenizer does not import: {done.stderr[-300:]}")
-    assert json.loads(done.stdout) == dict(load_tokenizer("llama4").special_tokens)
+    tok = load_tokenizer("llama4")
+    assert isinstance(tok, TiktokenTokenizer)
+    assert json.loads(done.stdout) == dict(tok.special_tokens)
 
 
 @needs_llama4
