@@ -176,7 +176,19 @@ def test_ids_match_tokenizers_library_random(text: str) -> None:
     want = _library().encode(text, add_special_tokens=False).ids
     tok = load_tokenizer("yi")
     assert tok.encode(text) == want
-    assert tok.decode(want, skip_special=False) == text
+    got = tok.decode(want, skip_special=False)
+    assert got == _library().decode(want, skip_special_tokens=False)
+    # SentencePiece writes spaces as "▁", so a literal "▁" comes back as a space.
+    assert got == text.replace("\u2581", " ")
+
+
+@needs_yi
+def test_literal_metaspace_decodes_as_space_like_the_library() -> None:
+    tok = load_tokenizer("yi")
+    for text in ("\u2581", "a\u2581b", "\u2581\u2581x"):
+        want = _library().encode(text, add_special_tokens=False).ids
+        assert tok.encode(text) == want
+        assert tok.decode(want, skip_special=False) == text.replace("\u2581", " ")
 
 
 @needs_yi
