@@ -82,6 +82,7 @@ class LimitsConfig:
     history_size: int = 1000
     max_n: int = 8
     max_stop_sequences: int = 16
+    max_stop_chars: int = 1024  # length of each stop string
 
 
 @dataclass(frozen=True, slots=True)

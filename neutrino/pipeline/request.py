@@ -6,7 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from neutrino.config import LimitsConfig
 from neutrino.engine.messages import Guided, Image
+from neutrino.errors import bad_request
 
 
 @dataclass(slots=True)
@@ -48,3 +50,17 @@ class GenerateRequest:
     images: list[Image] = field(default_factory=list)  # in the order they appear
     guided: Guided | None = None  # response_format constraint for the engine
     validator: Callable[[str], str | None] | None = None  # strict check of the final text
+
+
+def check_stops(stops: list[str], limits: LimitsConfig) -> None:
+    """Stop strings as every front end accepts them: a bounded number of bounded,
+    non-empty strings (raises BAD_REQUEST with ``param="stop"``)."""
+    if len(stops) > limits.max_stop_sequences:
+        raise bad_request(f"stop accepts at most {limits.max_stop_sequences} sequences", "stop")
+    for s in stops:
+        if not s:
+            raise bad_request("stop sequences must not be empty", "stop")
+        if len(s) > limits.max_stop_chars:
+            raise bad_request(
+                f"each stop sequence must be at most {limits.max_stop_chars} characters", "stop"
+            )

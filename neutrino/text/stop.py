@@ -17,12 +17,11 @@ class StopMatcher:
     it is always ``text[:earliest match]``. Empty stop strings are ignored.
     """
 
-    __slots__ = ("_buf", "_first_chars", "_max_hold", "_prefixes", "_stops", "matched", "stopped")
+    __slots__ = ("_buf", "_first_chars", "_max_hold", "_stops", "matched", "stopped")
 
     def __init__(self, stops: Sequence[str]) -> None:
         unique = tuple(dict.fromkeys(s for s in stops if s))
         self._stops = unique
-        self._prefixes = frozenset(s[:k] for s in unique for k in range(1, len(s)))
         self._first_chars = tuple(dict.fromkeys(s[0] for s in unique))
         self._max_hold = max((len(s) for s in unique), default=1) - 1
         self._buf = ""
@@ -95,14 +94,22 @@ class StopMatcher:
             start = 0
         if limit > n:
             limit = n
-        prefixes = self._prefixes
+        stops = self._stops
         best = -1
         for char in self._first_chars:
             q = data.find(char, start, limit)
             while q >= 0:
-                if data[q:] in prefixes:
-                    if best < 0 or q < best:
-                        best = q
-                    break
-                q = data.find(char, q + 1, limit)
+                # Memory stays linear in the stops' length (a set of all their prefixes
+                # would grow with its square); the window is at most the longest stop.
+                tail = data[q:]
+                size = n - q
+                for stop in stops:
+                    if len(stop) > size and stop.startswith(tail):
+                        break
+                else:
+                    q = data.find(char, q + 1, limit)
+                    continue
+                if best < 0 or q < best:
+                    best = q
+                break
         return best

@@ -15,7 +15,7 @@ from neutrino.engine.messages import ModelInfo
 from neutrino.errors import bad_request
 from neutrino.frontends.grpc.stubs import common_pb2, inference_pb2
 from neutrino.pipeline.generation import Outcome
-from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.request import GenerateRequest, check_stops
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _MAX_INT = (1 << 31) - 1
@@ -72,10 +72,7 @@ def to_request(
         raise bad_request("set either chat or completion", "input")
     kind: Literal["chat", "completion"] = "chat" if which == "chat" else "completion"
     stop = list(msg.stop)
-    if len(stop) > limits.max_stop_sequences:
-        raise bad_request(f"stop accepts at most {limits.max_stop_sequences} sequences", "stop")
-    if any(not s for s in stop):
-        raise bad_request("stop sequences must not be empty", "stop")
+    check_stops(stop, limits)
     if any(t > _MAX_INT for t in msg.stop_token_ids):
         raise bad_request(f"stop_token_ids must be at most {_MAX_INT}", "stop_token_ids")
     top_p = _number(msg, "top_p", 1.0, 0.0, 1.0)

@@ -22,7 +22,7 @@ from neutrino.config import LimitsConfig
 from neutrino.engine.messages import Guided, GuidedMode, Image
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.pipeline.images import MAX_IMAGES, decode_image_url
-from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.request import GenerateRequest, check_stops
 from neutrino.pipeline.structured import parse_response_format
 from neutrino.text.parsers.forced import forced_schema
 
@@ -158,10 +158,7 @@ def _stop(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
         v = [v]
     if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
         raise bad_request("stop must be a string or a list of strings", "stop")
-    if len(v) > limits.max_stop_sequences:
-        raise bad_request(f"stop accepts at most {limits.max_stop_sequences} sequences", "stop")
-    if any(not s for s in v):
-        raise bad_request("stop sequences must not be empty", "stop")
+    check_stops(v, limits)
     req.stop = list(v)
 
 

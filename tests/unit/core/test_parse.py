@@ -110,6 +110,7 @@ BAD_CHAT: list[tuple[dict[str, Any], str | None, ErrorKind]] = [
     (chat(seed=True), "seed", ErrorKind.BAD_REQUEST),
     (chat(stop=[""]), "stop", ErrorKind.BAD_REQUEST),
     (chat(stop=["x"] * (LIMITS.max_stop_sequences + 1)), "stop", ErrorKind.BAD_REQUEST),
+    (chat(stop="x" * (LIMITS.max_stop_chars + 1)), "stop", ErrorKind.BAD_REQUEST),
     (chat(stream_options={"include_usage": True}), "stream_options", ErrorKind.BAD_REQUEST),
     (chat(stream=True, stream_options=[]), "stream_options", ErrorKind.BAD_REQUEST),
     (chat(top_logprobs=2), "top_logprobs", ErrorKind.BAD_REQUEST),

@@ -99,6 +99,7 @@ def test_completion_defaults_to_16_tokens() -> None:
         (chat(repetition_penalty=2.5), "repetition_penalty"),
         (chat(stop=["ok", ""]), "stop"),
         (chat(stop=["s"] * 17), "stop"),
+        (chat(stop=["s" * 1025]), "stop"),
         (chat(stop_token_ids=[2**32 - 1]), "stop_token_ids"),
     ],
 )

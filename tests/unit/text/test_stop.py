@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Sequence
 from itertools import pairwise
 
@@ -148,3 +149,20 @@ def test_stop_at_start() -> None:
     m = StopMatcher(["</s>"])
     assert m.feed("</s>rest") == ""
     assert m.stopped and m.matched == "</s>"
+
+
+def test_long_stop_strings_cost_memory_in_proportion_to_their_length() -> None:
+    """A matcher keeps its stops, not every prefix of them (that grew with the square of a
+    stop's length: a 10,000-character stop took 36 MB), and still holds a long one back."""
+    stop = "ab" * 5_000
+    tracemalloc.start()
+    try:
+        m = StopMatcher([stop, "x" * 10_000])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 200_000
+    assert m.feed("zz" + stop[:7_001]) == "zz"
+    assert m.held == stop[:7_001]
+    assert m.feed(stop[7_001:] + "tail") == ""
+    assert m.matched == stop
