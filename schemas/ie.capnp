@@ -189,7 +189,9 @@ enum ErrorCode {
 
 struct Error {
   code @0 :ErrorCode;
-  message @1 :Text;
+  message @1 :Text;           # shown to the client for the codes that blame the request
+                              # (invalidRequest … unsupported); logged only for internal
+                              # and protocol, whose clients get a fixed text
 }
 
 struct Ping {

@@ -87,10 +87,25 @@ _ENGINE_ERRORS: dict[ErrorCode, ErrorKind] = {
 }
 
 
-def classify_engine_error(err: EngineError) -> NeutrinoError:
-    kind = _ENGINE_ERRORS.get(err.code, ErrorKind.ENGINE_ERROR)
-    # Engine messages are written for clients by contract; bound their size.
-    return NeutrinoError(kind, f"engine error: {err.message[:500]}")
+def classify_engine_error(err: EngineError, engine: str = "") -> NeutrinoError:
+    """The client-facing error for an engine's error frame.
+
+    A code that blames the request (invalid, unknown model, context length, unsupported,
+    overloaded) passes the engine's message on as one bounded line: it tells the client
+    what to change. An internal or protocol failure is the engine's own business: its
+    message, which may hold a trace or a path, is logged and the client gets a fixed text.
+    """
+    kind = _ENGINE_ERRORS.get(err.code)
+    if kind is not None:
+        return NeutrinoError(kind, f"engine error: {_one_line(err.message)}")
+    log.warning("engine %s failed a request (%s): %s", engine, err.code.name, err.message[:4000])
+    return NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine failed to process the request")
+
+
+def _one_line(message: str, limit: int = 300) -> str:
+    line = message.strip().partition("\n")[0]
+    line = "".join(c if c.isprintable() else " " for c in line[: limit + 1])
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 class EngineConnection(asyncio.Protocol):
@@ -371,7 +386,7 @@ class EngineConnection(asyncio.Protocol):
             return
         sink = self._streams.pop(rid, None)
         if sink is not None:
-            sink.on_error(classify_engine_error(err))
+            sink.on_error(classify_engine_error(err, self.name))
 
     async def _heartbeat_loop(self, interval: float, timeout: float) -> None:
         loop = asyncio.get_running_loop()

@@ -86,7 +86,9 @@ class _Run:
                 NeutrinoError(ErrorKind.ENGINE_DISCONNECTED, "the engine connection was lost")
             )
             return
-        self.sink.on_error(classify_engine_error(EngineError(item.code, item.message)))
+        self.sink.on_error(
+            classify_engine_error(EngineError(item.code, item.message), "in-process")
+        )
 
     def cancel(self, reason: str) -> bool:
         if self.client.runs.pop(self.rid, None) is None:
@@ -130,7 +132,7 @@ class InProcessEngineClient:
             return self._answer(rid, query, sink)
         started = self.core.start(query)
         if isinstance(started, EngineError):
-            err = classify_engine_error(started)
+            err = classify_engine_error(started, "in-process")
             run = _Run(self, rid, _Failed(), sink)
             asyncio.get_running_loop().call_soon(sink.on_error, err)
             return run
@@ -149,7 +151,7 @@ class InProcessEngineClient:
             err = NeutrinoError(ErrorKind.UNSUPPORTED, "this engine does not serve that query")
             loop.call_soon(sink.on_error, err)
         elif isinstance(got, EngineError):
-            loop.call_soon(sink.on_error, classify_engine_error(got))
+            loop.call_soon(sink.on_error, classify_engine_error(got, "in-process"))
         else:
             self.runs[rid] = run
             for frame in got:

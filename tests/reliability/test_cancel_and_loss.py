@@ -312,3 +312,56 @@ def test_undecodable_engine_output_fails_that_request_alone(
     assert len(mock.events("connect")) == 1  # never reconnected
     states = [h["state"] for h in server.history(3)]
     assert sorted(states) == ["complete", "failed", "failed"]
+
+
+def test_engine_error_messages_reach_clients_only_when_they_blame_the_request(
+    tmp_path: Path,
+    mock_factory: Callable[..., MockIE],
+    neutrino_factory: Callable[..., NeutrinoProc],
+) -> None:
+    """An engine's internal error (here a message with a path and a trace) reaches the
+    client as a fixed text, in the body and in the stream's error event, and lands in
+    Neutrino's log; a context-length error passes the engine's first line on."""
+    secret = "boom at /opt/engine/secret.py line 3\nTraceback (most recent call last):"
+    rules = [
+        {"match": "crash", "fault": "error", "error_code": "internal", "error_message": secret},
+        {
+            "match": "huge",
+            "fault": "error",
+            "error_code": "context_length",
+            "error_message": "prompt has 9000 tokens\nlimit is 8192",
+        },
+    ]
+    script = tmp_path / "errors.json"
+    script.write_text(json.dumps({"rules": rules}))
+    mock = mock_factory("--script", str(script))
+    server = neutrino_factory(config=engine_config(mock))
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+
+    def ask(text: str) -> openai.APIStatusError:
+        msgs: Any = [{"role": "user", "content": text}]
+        with pytest.raises(openai.APIStatusError) as info:
+            client.chat.completions.create(model=MODEL, messages=msgs, max_tokens=5)
+        return info.value
+
+    crash = ask("crash")
+    assert crash.status_code == 502
+    assert crash.body == {
+        "message": "the engine failed to process the request",
+        "type": "server_error",
+        "param": None,
+        "code": "engine_error",
+    }
+    huge = ask("huge")
+    assert huge.status_code == 400
+    assert isinstance(huge.body, dict)
+    assert huge.body["message"] == "engine error: prompt has 9000 tokens"
+    assert huge.body["code"] == "context_length_exceeded"
+    with pytest.raises(openai.APIError) as streamed:
+        msgs: Any = [{"role": "user", "content": "crash"}]
+        for _ in client.chat.completions.create(
+            model=MODEL, messages=msgs, max_tokens=5, stream=True
+        ):
+            pass
+    assert streamed.value.message == "the engine failed to process the request"
+    assert wait_for(lambda: "/opt/engine/secret.py" in server.log())
