@@ -51,9 +51,20 @@ def sse_payloads(raw: bytes) -> list[str]:
     return out
 
 
+def sdk_json(obj: Any) -> Any:
+    """An SDK object as the JSON it was parsed from (fields the server sent, nulls kept)."""
+    return obj.model_dump(mode="json", exclude_unset=True)
+
+
+def counts(usage: Any) -> tuple[int, int, int]:
+    """A usage's token counts (its timings differ from one request to the next)."""
+    assert usage is not None
+    return usage.prompt_tokens, usage.completion_tokens, usage.total_tokens
+
+
 def test_sync_chat_non_stream(client: openai.OpenAI) -> None:
     r = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=24, seed=3)
-    validate(r.model_dump(mode="json", exclude_unset=True), "CreateChatCompletionResponse")
+    validate(sdk_json(r), "CreateChatCompletionResponse")
     choice = r.choices[0]
     assert choice.message.role == "assistant" and choice.message.content
     assert choice.finish_reason in {"stop", "length"}
@@ -91,23 +102,49 @@ def test_sync_stream_equals_non_stream(client: openai.OpenAI) -> None:
     assert usage.prompt_tokens == whole.usage.prompt_tokens
 
 
-async def test_async_chat_stream_and_not(aclient: openai.AsyncOpenAI) -> None:
+async def test_async_streams_validate(aclient: openai.AsyncOpenAI) -> None:
     whole = await aclient.chat.completions.create(
         model=MODEL, messages=MESSAGES, max_tokens=20, seed=4
     )
+    validate(sdk_json(whole), "CreateChatCompletionResponse")
     stream = await aclient.chat.completions.create(
-        model=MODEL, messages=MESSAGES, max_tokens=20, seed=4, stream=True
+        model=MODEL,
+        messages=MESSAGES,
+        max_tokens=20,
+        seed=4,
+        stream=True,
+        stream_options={"include_usage": True},
     )
-    text = ""
+    text, usage = "", None
     async for chunk in stream:
+        validate(sdk_json(chunk), "CreateChatCompletionStreamResponse")
+        usage = chunk.usage or usage
         for c in chunk.choices:
             text += c.delta.content or ""
     assert text == whole.choices[0].message.content
+    assert counts(usage) == counts(whole.usage)
+
+    comp = await aclient.completions.create(model=MODEL, prompt="Once", max_tokens=10, seed=4)
+    validate(sdk_json(comp), "CreateCompletionResponse")
+    cstream = await aclient.completions.create(
+        model=MODEL,
+        prompt="Once",
+        max_tokens=10,
+        seed=4,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = [c async for c in cstream]
+    for piece in chunks:
+        validate(sdk_json(piece), "CreateCompletionStreamChunk")
+    *body, last = chunks
+    assert "".join(c.choices[0].text for c in body) == comp.choices[0].text
+    assert last.choices == [] and counts(last.usage) == counts(comp.usage)
 
 
 def test_completions_stream_and_not(client: openai.OpenAI) -> None:
     r = client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=16, seed=2)
-    validate(r.model_dump(mode="json", exclude_unset=True), "CreateCompletionResponse")
+    validate(sdk_json(r), "CreateCompletionResponse")
     assert r.choices[0].text and r.usage is not None
     text = "".join(
         c.choices[0].text
@@ -117,50 +154,117 @@ def test_completions_stream_and_not(client: openai.OpenAI) -> None:
         if c.choices
     )
     assert text == r.choices[0].text
+    text, usage = "", None
+    for chunk in client.completions.create(
+        model=MODEL,
+        prompt="Once upon a time",
+        max_tokens=16,
+        seed=2,
+        stream=True,
+        stream_options={"include_usage": True},
+    ):
+        validate(sdk_json(chunk), "CreateCompletionStreamChunk")
+        text += "".join(c.text for c in chunk.choices)
+        usage = chunk.usage or usage
+    assert text == r.choices[0].text and counts(usage) == counts(r.usage)
+
+
+CHAT_EXTRAS: list[dict[str, Any]] = [
+    {},
+    {"n": 2},
+    {"logprobs": True, "top_logprobs": 2},
+    {"n": 2, "logprobs": True, "top_logprobs": 2},
+]
+COMPLETION_EXTRAS: list[dict[str, Any]] = [
+    {},
+    {"n": 2},
+    {"logprobs": 2},
+    {"echo": True},
+    {"n": 2, "logprobs": 2},
+]
+
+
+def raw_cases(stream: bool) -> list[tuple[str, dict[str, Any]]]:
+    """Chat and completion requests: plain, n=2, logprobs, both (and echo)."""
+    options: list[dict[str, Any]] = [{}]
+    if stream:
+        options = [
+            {"stream": True},
+            {"stream": True, "stream_options": {"include_usage": True}},
+        ]
+    cases = []
+    for opt in options:
+        for extra in CHAT_EXTRAS:
+            body = {"model": MODEL, "messages": MESSAGES, "max_tokens": 8, "seed": 7}
+            cases.append(("/v1/chat/completions", {**body, **extra, **opt}))
+        for extra in COMPLETION_EXTRAS:
+            body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 8, "seed": 7}
+            cases.append(("/v1/completions", {**body, **extra, **opt}))
+    return cases
+
+
+def check_raw_stream(raw: bytes, path: str, body: dict[str, Any]) -> None:
+    """Every ``data:`` chunk as sent, the usage chunk included, against OpenAI's spec."""
+    chat = path == "/v1/chat/completions"
+    n = body.get("n", 1)
+    include_usage = body.get("stream_options", {}).get("include_usage", False)
+    assert raw.startswith(b": ok\n\n")
+    payloads = sse_payloads(raw)
+    assert payloads[-1] == "[DONE]" and "[DONE]" not in payloads[:-1]
+    chunks = [json.loads(p) for p in payloads[:-1]]
+    assert chunks
+    for chunk in chunks:
+        if chat:
+            validate(chunk, "CreateChatCompletionStreamResponse")
+        else:
+            # Completion chunks are CreateCompletionResponse objects; OpenAI sends
+            # "finish_reason": null until a choice ends, which the spec's enum lacks.
+            validate(chunk, "CreateCompletionStreamChunk")
+            if all(c["finish_reason"] is not None for c in chunk["choices"]):
+                validate(chunk, "CreateCompletionResponse")
+    if include_usage:
+        *chunks, last = chunks
+        assert last["choices"] == []
+        u = last["usage"]
+        assert u["prompt_tokens"] > 0 and u["completion_tokens"] > 0
+        assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"]
+        # Chat: "usage": null on every other chunk; completions: no usage key at all.
+        assert all(("usage" in c) == chat and c.get("usage") is None for c in chunks)
+    else:
+        assert all("usage" not in c for c in chunks)
+    finishes: dict[int, list[str | None]] = {}
+    for chunk in chunks:
+        assert len(chunk["choices"]) == 1
+        choice = chunk["choices"][0]
+        finishes.setdefault(choice["index"], []).append(choice["finish_reason"])
+    assert sorted(finishes) == list(range(n))
+    for fins in finishes.values():
+        assert all(f is None for f in fins[:-1]) and fins[-1] in {"stop", "length"}
+    if body.get("logprobs"):
+        assert any(c["choices"][0]["logprobs"] for c in chunks)
 
 
 def test_raw_stream_chunks_validate(stack: tuple[MockIE, NeutrinoProc]) -> None:
-    server = stack[1]
-    for path, body, schema in [
-        (
-            "/v1/chat/completions",
-            {
-                "model": MODEL,
-                "messages": MESSAGES,
-                "max_tokens": 12,
-                "stream": True,
-                "stream_options": {"include_usage": True},
-            },
-            "CreateChatCompletionStreamResponse",
-        ),
-        (
-            "/v1/completions",
-            {"model": MODEL, "prompt": "Hi", "max_tokens": 12, "stream": True},
-            "CreateCompletionStreamChunk",
-        ),
-    ]:
-        status, raw = raw_post(server, path, body)
-        assert status == 200
-        assert raw.startswith(b": ok\n\n")
-        payloads = sse_payloads(raw)
-        assert payloads[-1] == "[DONE]"
-        chunks = [json.loads(p) for p in payloads[:-1]]
-        assert chunks
-        for chunk in chunks:
-            if chunk.get("choices"):
-                validate(chunk, schema)
-            else:
-                assert chunk["usage"]["total_tokens"] > 0
-        finishes = [c["choices"][0]["finish_reason"] for c in chunks if c.get("choices")]
-        assert all(f is None for f in finishes[:-1]) and finishes[-1] in {"stop", "length"}
+    for path, body in raw_cases(stream=True):
+        status, raw = raw_post(stack[1], path, body)
+        assert status == 200, (body, raw)
+        try:
+            check_raw_stream(raw, path, body)
+        except Exception as exc:
+            raise AssertionError(f"{path} {body}: {exc}") from exc
 
 
 def test_raw_non_stream_validates(stack: tuple[MockIE, NeutrinoProc]) -> None:
-    status, raw = raw_post(
-        stack[1], "/v1/chat/completions", {"model": MODEL, "messages": MESSAGES, "max_tokens": 5}
-    )
-    assert status == 200
-    validate(json.loads(raw), "CreateChatCompletionResponse")
+    for path, body in raw_cases(stream=False):
+        status, raw = raw_post(stack[1], path, body)
+        assert status == 200, (body, raw)
+        got = json.loads(raw)
+        chat = path == "/v1/chat/completions"
+        validate(got, "CreateChatCompletionResponse" if chat else "CreateCompletionResponse")
+        assert [c["index"] for c in got["choices"]] == list(range(body.get("n", 1)))
+        assert got["usage"]["total_tokens"] > 0
+        if body.get("logprobs"):
+            assert all(c["logprobs"] for c in got["choices"])
 
 
 def test_models(client: openai.OpenAI, stack: tuple[MockIE, NeutrinoProc]) -> None:
@@ -228,7 +332,7 @@ def test_n_above_supported_is_a_clear_400(client: openai.OpenAI) -> None:
 
 def test_n_choices_stream_and_not(client: openai.OpenAI) -> None:
     r = client.chat.completions.create(model=MODEL, messages=MESSAGES, n=3, max_tokens=20, seed=40)
-    validate(r.model_dump(mode="json", exclude_unset=True), "CreateChatCompletionResponse")
+    validate(sdk_json(r), "CreateChatCompletionResponse")
     assert [c.index for c in r.choices] == [0, 1, 2]
     texts = [c.message.content for c in r.choices]
     assert len(set(texts)) == 3  # seeds 40, 41, 42

@@ -155,7 +155,10 @@ class ChunkEncoder:
         )
         # b'data: {"id":...,"model":"m","choices":[{"index":0,' ... '}]}\n\n'
         self._head = b"data: " + envelope[:-1] + b',"choices":[{"index":%d,' % index
-        usage_null = b',"usage":null' if include_usage else b""
+        # Chat chunks carry "usage": null until the usage chunk when it is asked for
+        # (CreateChatCompletionStreamResponse allows null); completion chunks are
+        # CreateCompletionResponse objects, whose usage may be absent but not null.
+        usage_null = b',"usage":null' if include_usage and kind == "chat" else b""
         if kind == "chat":
             self._mid = b'"delta":{"content":'
             self._tail = b'},"logprobs":null,"finish_reason":null}]' + usage_null + b"}\n\n"
@@ -197,7 +200,6 @@ class ChunkEncoder:
         """This choice's last chunk (finish reason); ``usage_chunk`` follows all choices."""
         fin = orjson.dumps(outcome.finish_reason)
         stop = orjson.dumps(outcome.stop_reason)
-        usage_null = b',"usage":null' if self._include_usage else b""
         body = b'"delta":{}' if self._kind == "chat" else b'"text":""'
         return (
             self._head
@@ -206,9 +208,7 @@ class ChunkEncoder:
             + fin
             + b',"stop_reason":'
             + stop
-            + b"}]"
-            + usage_null
-            + b"}\n\n"
+            + self._tail[self._tail.rindex(b"}]") :]  # b'}]' [b',"usage":null'] b'}\n\n'
         )
 
     def usage_chunk(self, outcomes: Sequence[Outcome]) -> bytes:
