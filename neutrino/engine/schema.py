@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import capnp
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "ie.capnp"
+from neutrino import resources
+
+SCHEMA_PATH: Final = resources.ENGINE_SCHEMA
 
 ie: Any = capnp.load(str(SCHEMA_PATH))
 

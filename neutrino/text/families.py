@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
+from neutrino import resources
+
 __all__ = [
     "DEFAULT_TEMPLATES_PATH",
     "FamilyConfigError",
@@ -19,7 +21,7 @@ __all__ = [
     "load_families",
 ]
 
-DEFAULT_TEMPLATES_PATH: Final = Path(__file__).resolve().parents[2] / "assets" / "templates.json"
+DEFAULT_TEMPLATES_PATH: Final = resources.TEMPLATES
 
 # How a family's template expects ``tool_calls[].function.arguments``: left as given, parsed
 # from a JSON string into an object (Llama 3, Qwen2.5 apply ``|tojson``), or serialised to a
@@ -135,7 +137,7 @@ def _family(name: str, entry: Any) -> ModelFamily:
 
 
 def load_families(path: Path | None = None) -> dict[str, ModelFamily]:
-    """Read model families from ``path`` (default: ``<repo>/assets/templates.json``)."""
+    """Read model families from ``path`` (default: neutrino.resources.TEMPLATES)."""
     path = DEFAULT_TEMPLATES_PATH if path is None else path
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))

@@ -9,13 +9,13 @@ from neutrino.frontends.grpc import codegen
 
 def test_stubs_in_use_are_fresh(tmp_path: Path) -> None:
     fresh = codegen.generate(tmp_path)
-    in_use = codegen.generated_files(codegen.REPO)
+    in_use = codegen.generated_files(codegen.OUT_ROOT)
     assert fresh, "protoc generated nothing"
     assert in_use == fresh, "stubs missing or left over: run `make protos`"
     stale = [
         str(rel)
         for rel in fresh
-        if (tmp_path / rel).read_bytes() != (codegen.REPO / rel).read_bytes()
+        if (tmp_path / rel).read_bytes() != (codegen.OUT_ROOT / rel).read_bytes()
     ]
     assert not stale, f"stale gRPC stubs (edited, or protos changed): {stale}; run `make protos`"
 
