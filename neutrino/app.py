@@ -27,6 +27,14 @@ class Neutrino:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.mock: MockSupervisor | None = MockSupervisor(cfg.mock) if cfg.embedded_mock else None
+        try:
+            self._build(cfg)
+        except BaseException:  # a bad family or parser, missing stubs: no folder left behind
+            if self.mock is not None:
+                self.mock.remove_folder()
+            raise
+
+    def _build(self, cfg: Config) -> None:
         engines = cfg.engines
         if self.mock is not None:
             engines = (EngineConfig(socket=self.mock.socket, name="embedded-mock"),)
@@ -64,13 +72,25 @@ class Neutrino:
             self.texts.get(name)
 
     async def start(self, wait_engine_s: float = 10.0) -> None:
+        """Start everything; if any part fails (a StartupError: a port taken...), what had
+        started is stopped (the embedded mock_ie too, its folder removed) before it is raised."""
         t0 = time.monotonic()
-        if self.mock is not None:
-            await self.mock.start()
-        await self.router.start()
-        await self.http.start()
-        if self.grpc is not None:
-            await self.grpc.start()
+        try:
+            if self.mock is not None:
+                await self.mock.start()
+            await self.router.start()
+            await self.http.start()
+            if self.grpc is not None:
+                await self.grpc.start()
+        except BaseException:
+            try:
+                await self.stop()
+            except Exception:  # the start-up's own error is the one to report
+                log.debug("stopping after a failed start-up", exc_info=True)
+            finally:
+                if self.mock is not None:
+                    self.mock.remove_folder()
+            raise
         if await self.router.wait_ready(wait_engine_s):
             log.info("engine ready after %.2fs", time.monotonic() - t0)
         else:

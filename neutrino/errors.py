@@ -8,6 +8,7 @@ render a :class:`NeutrinoError`; they never invent statuses of their own.
 from __future__ import annotations
 
 import enum
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,3 +104,16 @@ class NeutrinoError(Exception):
 
 def bad_request(message: str, param: str | None = None) -> NeutrinoError:
     return NeutrinoError(ErrorKind.BAD_REQUEST, message, param=param)
+
+
+class StartupError(Exception):
+    """Neutrino cannot start: a port is taken, the embedded engine cannot be run. Not a
+    request error: the ``neutrino`` command prints the message, which names what failed and
+    the setting that changes it, as one line and exits 1."""
+
+
+def os_reason(exc: OSError) -> str:
+    """``address already in use`` for an OSError, without the call's own wording."""
+    if exc.errno is not None and exc.errno > 0:
+        return os.strerror(exc.errno).lower()
+    return (exc.strerror or str(exc)).lower()

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from neutrino.config import MockConfig
+from neutrino.errors import StartupError, os_reason
 
 log = logging.getLogger("neutrino.supervisor")
 
@@ -59,7 +60,13 @@ class MockSupervisor:
         return argv + list(cfg.extra_args)
 
     async def start(self) -> None:
-        await self._spawn()
+        try:
+            await self._spawn()
+        except OSError as exc:
+            raise StartupError(
+                f"cannot start the embedded mock_ie ({sys.executable} -m mocks.mock_ie): "
+                f"{os_reason(exc)} (configure [[engines]] or --engine, or [mock] enabled = false)"
+            ) from exc
         self._task = asyncio.get_running_loop().create_task(self._watch())
 
     async def _spawn(self) -> None:
@@ -101,4 +108,9 @@ class MockSupervisor:
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
+        self.remove_folder()
+
+    def remove_folder(self) -> None:
+        """Remove the private folder (the socket's); stop() does, as does a failed start-up
+        that never ran the child."""
         shutil.rmtree(self._dir, ignore_errors=True)

@@ -2,7 +2,9 @@
 
 Sources, later ones winning: built-in defaults, a TOML file (``--config FILE`` or
 the ``NEUTRINO_CFG`` environment variable), then command-line flags. Nothing
-else in Neutrino reads the environment or a config file.
+else in Neutrino reads the environment or a config file. Every value is checked while
+loading (types here, ranges and forms in ``checks``); a bad one is a one-line ConfigError
+naming the key or flag.
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-
-class ConfigError(ValueError):
-    pass
+from neutrino.config.checks import ConfigError as ConfigError
+from neutrino.config.checks import check, shown, split_address, typed
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,7 @@ class ModelConfig:
 
 @dataclass(frozen=True, slots=True)
 class TokenizerConfig:
-    # Encodes longer than this many characters run in a worker thread.
+    # Encodes longer than this many characters run in a worker thread (0: every encode).
     offload_chars: int = 16384
 
 
@@ -74,7 +75,7 @@ class MockConfig:
 @dataclass(frozen=True, slots=True)
 class LimitsConfig:
     max_body_bytes: int = 8 * 1024 * 1024
-    max_queue: int = 1024
+    max_queue: int = 1024  # 0 = no queue: 429 at once when no slot is free
     max_inflight: int = 0  # 0 = sum of connected engines' capacity
     request_timeout_s: float = 120.0
     # Bytes a streaming client may leave unread before it is dropped.
@@ -88,7 +89,7 @@ class LimitsConfig:
 @dataclass(frozen=True, slots=True)
 class EngineLinkConfig:
     connect_timeout_s: float = 5.0
-    heartbeat_interval_s: float = 5.0
+    heartbeat_interval_s: float = 5.0  # 0 = no heartbeats
     heartbeat_timeout_s: float = 10.0
     backoff_initial_s: float = 0.05
     backoff_max_s: float = 2.0
@@ -117,7 +118,7 @@ class GrpcConfig:
 
 @dataclass(frozen=True, slots=True)
 class ShutdownConfig:
-    grace_s: float = 10.0
+    grace_s: float = 10.0  # 0 = in-flight requests are not waited for
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,35 +152,37 @@ _SECTIONS: dict[str, type[Any]] = {
 }
 
 
-def _coerce(cls: type[Any], where: str, raw: Any) -> Any:
+def _coerce(cls: type[Any], section: str, raw: Any) -> Any:
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"[{where}] must be a table")
+        raise ConfigError(f"[{section}] must be a table, got {shown(raw)}")
     known = {f.name: f for f in fields(cls)}
     values: dict[str, Any] = {}
     for key, value in raw.items():
         f = known.get(key)
         if f is None:
-            raise ConfigError(f"unknown key {where}.{key}")
+            raise ConfigError(f"unknown key [{section}].{key} (known: {', '.join(known)})")
         default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[operator]
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, float):
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            value = float(value)
-        elif isinstance(default, int):
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif isinstance(default, str):
-            ok = isinstance(value, str)
-        elif isinstance(default, tuple):
-            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-            value = tuple(value)
-        else:  # mappings
-            ok = isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values())
-            value = dict(value) if ok else value
-        if not ok:
-            raise ConfigError(f"{where}.{key} has the wrong type")
-        values[key] = value
+        where = f"[{section}].{key}"
+        values[key] = check(f"{section}.{key}", typed(default, value, where), where)
     return cls(**values)
+
+
+def _engine(i: int, item: Any) -> EngineConfig:
+    where = f"[engines][{i}]"
+    if not isinstance(item, Mapping):
+        raise ConfigError(f"{where} must be a table, got {shown(item)}")
+    extra = sorted(set(item) - {"socket", "name", "connections"})
+    if extra:
+        raise ConfigError(f"unknown key {where}.{extra[0]} (known: socket, name, connections)")
+    if "socket" not in item:
+        raise ConfigError(f'{where} needs a socket path (socket = "/run/engine.sock")')
+    values: dict[str, Any] = {"name": f"engine{i}"}
+    for key, default in (("socket", ""), ("name", ""), ("connections", 2)):
+        if key in item:
+            value = typed(default, item[key], f"{where}.{key}")
+            values[key] = check(f"engines.{key}", value, f"{where}.{key}")
+    values["name"] = values["name"] or f"engine{i}"
+    return EngineConfig(**values)
 
 
 def _check_model_files(model: ModelConfig) -> None:
@@ -199,44 +202,53 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
         if key == "engines":
             if not isinstance(raw, list):
                 raise ConfigError("[[engines]] must be an array of tables")
-            engines = []
-            for i, item in enumerate(raw):
-                if not isinstance(item, Mapping) or not isinstance(item.get("socket"), str):
-                    raise ConfigError(f"engines[{i}] needs a socket path")
-                eng = EngineConfig(
-                    socket=item["socket"],
-                    name=str(item.get("name", "")) or f"engine{i}",
-                    connections=int(item.get("connections", 2)),
-                )
-                if eng.connections < 1:
-                    raise ConfigError(f"engines[{i}].connections must be >= 1")
-                extra = set(item) - {"socket", "name", "connections"}
-                if extra:
-                    raise ConfigError(f"unknown key engines[{i}].{sorted(extra)[0]}")
-                engines.append(eng)
-            updates["engines"] = tuple(engines)
+            updates["engines"] = tuple(_engine(i, item) for i, item in enumerate(raw))
         elif key in _SECTIONS:
             updates[key] = _coerce(_SECTIONS[key], key, raw)
             if key == "model":
                 _check_model_files(updates[key])
         else:
-            raise ConfigError(f"unknown section [{key}]")
-    return replace(cfg, **updates)
+            known = ", ".join(["engines", *_SECTIONS])
+            raise ConfigError(f"unknown section [{key}] (known: {known})")
+    return _checked(replace(cfg, **updates))
 
 
-def load_file(path: str | Path) -> Config:
+def _checked(cfg: Config) -> Config:
+    """What no single value can say: values that must agree with each other."""
+    link = cfg.engine_link
+    if link.backoff_max_s < link.backoff_initial_s:
+        raise ConfigError(
+            f"[engine_link].backoff_max_s ({link.backoff_max_s:g}) must be >= "
+            f"[engine_link].backoff_initial_s ({link.backoff_initial_s:g})"
+        )
+    return cfg
+
+
+def load_file(path: str | Path, source: str = "--config") -> Config:
     try:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)
     except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+        reason = (exc.strerror or str(exc)).lower()
+        raise ConfigError(f"cannot read config file {path} ({source}): {reason}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML in {path}: {exc}") from None
-    return from_mapping(data)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"invalid TOML in {path}: not UTF-8 (byte {exc.start})") from None
+    try:
+        return from_mapping(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """A bad flag is a ConfigError (one line, exit 2), not argparse's usage text."""
+        raise ConfigError(f"{message} (see neutrino --help)")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="neutrino", description="Neutrino LLM front server")
+    p = _Parser(prog="neutrino", description="Neutrino LLM front server")
     p.add_argument("--config", help="TOML config file (default: $NEUTRINO_CFG)")
     p.add_argument("--http-address", help="HOST:PORT for the OpenAI HTTP API")
     p.add_argument("--grpc-address", help="HOST:PORT for the gRPC API")
@@ -255,22 +267,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _split_address(value: str, what: str = "--http-address") -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"{what} must be HOST:PORT, got {value!r}")
-    return host.strip("[]") or "127.0.0.1", int(port)
-
-
 def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Config:
-    """Build the configuration from defaults, the config file and flags."""
+    """Build the configuration from defaults, the config file and flags; every value is
+    checked here, once (a ConfigError names the key or flag)."""
     args = parser().parse_args(argv)
     env = os.environ if environ is None else environ
-    path = args.config or env.get("NEUTRINO_CFG")
-    cfg = load_file(path) if path else Config()
+    if args.config:
+        cfg = load_file(args.config)
+    elif env.get("NEUTRINO_CFG"):
+        cfg = load_file(env["NEUTRINO_CFG"], "NEUTRINO_CFG")
+    else:
+        cfg = Config()
     server = cfg.server
-    if args.http_address:
-        host, port = _split_address(args.http_address)
+    if args.http_address is not None:
+        host, port = split_address(args.http_address, "--http-address")
         server = replace(server, http_host=host, http_port=port)
     if args.log_level:
         server = replace(server, log_level=args.log_level)
@@ -278,22 +288,20 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         server = replace(server, uvloop=False)
     cfg = replace(cfg, server=server)
     if args.engine:
-        cfg = replace(
-            cfg,
-            engines=tuple(
-                EngineConfig(socket=s, name=f"engine{i}") for i, s in enumerate(args.engine)
-            ),
-        )
-    if args.grpc_address:
+        engines = [
+            EngineConfig(socket=check("engines.socket", s, "--engine"), name=f"engine{i}")
+            for i, s in enumerate(args.engine)
+        ]
+        cfg = replace(cfg, engines=tuple(engines))
+    if args.grpc_address is not None:
+        split_address(args.grpc_address, "--grpc-address")
         cfg = replace(cfg, grpc=replace(cfg.grpc, address=args.grpc_address))
-    _split_address(cfg.grpc.address, "grpc.address")
-    if cfg.grpc.max_message_bytes < 1:
-        raise ConfigError("grpc.max_message_bytes must be >= 1")
     if args.request_timeout is not None:
-        cfg = replace(cfg, limits=replace(cfg.limits, request_timeout_s=args.request_timeout))
+        timeout = check("limits.request_timeout_s", args.request_timeout, "--request-timeout")
+        cfg = replace(cfg, limits=replace(cfg.limits, request_timeout_s=timeout))
     mock = cfg.mock
     if args.mock_itl_ms is not None:
-        mock = replace(mock, itl_ms=args.mock_itl_ms)
+        mock = replace(mock, itl_ms=check("mock.itl_ms", args.mock_itl_ms, "--mock-itl-ms"))
     if args.mock_ttft_ms is not None:
-        mock = replace(mock, ttft_ms=args.mock_ttft_ms)
+        mock = replace(mock, ttft_ms=check("mock.ttft_ms", args.mock_ttft_ms, "--mock-ttft-ms"))
     return replace(cfg, mock=mock)

@@ -33,6 +33,23 @@ def _env() -> dict[str, str]:
     return env
 
 
+def run_neutrino(
+    tmpdir: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60.0
+) -> subprocess.CompletedProcess[str]:
+    """Run ``neutrino`` to its exit (a start meant to fail), its temporary folders (the
+    embedded mock's) under ``tmpdir``; stdout and stderr are text. A server that starts
+    instead is killed after ``timeout`` (subprocess.TimeoutExpired)."""
+    environ = {**_env(), "TMPDIR": str(tmpdir), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "neutrino", *args],
+        cwd=REPO,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 class MockIE:
     """A real ``mock_ie`` process on a UNIX socket, with an event log."""
 

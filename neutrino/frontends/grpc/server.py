@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from neutrino.config import Config
+from neutrino.errors import StartupError, os_reason
 from neutrino.frontends.grpc.audio import AudioService
 from neutrino.frontends.grpc.embeddings import EmbeddingsService
 from neutrino.frontends.grpc.service import InferenceService
@@ -45,6 +47,36 @@ HEALTH_SERVICE: str = health.SERVICE_NAME
 _HEALTH_NAMES = (health.OVERALL_HEALTH, *NEUTRINO_SERVICES)
 
 
+_HINT = " (set [grpc] address, --grpc-address, or [grpc] enabled = false)"
+
+
+def _probe(address: str) -> None:
+    """Bind ``address`` as gRPC will, to fail with a clear reason (and before gRPC's core
+    logs its own error lines) when it cannot be had. As for gRPC, one of the addresses the
+    host resolves to is enough (``::`` may be missing where IPv6 is off); port 0 always is."""
+    host, _, port = address.rpartition(":")
+    if int(port) == 0:
+        return
+    failure: OSError | None = None
+    try:
+        infos = socket.getaddrinfo(
+            host.strip("[]") or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except OSError as exc:
+        failure, infos = exc, []
+    for family, kind, proto, _, sockaddr in infos:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(sockaddr)
+            return
+        except OSError as exc:
+            failure = failure or exc
+    if failure is not None:
+        reason = os_reason(failure)
+        raise StartupError(f"cannot listen for gRPC on {address}: {reason}{_HINT}") from failure
+
+
 class GrpcServer:
     def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
         self.cfg = cfg
@@ -60,6 +92,7 @@ class GrpcServer:
 
     async def start(self) -> None:
         limit = self.cfg.grpc.max_message_bytes
+        _probe(self.address)
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", limit),
@@ -68,6 +101,10 @@ class GrpcServer:
                 ("grpc.so_reuseport", 0),
             ]
         )
+        try:
+            self.port = server.add_insecure_port(self.address)
+        except RuntimeError as exc:  # taken between the probe and here: gRPC's own words
+            raise StartupError(f"cannot listen for gRPC on {self.address}: {exc}{_HINT}") from exc
         inference_pb2_grpc.add_InferenceServicer_to_server(
             InferenceService(self.cfg, self.orch), server
         )
@@ -81,10 +118,6 @@ class GrpcServer:
         reflection.enable_server_reflection(
             (*NEUTRINO_SERVICES, HEALTH_SERVICE, reflection.SERVICE_NAME), server
         )
-        try:
-            self.port = server.add_insecure_port(self.address)
-        except RuntimeError as exc:
-            raise OSError(f"cannot listen for gRPC on {self.address}: {exc}") from None
         await self._update()  # NOT_SERVING until an engine is there
         await server.start()
         self._server = server

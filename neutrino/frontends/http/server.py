@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from neutrino.config import Config
+from neutrino.errors import StartupError, os_reason
 from neutrino.frontends.http import h1
 from neutrino.frontends.http.admin import AdminRoutes
 from neutrino.frontends.http.audio import AudioRoutes
@@ -55,17 +56,23 @@ class HttpServer:
     async def start(self) -> None:
         await self.runner.setup()
         host, port = self.cfg.server.http_host, self.cfg.server.http_port
-        if self.cfg.http.fast_path:
-            relay = self.runner.server
-            assert relay is not None
-            self._server, self._connections = await h1.serve(
-                host, port, self.app[_FAST_ROUTES], relay, self.cfg.limits.max_body_bytes
-            )
-            sockets = list(self._server.sockets)
-        else:
-            site = web.TCPSite(self.runner, host, port, reuse_address=True)
-            await site.start()
-            sockets = list(getattr(site._server, "sockets", None) or [])
+        try:
+            if self.cfg.http.fast_path:
+                relay = self.runner.server
+                assert relay is not None
+                self._server, self._connections = await h1.serve(
+                    host, port, self.app[_FAST_ROUTES], relay, self.cfg.limits.max_body_bytes
+                )
+                sockets = list(self._server.sockets)
+            else:
+                site = web.TCPSite(self.runner, host, port, reuse_address=True)
+                await site.start()
+                sockets = list(getattr(site._server, "sockets", None) or [])
+        except OSError as exc:
+            raise StartupError(
+                f"cannot listen for HTTP on {host}:{port}: {os_reason(exc)} "
+                "(set [server] http_host and http_port, or --http-address)"
+            ) from exc
         if sockets:
             self.port = sockets[0].getsockname()[1]
 
@@ -73,5 +80,6 @@ class HttpServer:
         if self._server is not None:
             self._server.close()
             h1.close_idle(self._connections)
-        await self.runner.cleanup()  # relayed connections, and aiohttp's own
+        if self.runner.server is not None:  # set up by start()
+            await self.runner.cleanup()  # relayed connections, and aiohttp's own
         h1.abort_all(self._connections)

@@ -1,0 +1,152 @@
+"""What each configuration value must be, checked once while the config is loaded.
+
+The type of a value comes from its field's default (``neutrino.config``); this module adds
+what a value of the right type must also satisfy: ranges, allowed words, address forms.
+The same rule checks a TOML value (named ``[limits].request_timeout_s``) and the flag that
+sets it (named ``--request-timeout``); a failure is a one-line :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# deadlineMs is a UInt32 of milliseconds in the engine protocol (schemas/ie.capnp).
+MAX_TIMEOUT_S = 4_294_967
+# gRPC takes its message size options as a C int.
+MAX_GRPC_MESSAGE_BYTES = 2**31 - 1
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if x == int(x) else str(x)
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """``low <= value <= high`` (``low < value`` when ``above``); floats must be finite."""
+
+    low: float
+    high: float = math.inf
+    above: bool = False
+
+    def __call__(self, value: Any) -> str | None:
+        if isinstance(value, float) and not math.isfinite(value):
+            return "must be a finite number"
+        too_low = value <= self.low if self.above else value < self.low
+        if too_low or value > self.high:
+            low = f"> {_num(self.low)}" if self.above else f">= {_num(self.low)}"
+            high = "" if self.high == math.inf else f" and <= {_num(self.high)}"
+            return f"must be {low}{high}"
+        return None
+
+
+def _non_empty(value: Any) -> str | None:
+    return None if value else "must not be empty"
+
+
+def _log_level(value: Any) -> str | None:
+    return None if value.lower() in LOG_LEVELS else f"must be one of {', '.join(LOG_LEVELS)}"
+
+
+def split_address(value: str, where: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[V6]:PORT``; an empty host is 127.0.0.1) with a port up to 65535."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"{where} must be HOST:PORT with a port from 0 to 65535, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _address(value: Any) -> str | None:
+    try:
+        split_address(value, "")
+    except ConfigError:
+        return "must be HOST:PORT with a port from 0 to 65535"
+    return None
+
+
+Rule = Callable[[Any], str | None]  # None: the value is fine; else what it must be
+
+_POSITIVE = Range(0, above=True)
+_NON_NEGATIVE = Range(0)
+_ONE_UP = Range(1)
+
+# section.key -> rule; a key not named here takes any value of its type.
+RULES: dict[str, Rule] = {
+    "server.http_host": _non_empty,
+    "server.http_port": Range(0, 65535),  # 0: any free port
+    "server.log_level": _log_level,
+    "model.default_family": _non_empty,
+    "tokenizer.offload_chars": _NON_NEGATIVE,  # 0: every encode runs in a worker thread
+    "engines.socket": _non_empty,
+    "engines.connections": Range(1, 1024),
+    "mock.ttft_ms": _NON_NEGATIVE,
+    "mock.itl_ms": _NON_NEGATIVE,
+    "mock.capacity": Range(1, 2**32 - 1),
+    "limits.max_body_bytes": _ONE_UP,
+    "limits.max_queue": _NON_NEGATIVE,  # 0: no queue, 429 when no slot is free
+    "limits.max_inflight": _NON_NEGATIVE,  # 0: the engines' announced capacity
+    "limits.request_timeout_s": Range(0, MAX_TIMEOUT_S, above=True),
+    "limits.stream_buffer_bytes": _ONE_UP,
+    "limits.history_size": _ONE_UP,
+    "limits.max_n": _ONE_UP,
+    "limits.max_stop_sequences": _ONE_UP,
+    "limits.max_stop_chars": _ONE_UP,
+    "engine_link.connect_timeout_s": _POSITIVE,
+    "engine_link.heartbeat_interval_s": _NON_NEGATIVE,  # 0: no heartbeats
+    "engine_link.heartbeat_timeout_s": _POSITIVE,
+    "engine_link.backoff_initial_s": _POSITIVE,
+    "engine_link.backoff_max_s": _POSITIVE,
+    "http.sse_keepalive_s": _POSITIVE,
+    "http.reasoning_field": _non_empty,
+    "grpc.address": _address,
+    "grpc.max_message_bytes": Range(1, MAX_GRPC_MESSAGE_BYTES),
+    "grpc.health_interval_s": _POSITIVE,
+    "shutdown.grace_s": _NON_NEGATIVE,  # 0: in-flight requests are not waited for
+}
+
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def typed(default: Any, value: Any, where: str) -> Any:
+    """``value`` as the type of ``default`` (an int for a float is fine), or ConfigError."""
+    kind = type(default)
+    if kind is bool:
+        ok = isinstance(value, bool)
+    elif isinstance(value, bool):
+        ok = False
+    elif kind is float:
+        ok = isinstance(value, int | float)
+        value = float(value) if ok else value
+    elif kind in (int, str):
+        ok = isinstance(value, kind)
+    elif kind is tuple:
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        value = tuple(value) if ok else value
+    else:  # mappings of strings
+        ok = isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+        value = dict(value) if ok else value
+    if not ok:
+        what = _KINDS.get(kind) or ("a list of strings" if kind is tuple else "a table of strings")
+        raise ConfigError(f"{where} must be {what}, got {shown(value)}")
+    return value
+
+
+def check(rule_name: str, value: Any, where: str) -> Any:
+    """``value`` if the rule for ``section.key`` allows it, else ConfigError naming ``where``."""
+    rule = RULES.get(rule_name)
+    problem = rule(value) if rule is not None else None
+    if problem is not None:
+        raise ConfigError(f"{where} {problem}, got {shown(value)}")
+    return value
