@@ -68,8 +68,6 @@ class PushTarget(Protocol):
         """New reasoning text and/or tool-call deltas (parsed responses only)."""
         ...
 
-    def on_keepalive(self) -> None: ...
-
     def on_end(self, gen: Generation) -> None:
         """The generation ended: read ``gen.outcome`` or ``gen.error``."""
         ...
@@ -460,12 +458,9 @@ class Generation:
         self._keepalive = None
         if self.lifecycle.terminal:
             return
-        if self._quiet:
-            if self._push is not None:
-                self._push.on_keepalive()
-            else:
-                self.keepalive_due = True
-                self._wake()
+        if self._quiet:  # pull mode only: a push target's stream keeps itself alive
+            self.keepalive_due = True
+            self._wake()
         self._quiet = True
         self._keepalive = asyncio.get_running_loop().call_later(self._keepalive_s, self._tick)
 

@@ -211,6 +211,38 @@ async def test_sse_comment_at_once_and_keepalives(
     assert raw.rstrip().endswith(b"data: [DONE]")
 
 
+@pytest.mark.parametrize("fast_path", ["true", "false"])
+async def test_keepalives_while_a_stream_waits_in_the_queue(
+    fast_path: str,
+    tmp_path: Path,
+    mock_factory: Callable[..., MockIE],
+    neutrino_factory: Callable[..., NeutrinoProc],
+) -> None:
+    """A stream queued behind a stalled request gets its stream opened and keepalive
+    comments while it waits (on the lean HTTP/1.1 server and on aiohttp), then its
+    answer once the slot frees."""
+    script = tmp_path / "stall.json"
+    script.write_text(json.dumps({"rules": [{"match": "stall", "fault": "stall"}]}))
+    mock = mock_factory("--script", str(script))
+    extra = f"[limits]\nmax_inflight = 1\n[http]\nsse_keepalive_s = 0.1\nfast_path = {fast_path}"
+    server = neutrino_factory(config=engine_config(mock, extra))
+    stalled: Any = [{"role": "user", "content": "stall here"}]
+    async with aiohttp.ClientSession() as s:
+        url = server.base_url + "/v1/chat/completions"
+        first = asyncio.ensure_future(s.post(url, json=body(messages=stalled, max_tokens=5)))
+        await asyncio.to_thread(mock.wait_event, "query", 1)
+        r = await s.post(url, json=body(max_tokens=3, stream=True))
+        assert await r.content.readline() == b": ok\n"
+        waited = b""
+        while waited.count(b": keepalive") < 3:
+            waited += await asyncio.wait_for(r.content.readline(), 2)
+        assert b"data:" not in waited  # still queued
+        first.cancel()  # the client leaves: its slot frees, the queued stream runs
+        rest = await asyncio.wait_for(r.read(), 5)
+    assert rest.rstrip().endswith(b"data: [DONE]") and b'"finish_reason":"length"' in rest
+    assert [c["reason"] for c in mock.wait_event("cancel", 1)] == ["client disconnected"]
+
+
 async def test_silent_engine_is_detected_by_heartbeats(
     mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
 ) -> None:

@@ -205,12 +205,15 @@ class OpenAIRoutes:
     async def _stream(self, ex: Exchange, req: GenerateRequest) -> None:
         opened = False
         transport: asyncio.Transport | None = None
+        waiting: asyncio.Task[None] | None = None
 
         async def on_queued() -> None:
-            nonlocal opened, transport
+            nonlocal opened, transport, waiting
             if not opened:
                 opened = True
                 transport = await ex.open_stream()
+                if self._keepalive > 0:  # comments while the request waits for a slot
+                    waiting = asyncio.create_task(self._queued_keepalive(ex))
 
         gens: list[Generation] = []
         reason = "client disconnected"
@@ -221,10 +224,13 @@ class OpenAIRoutes:
             except NeutrinoError as err:
                 if not opened:
                     raise
+                await _stop(waiting)
                 with contextlib.suppress(_GONE):
                     await ex.write(sse_error(err) + SSE_DONE)
                     await ex.end()
                 return
+            finally:
+                await _stop(waiting)
             await on_queued()
             encs = [ChunkEncoder(g, req.kind, req.include_usage, i) for i, g in enumerate(gens)]
             if transport is not None:
@@ -241,6 +247,12 @@ class OpenAIRoutes:
             for gen in gens:
                 gen.close(reason)
 
+    async def _queued_keepalive(self, ex: Exchange) -> None:
+        with contextlib.suppress(_GONE):
+            while True:
+                await asyncio.sleep(self._keepalive)
+                await ex.write(SSE_KEEPALIVE)
+
     async def _push(
         self, transport: asyncio.Transport, gens: list[Generation], encs: list[ChunkEncoder]
     ) -> str | None:
@@ -252,7 +264,7 @@ class OpenAIRoutes:
                 stream.write(first)
             if gen.echo:
                 stream.write(enc.text(gen.echo))
-        gens[0].start_keepalive(self._keepalive)
+        stream.keep_alive(self._keepalive)  # one timer for the response, all choices
         for i, (gen, enc) in enumerate(zip(gens, encs, strict=True)):
             gen.push_to(ChoiceWriter(stream, enc, i, self.cfg.http.reasoning_field))
         await stream.done
@@ -292,6 +304,12 @@ class OpenAIRoutes:
                     await ex.write(out)
         await ex.write(encs[0].usage_chunk(outcomes) + SSE_DONE)
         await ex.end()
+
+
+async def _stop(task: asyncio.Task[None] | None) -> None:
+    if task is not None and not task.done():
+        task.cancel()
+        await asyncio.wait((task,))  # a cancellation of the caller still propagates
 
 
 def _choices(req: GenerateRequest) -> list[GenerateRequest]:

@@ -26,18 +26,47 @@ log = logging.getLogger("neutrino.http")
 
 
 class SSEStream:
-    __slots__ = ("_limit", "_outcomes", "_remaining", "_transport", "done", "gone")
+    __slots__ = (
+        "_interval",
+        "_limit",
+        "_outcomes",
+        "_quiet",
+        "_remaining",
+        "_timer",
+        "_transport",
+        "done",
+        "gone",
+    )
 
     def __init__(self, transport: asyncio.Transport, choices: int, limit_bytes: int) -> None:
         self._transport: asyncio.Transport | None = transport
         self._limit = limit_bytes
         self._remaining = choices
         self._outcomes: list[Outcome | None] = [None] * choices
+        self._timer: asyncio.TimerHandle | None = None
+        self._interval = 0.0
+        self._quiet = False
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.gone: str | None = None  # why the client can no longer be written to
 
+    def keep_alive(self, interval: float) -> None:
+        """Write a comment after each ``interval`` in which no choice wrote anything."""
+        if interval > 0 and not self.done.done():
+            self._interval = interval
+            self._quiet = True
+            self._timer = asyncio.get_running_loop().call_later(interval, self._tick)
+
+    def _tick(self) -> None:
+        if self._quiet:
+            self.write(SSE_KEEPALIVE)
+        if self.done.done():
+            return
+        self._quiet = True
+        self._timer = asyncio.get_running_loop().call_later(self._interval, self._tick)
+
     def write(self, data: bytes) -> None:
         """Write one chunk of the chunked response body."""
+        self._quiet = False
         t = self._transport
         if t is None:
             return
@@ -68,6 +97,9 @@ class SSEStream:
         self._finish()
 
     def _finish(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self.done.done():
             self.done.set_result(None)
 
@@ -90,9 +122,6 @@ class ChoiceWriter:
 
     def on_text(self, text: str, tokens: int, logprobs: list[TokenLogprob] | None) -> None:
         self._stream.write(self._enc.text(text, logprobs))
-
-    def on_keepalive(self) -> None:
-        self._stream.write(SSE_KEEPALIVE)
 
     def on_end(self, gen: Generation) -> None:
         err = gen.error

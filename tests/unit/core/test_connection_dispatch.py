@@ -192,9 +192,6 @@ class BrokenFrontEnd:
     def on_text(self, text: str, n: int, logprobs: Any) -> None:
         raise RuntimeError("render bug")
 
-    def on_keepalive(self) -> None:
-        pass
-
     def on_end(self, gen: Generation) -> None:
         self.ended.append((gen.error, gen.outcome.finish_reason if gen.outcome else None))
 

@@ -1,0 +1,52 @@
+"""Push-mode SSE keepalives: one timer per response, over a real socket."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.frontends.http.sse import SSEStream
+
+
+async def _stream_pair(
+    choices: int,
+) -> tuple[SSEStream, asyncio.StreamReader, asyncio.StreamWriter]:
+    ours, theirs = socket.socketpair()
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
+    reader, writer = await asyncio.open_connection(sock=theirs)  # kept: dropping it closes
+    assert isinstance(transport, asyncio.Transport)
+    return SSEStream(transport, choices, 1 << 20), reader, writer
+
+
+async def _received(reader: asyncio.StreamReader, quiet: float = 0.05) -> bytes:
+    """What arrives until the socket has been quiet for ``quiet`` seconds."""
+    got = b""
+    while True:
+        try:
+            data = await asyncio.wait_for(reader.read(1 << 16), quiet)
+        except TimeoutError:
+            return got
+        if not data:
+            return got
+        got += data
+
+
+async def test_keepalives_only_in_quiet_intervals_until_the_stream_ends() -> None:
+    stream, reader, writer = await _stream_pair(choices=2)
+    stream.keep_alive(0.3)
+    for _ in range(20):  # output more often than the interval: no comment
+        stream.write(b"data: x\n\n")
+        await asyncio.sleep(0.02)
+    assert b"keepalive" not in await _received(reader, quiet=0.01)
+    await asyncio.sleep(0.8)  # quiet, whichever choice is still running
+    quiet = await _received(reader)
+    assert quiet.count(b": keepalive") >= 2
+    stream.fail(NeutrinoError(ErrorKind.TIMEOUT, "too slow"))
+    ended = await _received(reader)
+    assert b"data: [DONE]" in ended
+    await asyncio.sleep(0.8)
+    assert await _received(reader) == b""  # the timer stopped with the stream
+    assert stream.done.done()
+    writer.close()
