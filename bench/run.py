@@ -138,8 +138,14 @@ async def wrk_phase(
     server: Server, body: dict[str, Any], concurrency: int, seconds: int
 ) -> tuple[Result, float]:
     """Drive ``server`` with wrk (C, a fraction of the Python client's cost per request)."""
+    with tempfile.TemporaryDirectory(prefix="neutrino-wrk-") as tmp:
+        return await _wrk_phase(Path(tmp) / "post.lua", server, body, concurrency, seconds)
+
+
+async def _wrk_phase(
+    script: Path, server: Server, body: dict[str, Any], concurrency: int, seconds: int
+) -> tuple[Result, float]:
     assert WRK is not None
-    script = Path(tempfile.mkdtemp(prefix="neutrino-wrk-")) / "post.lua"
     head, _, tail = json.dumps(body).partition(VARY.decode())
     # Each request's user message carries its own number (see bench.load.VARY).
     script.write_text(
@@ -307,6 +313,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for proc in backends:
             proc.terminate()
             proc.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 async def _measure_all(
