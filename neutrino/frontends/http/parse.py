@@ -229,6 +229,8 @@ def _messages(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
         if role.__class__ is not str or role not in _ROLES:
             where = f"messages[{i}]"
             raise bad_request(f"{where}.role must be one of {sorted(_ROLES)}", f"{where}.role")
+        if "tool_calls" in m:
+            _check_tool_calls(m["tool_calls"], f"messages[{i}].tool_calls")
         content = m.get("content")
         if content.__class__ is str:
             continue
@@ -242,6 +244,28 @@ def _messages(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
         elif not isinstance(content, str):
             raise bad_request(f"{where}.content must be a string or an array", f"{where}.content")
     req.messages = v
+
+
+def _check_tool_calls(calls: Any, where: str) -> None:
+    """An assistant turn's earlier tool calls: null, or OpenAI's shape (arguments may also
+    be an object, as some clients send them)."""
+    if calls is None:
+        return
+    if not isinstance(calls, list):
+        raise bad_request(f"{where} must be an array", where)
+    for k, call in enumerate(calls):
+        at = f"{where}[{k}]"
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise bad_request(f"{at} must be {{'function': {{'name': ..., 'arguments': ...}}}}", at)
+        if not isinstance(fn.get("arguments", ""), str | dict):
+            raise bad_request(
+                f"{at}.function.arguments must be a JSON string", f"{at}.function.arguments"
+            )
+        if not isinstance(call.get("id", ""), str):
+            raise bad_request(f"{at}.id must be a string", f"{at}.id")
+        if call.get("type", "function") != "function":
+            raise bad_request(f"{at}.type must be 'function'", f"{at}.type")
 
 
 def _content_part(part: Any, where: str, images: list[Image]) -> None:

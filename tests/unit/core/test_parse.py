@@ -98,6 +98,38 @@ BAD_CHAT: list[tuple[dict[str, Any], str | None, ErrorKind]] = [
     ),
     (chat(messages=[{"role": "user"}]), "messages[0].content", ErrorKind.BAD_REQUEST),
     (
+        chat(messages=[{"role": "assistant", "content": None, "tool_calls": "x"}]),
+        "messages[0].tool_calls",
+        ErrorKind.BAD_REQUEST,
+    ),
+    (
+        chat(messages=[{"role": "assistant", "content": "", "tool_calls": [1, 2]}]),
+        "messages[0].tool_calls[0]",
+        ErrorKind.BAD_REQUEST,
+    ),
+    (
+        chat(messages=[{"role": "assistant", "tool_calls": [{"function": {"name": "f"}}, {}]}]),
+        "messages[0].tool_calls[1]",
+        ErrorKind.BAD_REQUEST,
+    ),
+    (
+        chat(
+            messages=[
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": 3}}]},
+            ]
+        ),
+        "messages[1].tool_calls[0].function.arguments",
+        ErrorKind.BAD_REQUEST,
+    ),
+    (
+        chat(
+            messages=[{"role": "assistant", "tool_calls": [{"id": 7, "function": {"name": "f"}}]}]
+        ),
+        "messages[0].tool_calls[0].id",
+        ErrorKind.BAD_REQUEST,
+    ),
+    (
         chat(messages=[{"role": "user", "content": [{"type": "audio"}]}]),
         "messages[0].content[0]",
         ErrorKind.UNSUPPORTED,
@@ -153,3 +185,17 @@ def test_body_must_be_an_object(body: Any) -> None:
     with pytest.raises(NeutrinoError) as info:
         parse_chat(body, LIMITS)
     assert info.value.http_status == 400
+
+
+def test_earlier_tool_calls_in_openai_shape_are_accepted() -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    as_object = {"function": {"name": "f", "arguments": {"x": 1}}}
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call, as_object]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+        {"role": "assistant", "content": "ok", "tool_calls": None},
+        {"role": "assistant", "content": "ok", "tool_calls": []},
+    ]
+    req = parse_chat(chat(messages=messages), LIMITS)
+    assert req.messages == messages
