@@ -224,13 +224,15 @@ class OpenAIRoutes:
             except NeutrinoError as err:
                 if not opened:
                     raise
-                await _stop(waiting)
+                if waiting is not None:
+                    waiting.cancel()  # it stops at its sleep: no comment after the error
                 with contextlib.suppress(_GONE):
                     await ex.write(sse_error(err) + SSE_DONE)
                     await ex.end()
                 return
             finally:
-                await _stop(waiting)
+                if waiting is not None:
+                    waiting.cancel()
             await on_queued()
             encs = [ChunkEncoder(g, req.kind, req.include_usage, i) for i, g in enumerate(gens)]
             if transport is not None:
@@ -304,12 +306,6 @@ class OpenAIRoutes:
                     await ex.write(out)
         await ex.write(encs[0].usage_chunk(outcomes) + SSE_DONE)
         await ex.end()
-
-
-async def _stop(task: asyncio.Task[None] | None) -> None:
-    if task is not None and not task.done():
-        task.cancel()
-        await asyncio.wait((task,))  # a cancellation of the caller still propagates
 
 
 def _choices(req: GenerateRequest) -> list[GenerateRequest]:
