@@ -32,11 +32,10 @@ REPLY = (
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
 
 
-class Engine(asyncio.Protocol):
-    """The relay's side of the UNIX socket: replies come back in request order."""
+class Framed(asyncio.Protocol):
+    """A UNIX-socket side: length-prefixed frames in, each handed to ``on_frame``."""
 
     def __init__(self) -> None:
-        self.waiting: deque[asyncio.Transport] = deque()
         self.buf = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -48,11 +47,25 @@ class Engine(asyncio.Protocol):
             (n,) = LEN.unpack_from(buf)
             if len(buf) < 4 + n:
                 break
-            client = self.waiting.popleft()
-            if not client.is_closing():
-                client.write(HEAD % n + buf[4 : 4 + n])
+            self.on_frame(buf[4 : 4 + n])
             buf = buf[4 + n :]
         self.buf = buf
+
+    def on_frame(self, body: bytes) -> None:
+        raise NotImplementedError
+
+
+class Engine(Framed):
+    """The relay's side of the UNIX socket: replies come back in request order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting: deque[asyncio.Transport] = deque()
+
+    def on_frame(self, body: bytes) -> None:
+        client = self.waiting.popleft()
+        if not client.is_closing():
+            client.write(HEAD % len(body) + body)
 
 
 class Front(asyncio.Protocol):
@@ -85,24 +98,11 @@ class Front(asyncio.Protocol):
         self.buf = buf
 
 
-class Backend(asyncio.Protocol):
+class Backend(Framed):
     """The engine stand-in: answers every frame with the canned completion."""
 
-    def __init__(self) -> None:
-        self.buf = b""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf + data
-        while len(buf) >= 4:
-            (n,) = LEN.unpack_from(buf)
-            if len(buf) < 4 + n:
-                break
-            self.transport.write(LEN.pack(len(REPLY)) + REPLY)
-            buf = buf[4 + n :]
-        self.buf = buf
+    def on_frame(self, body: bytes) -> None:
+        self.transport.write(LEN.pack(len(REPLY)) + REPLY)
 
 
 async def relay(port: int, path: str) -> None:
