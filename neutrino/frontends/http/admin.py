@@ -12,6 +12,7 @@ from neutrino import __version__
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.frontends.http.guard import error_response, guarded
 from neutrino.frontends.http.openai import json_response
+from neutrino.observability.process import process_stats
 from neutrino.pipeline.orchestrator import Orchestrator
 
 _KNOWN_PATHS = frozenset(
@@ -101,6 +102,7 @@ class AdminRoutes:
             "capacity": orch.engines.capacity(),
             "requests": {"started": orch.started, "finished": dict(orch.finished)},
             "history_size": len(orch.history),
+            "process": process_stats(),
         }
         state.update(self._extra())
         return json_response(state)

@@ -130,7 +130,7 @@ class H1Exchange:
         return self._conn.transport
 
     async def write(self, data: bytes) -> None:
-        if data:
+        if data and not self.ended:  # nothing may follow the body's last chunk
             self._conn.write(b"%x\r\n%b\r\n" % (len(data), data))
 
     async def end(self) -> None:

@@ -207,13 +207,17 @@ class OpenAIRoutes:
         transport: asyncio.Transport | None = None
         waiting: asyncio.Task[None] | None = None
 
-        async def on_queued() -> None:
-            nonlocal opened, transport, waiting
+        async def open_stream() -> None:
+            nonlocal opened, transport
             if not opened:
                 opened = True
                 transport = await ex.open_stream()
-                if self._keepalive > 0:  # comments while the request waits for a slot
-                    waiting = asyncio.create_task(self._queued_keepalive(ex))
+
+        async def on_queued() -> None:
+            nonlocal waiting
+            await open_stream()
+            if self._keepalive > 0 and waiting is None:  # comments while it waits for a slot
+                waiting = asyncio.create_task(self._queued_keepalive(ex))
 
         gens: list[Generation] = []
         reason = "client disconnected"
@@ -232,8 +236,8 @@ class OpenAIRoutes:
                 return
             finally:
                 if waiting is not None:
-                    waiting.cancel()
-            await on_queued()
+                    waiting.cancel()  # the request left the queue: generation's own timer now
+            await open_stream()
             encs = [ChunkEncoder(g, req.kind, req.include_usage, i) for i, g in enumerate(gens)]
             if transport is not None:
                 gone = await self._push(transport, gens, encs)

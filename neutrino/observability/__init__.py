@@ -1,0 +1,1 @@
+"""What Neutrino tells operators about itself: process figures, counters, rate-limited logs."""
