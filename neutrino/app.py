@@ -41,7 +41,7 @@ class Neutrino:
             self.cfg = cfg = replace(cfg, engines=engines)
         self.router = EngineRouter(engines, cfg.engine_link)
         self.texts = ModelTexts(cfg.model)
-        self.history = History(cfg.limits.history_size)
+        self.history = History(cfg.limits.history_size, cfg.limits.history_bytes)
         self.orchestrator = Orchestrator(cfg, self.router, self.texts, self.history)
         self.http = HttpServer(cfg, build_app(cfg, self.orchestrator, self._extra_state))
         self.grpc: GrpcServer | None = None

@@ -98,6 +98,15 @@ class NeutrinoError(Exception):
             }
         }
 
+    def fresh(self) -> NeutrinoError:
+        """A copy to raise, for an error that an object keeps (a request's ending).
+
+        Raising the kept error itself would attach a traceback to it, whose frames hold
+        the request (its parsed body, its messages) in a reference cycle with the keeper;
+        that memory would wait for the garbage collector's next full pass.
+        """
+        return NeutrinoError(self.kind, self.message, param=self.param, code=self.code)
+
     def __repr__(self) -> str:
         return f"NeutrinoError({self.kind.name}, {self.message!r}, param={self.param!r})"
 

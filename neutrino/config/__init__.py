@@ -81,6 +81,7 @@ class LimitsConfig:
     # Bytes a streaming client may leave unread before it is dropped.
     stream_buffer_bytes: int = 4 * 1024 * 1024
     history_size: int = 1000
+    history_bytes: int = 2 * 1024 * 1024  # the history ring's size in bytes, roughly
     max_n: int = 8
     max_stop_sequences: int = 16
     max_stop_chars: int = 1024  # length of each stop string

@@ -100,6 +100,7 @@ RULES: dict[str, Rule] = {
     "limits.request_timeout_s": Range(0, MAX_TIMEOUT_S, above=True),
     "limits.stream_buffer_bytes": _ONE_UP,
     "limits.history_size": _ONE_UP,
+    "limits.history_bytes": _ONE_UP,
     "limits.max_n": _ONE_UP,
     "limits.max_stop_sequences": _ONE_UP,
     "limits.max_stop_chars": _ONE_UP,

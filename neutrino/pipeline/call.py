@@ -106,7 +106,7 @@ class ModalCall:
         while True:
             await self.wait()
             if self._error is not None:
-                raise self._error
+                raise self._error.fresh()
             if self._finished:
                 return self._pending[-1]
 
@@ -147,7 +147,7 @@ class ModalCall:
             w.set_result(None)
 
     def history_entry(self) -> HistoryEntry:
-        return HistoryEntry(
+        return HistoryEntry.of(
             self.request_id,
             self.model,
             self.lifecycle,

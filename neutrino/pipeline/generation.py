@@ -543,7 +543,7 @@ class Generation:
             if text:
                 parts.append(text)
             if self._error is not None:
-                raise self._error
+                raise self._error.fresh()
             if self._outcome is not None:
                 return "".join(parts), self._outcome
 
@@ -598,7 +598,7 @@ class Generation:
     def history_entry(self) -> HistoryEntry:
         """This request's history entry (call once terminal)."""
         out = self._outcome
-        return HistoryEntry(
+        return HistoryEntry.of(
             self.request_id,
             self.model,
             self.lifecycle,

@@ -395,4 +395,4 @@ class Orchestrator:
             return
         lifecycle.advance(state)
         self._count(state)
-        self.history.add(HistoryEntry(request_id, model, lifecycle, error=err))
+        self.history.add(HistoryEntry.of(request_id, model, lifecycle, error=err))

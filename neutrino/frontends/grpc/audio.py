@@ -144,14 +144,14 @@ class AudioService(audio_pb2_grpc.AudioServicer):
 
     async def Transcribe(
         self, request: audio_pb2.TranscriptionRequest, context: Context
-    ) -> audio_pb2.TranscriptionResponse:
+    ) -> audio_pb2.TranscriptionResponse | None:
         return await guarded(
             context, "Transcribe", lambda: self._audio(request, context, AudioTask.TRANSCRIBE)
         )
 
     async def Translate(
         self, request: audio_pb2.TranscriptionRequest, context: Context
-    ) -> audio_pb2.TranscriptionResponse:
+    ) -> audio_pb2.TranscriptionResponse | None:
         return await guarded(
             context, "Translate", lambda: self._audio(request, context, AudioTask.TRANSLATE)
         )
@@ -243,7 +243,11 @@ class AudioService(audio_pb2_grpc.AudioServicer):
         await call.wait()
         results = call.take()
         if not results:  # the engine failed before sending any audio
-            raise call.error or NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine sent no audio")
+            raise (
+                call.error.fresh()
+                if call.error
+                else NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine sent no audio")
+            )
         first = results[0]
         if not isinstance(first, SpeechResult) or first.sample_rate <= 0:
             raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")
@@ -266,6 +270,8 @@ class AudioService(audio_pb2_grpc.AudioServicer):
             await call.wait()
             results = call.take()
             if not results:
-                raise call.error or NeutrinoError(
-                    ErrorKind.ENGINE_ERROR, "the engine ended the audio early"
+                raise (
+                    call.error.fresh()
+                    if call.error
+                    else NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine ended the audio early")
                 )

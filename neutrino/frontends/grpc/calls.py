@@ -43,18 +43,31 @@ def error_metadata(err: NeutrinoError) -> tuple[tuple[str, str], ...]:
     return tuple(md)
 
 
-async def guarded(context: Context, what: str, run: Callable[[], Awaitable[T]]) -> T:
-    """Run a handler; errors become statuses with client-safe messages only."""
+async def guarded(context: Context, what: str, run: Callable[[], Awaitable[T]]) -> T | None:
+    """Run a handler; errors become statuses with client-safe messages only.
+
+    The status is set on the call and the handler returns (None: no message), rather
+    than raised with ``context.abort``: grpc keeps the AbortError it raises in a cycle
+    with the call's state, and the traceback's frames would keep the request (a
+    20 MB prompt, say) until the garbage collector's next full pass.
+    """
     try:
         return await run()
     except NeutrinoError as err:
-        await context.abort(status_code(err), err.message, error_metadata(err))
+        fail(context, err)
     except (asyncio.CancelledError, grpc.aio.AbortError):
         raise
     except Exception:
         log.exception("gRPC %s failed", what)
-        internal = NeutrinoError(ErrorKind.INTERNAL, "internal error")
-        await context.abort(status_code(internal), internal.message, error_metadata(internal))
+        fail(context, NeutrinoError(ErrorKind.INTERNAL, "internal error"))
+    return None
+
+
+def fail(context: Context, err: NeutrinoError) -> None:
+    """End the call with ``err``'s status, message and trailing metadata."""
+    context.set_code(status_code(err))
+    context.set_details(err.message)
+    context.set_trailing_metadata(error_metadata(err))
 
 
 def metadata(context: Context, key: str) -> str:

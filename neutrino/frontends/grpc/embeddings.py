@@ -101,7 +101,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
 
     async def Embed(
         self, request: embeddings_pb2.EmbedRequest, context: Context
-    ) -> embeddings_pb2.EmbedResponse:
+    ) -> embeddings_pb2.EmbedResponse | None:
         async def run() -> embeddings_pb2.EmbedResponse:
             model = _model(request.model)
             items = embed_inputs(request)
@@ -147,7 +147,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
 
     async def Rerank(
         self, request: embeddings_pb2.RerankRequest, context: Context
-    ) -> embeddings_pb2.RerankResponse:
+    ) -> embeddings_pb2.RerankResponse | None:
         async def run() -> embeddings_pb2.RerankResponse:
             req = rerank_request(request)
             traceparent = metadata(context, "traceparent")

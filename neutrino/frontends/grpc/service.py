@@ -52,7 +52,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
 
     async def Generate(
         self, request: inference_pb2.GenerateRequest, context: Context
-    ) -> inference_pb2.GenerateResponse:
+    ) -> inference_pb2.GenerateResponse | None:
         async def run() -> inference_pb2.GenerateResponse:
             req = self._request(request, context, stream=False)
             gen = await self.orch.start(req)
@@ -108,7 +108,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             if err is not None:
                 if text:
                     await context.write(chunk(text))
-                raise err
+                raise err.fresh()
             outcome = gen.outcome
             if outcome is not None:
                 last = chunk(text)
@@ -126,7 +126,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
 
     async def ListModels(
         self, request: common_pb2.ListModelsRequest, context: Context
-    ) -> common_pb2.ListModelsResponse:
+    ) -> common_pb2.ListModelsResponse | None:
         async def run() -> common_pb2.ListModelsResponse:
             models = self.orch.engines.models()
             return common_pb2.ListModelsResponse(

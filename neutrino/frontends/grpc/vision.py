@@ -53,7 +53,7 @@ class VisionService(vision_pb2_grpc.VisionServicer):
 
     async def Detect(
         self, request: vision_pb2.DetectRequest, context: Context
-    ) -> vision_pb2.DetectResponse:
+    ) -> vision_pb2.DetectResponse | None:
         async def run() -> vision_pb2.DetectResponse:
             name = model(request)
             data = request.image

@@ -398,7 +398,11 @@ class AudioRoutes:
         await call.wait()
         results = call.take()
         if not results:  # the engine failed before sending any audio: a plain error
-            raise call.error or NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine sent no audio")
+            raise (
+                call.error.fresh()
+                if call.error
+                else NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine sent no audio")
+            )
         first = results[0]
         if not isinstance(first, SpeechResult) or first.sample_rate <= 0:
             raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")

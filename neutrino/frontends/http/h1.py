@@ -115,11 +115,13 @@ class H1Exchange:
         return "" if value is None else value.decode("latin-1")
 
     async def read(self, max_bytes: int) -> bytes:
-        if len(self.body) > max_bytes:
+        """The body, handed over: the exchange keeps no reference to it."""
+        body, self.body = self.body, b""
+        if len(body) > max_bytes:
             raise NeutrinoError(
                 ErrorKind.PAYLOAD_TOO_LARGE, f"the request body exceeds {max_bytes} bytes"
             )
-        return self.body
+        return body
 
     def reply(self, status: int, body: bytes) -> None:
         self._conn.write(json_head(status, len(body), self.close) + body)
@@ -159,7 +161,9 @@ class H1Protocol(asyncio.Protocol):
         self._idle_s = idle_timeout_s
         self._connections = connections
         self.transport: asyncio.Transport | None = None
-        self._parser = httptools.HttpRequestParser(self)
+        # Dropped when the connection is lost: it refers back to this protocol, and the
+        # cycle would keep the last request's buffers until the collector's next pass.
+        self._parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
         # The message being parsed.
         self._url = b""
         self._headers: dict[bytes, bytes] = {}
@@ -197,10 +201,11 @@ class H1Protocol(asyncio.Protocol):
         self._idle = loop.call_later(self._idle_s, self._check_idle)
 
     def data_received(self, data: bytes) -> None:
-        if self._stopped:
+        p = self._parser
+        if self._stopped or p is None:
             return
         try:
-            self._parser.feed_data(data)
+            p.feed_data(data)
         except httptools.HttpParserUpgrade as exc:
             self._upgrade(data[exc.args[0] :] if exc.args else b"")
         except httptools.HttpParserError as exc:
@@ -213,6 +218,9 @@ class H1Protocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        self._parser = None
+        self._body = []
+        self._held = []
         self._connections.discard(self)
         if self._idle is not None:
             self._idle.cancel()
@@ -275,6 +283,7 @@ class H1Protocol(asyncio.Protocol):
         if self._stopped:
             return
         p = self._parser
+        assert p is not None
         route = None
         # Upgrade offers (h2c, websocket) go to aiohttp: llhttp would not parse their body.
         if (
@@ -320,8 +329,11 @@ class H1Protocol(asyncio.Protocol):
             return
         if self._stopped or self._route is None:
             return
-        ex = H1Exchange(self, self._headers, not self._parser.should_keep_alive())
+        p = self._parser
+        assert p is not None
+        ex = H1Exchange(self, self._headers, not p.should_keep_alive())
         ex.body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        self._body = []  # the exchange holds the body now, and only until it is read
         self._queue.append((self._route, ex))
         if self._task is None:
             self._next()
@@ -417,6 +429,7 @@ class H1Protocol(asyncio.Protocol):
             self._relay = relay = self._relay_factory()
             relay.connection_made(self.transport)
         p = self._parser
+        assert p is not None
         self._chunked = b"chunked" in self._headers.get(b"transfer-encoding", b"").lower()
         head = [b"%b %b HTTP/%b\r\n" % (p.get_method(), self._url, p.get_http_version().encode())]
         head += [b"%b: %b\r\n" % (n, v) for n, v in self._raw_headers]

@@ -182,8 +182,7 @@ class OpenAIRoutes:
     async def serve(self, ex: Exchange, parse: Parse, render: Render) -> None:
         """Answer one generation request on ``ex``, streamed or not."""
         try:
-            body = parse_json(await ex.read(self.cfg.limits.max_body_bytes))
-            req = parse(body, self.cfg.limits)
+            req = parse(parse_json(await ex.read(self.cfg.limits.max_body_bytes)), self.cfg.limits)
             req.traceparent = ex.header("traceparent")
             if req.stream:
                 await self._stream(ex, req)

@@ -34,7 +34,7 @@ from neutrino.pipeline.history import History
 from neutrino.pipeline.models import ModelTexts
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.v1 import audio_pb2, embeddings_pb2, vision_pb2
-from tests.unit.grpc.test_service import TRACEPARENT, Aborted, FakeContext
+from tests.unit.grpc.test_service import TRACEPARENT, FakeContext, failed
 
 MODELS = [
     MockModel("embed-mock", "qwen2", 512, (Capability.EMBED, Capability.RERANK), 384),
@@ -223,6 +223,7 @@ async def test_embed_and_rerank() -> None:
         embeddings_pb2.EmbedRequest(model="embed-mock", input=text_inputs("a", "b"), dimensions=8),
         ctx,
     )
+    assert got is not None
     assert [len(e.values) for e in got.embeddings] == [8, 8]
     assert got.usage.prompt_tokens == got.usage.total_tokens > 0
     q = engine.queries[-1]
@@ -236,6 +237,7 @@ async def test_embed_and_rerank() -> None:
         ),
         ctx,
     )
+    assert ranked is not None
     assert [r.index for r in ranked.results] == [1, 2]
     assert ranked.results[0].document == "the red fox"
     assert isinstance(engine.queries[-1], RerankQuery)
@@ -248,12 +250,14 @@ async def test_detect_transcribe_speak() -> None:
     det = await vision.VisionService(cfg, orch).Detect(
         vision_pb2.DetectRequest(model="detect-mock", image=png(), threshold=0.8), ctx
     )
+    assert det is not None
     assert (det.image.width, det.image.height) == (80, 40)
     assert [(b.label, b.x0, b.y1) for b in det.boxes] == [("object", 20.0, 30.0)]
     svc = audio.AudioService(cfg, orch)
     tr = await svc.Transcribe(
         audio_pb2.TranscriptionRequest(model="whisper-mock", audio=wav(1.0), language="de"), ctx
     )
+    assert tr is not None
     assert tr.text == "This is a mock transcript of 1.00 seconds of audio."
     assert (tr.language, tr.duration, tr.seconds) == ("de", 1.0, 1)
     assert tr.segments[0].text == tr.text and tr.usage.completion_tokens > 0
@@ -289,44 +293,44 @@ async def test_cancelled_speak_cancels_the_engine_once(remaining: float, reason:
     ("call", "code", "param"),
     [
         (
-            lambda s: s["e"].Embed(embeddings_pb2.EmbedRequest(model="embed-mock"), FakeContext()),
+            lambda s, ctx: s["e"].Embed(embeddings_pb2.EmbedRequest(model="embed-mock"), ctx),
             grpc.StatusCode.INVALID_ARGUMENT,
             "input",
         ),
         (
-            lambda s: s["e"].Embed(
+            lambda s, ctx: s["e"].Embed(
                 embeddings_pb2.EmbedRequest(model="tts-mock", input=text_inputs("a")),
-                FakeContext(),
+                ctx,
             ),
             grpc.StatusCode.INVALID_ARGUMENT,
             "model",
         ),
         (
-            lambda s: s["e"].Rerank(
+            lambda s, ctx: s["e"].Rerank(
                 embeddings_pb2.RerankRequest(model="nope", query="q", documents=["d"]),
-                FakeContext(),
+                ctx,
             ),
             grpc.StatusCode.NOT_FOUND,
             "model",
         ),
         (
-            lambda s: s["v"].Detect(
-                vision_pb2.DetectRequest(model="detect-mock", image=b"junk"), FakeContext()
+            lambda s, ctx: s["v"].Detect(
+                vision_pb2.DetectRequest(model="detect-mock", image=b"junk"), ctx
             ),
             grpc.StatusCode.INVALID_ARGUMENT,
             "image",
         ),
         (
-            lambda s: s["a"].Translate(
-                audio_pb2.TranscriptionRequest(model="whisper-mock", audio=b"RIFF"), FakeContext()
+            lambda s, ctx: s["a"].Translate(
+                audio_pb2.TranscriptionRequest(model="whisper-mock", audio=b"RIFF"), ctx
             ),
             grpc.StatusCode.INVALID_ARGUMENT,
             "audio",
         ),
         (
-            lambda s: s["a"].Speak(
+            lambda s, ctx: s["a"].Speak(
                 audio_pb2.SpeechRequest(model="tts-mock", text="x", voice="v", format="opus"),
-                FakeContext(),
+                ctx,
             ),
             grpc.StatusCode.UNIMPLEMENTED,
             "format",
@@ -340,8 +344,7 @@ async def test_errors_map_to_statuses(call: Any, code: grpc.StatusCode, param: s
         "a": audio.AudioService(cfg, orch),
         "v": vision.VisionService(cfg, orch),
     }
-    with pytest.raises(Aborted) as info:
-        await call(services)
-    assert info.value.code is code
-    assert info.value.metadata["neutrino-error-param"] == param
+    got = await failed(lambda ctx: call(services, ctx))
+    assert got.code is code
+    assert got.metadata["neutrino-error-param"] == param
     assert not engine.queries

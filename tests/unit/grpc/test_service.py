@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -22,9 +23,10 @@ MODEL = "qwen2.5-mock"
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
-class Aborted(Exception):
+class Ended:
+    """The status a handler ended a call with."""
+
     def __init__(self, code: grpc.StatusCode, details: str, metadata: Any) -> None:
-        super().__init__(details)
         self.code = code
         self.details = details
         self.metadata = dict(metadata)
@@ -52,8 +54,28 @@ class FakeContext:
             self.held.set()
             await asyncio.Event().wait()  # a client that stopped reading
 
-    async def abort(self, code: grpc.StatusCode, details: str = "", trailing: Any = ()) -> None:
-        raise Aborted(code, details, trailing)
+    # A handler that fails sets the call's status and returns.
+    def set_code(self, code: grpc.StatusCode) -> None:
+        self.code = code
+
+    def set_details(self, details: str) -> None:
+        self.details = details
+
+    def set_trailing_metadata(self, metadata: Any) -> None:
+        self.trailing = metadata
+
+    def ended(self) -> Ended:
+        """The status the handler ended the call with (fails the test if it set none)."""
+        code = getattr(self, "code", None)
+        assert code is not None, "the handler set no status"
+        return Ended(code, getattr(self, "details", ""), getattr(self, "trailing", ()))
+
+
+async def failed(call: Callable[[FakeContext], Awaitable[Any]]) -> Ended:
+    """Run a handler on a fresh context; the error status it ended the call with."""
+    ctx = FakeContext()
+    assert await call(ctx) is None  # no message: the status says why
+    return ctx.ended()
 
 
 def make(**kw: Any) -> tuple[InferenceService, InProcessEngineClient, Orchestrator]:
@@ -73,6 +95,7 @@ async def test_unary_and_stream_give_the_same_text() -> None:
     svc, engine, _ = make()
     ctx: Any = FakeContext()
     resp = await svc.Generate(chat(max_tokens=12, seed=3), ctx)
+    assert resp is not None
     assert resp.text and resp.usage.completion_tokens == 12
     assert resp.finish_reason == inference_pb2.FINISH_REASON_LENGTH
     await svc.GenerateStream(chat(max_tokens=12, seed=3), ctx)
@@ -112,24 +135,20 @@ async def test_cancelled_call_cancels_the_engine_once(remaining: float, reason: 
 
 async def test_errors_map_to_statuses() -> None:
     svc, engine, orch = make()
-    with pytest.raises(Aborted) as info:
-        await svc.Generate(chat(max_tokens=-1), FakeContext())  # type: ignore[arg-type]
-    assert info.value.code is grpc.StatusCode.INVALID_ARGUMENT
-    assert info.value.metadata == {"neutrino-error-param": "max_tokens"}
+    got = await failed(lambda ctx: svc.Generate(chat(max_tokens=-1), ctx))  # type: ignore[arg-type]
+    assert got.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert got.metadata == {"neutrino-error-param": "max_tokens"}
     bad = inference_pb2.GenerateRequest(model="nope", chat=chat().chat)
-    with pytest.raises(Aborted) as info:
-        await svc.GenerateStream(bad, FakeContext())  # type: ignore[arg-type]
-    assert info.value.code is grpc.StatusCode.NOT_FOUND
-    assert info.value.metadata["neutrino-error-code"] == "model_not_found"
+    got = await failed(lambda ctx: svc.GenerateStream(bad, ctx))  # type: ignore[arg-type]
+    assert got.code is grpc.StatusCode.NOT_FOUND
+    assert got.metadata["neutrino-error-code"] == "model_not_found"
     orch.draining = True
-    with pytest.raises(Aborted) as info:
-        await svc.Generate(chat(), FakeContext())  # type: ignore[arg-type]
-    assert info.value.code is grpc.StatusCode.UNAVAILABLE
+    got = await failed(lambda ctx: svc.Generate(chat(), ctx))  # type: ignore[arg-type]
+    assert got.code is grpc.StatusCode.UNAVAILABLE
     orch.draining = False
     engine.disconnect()
-    with pytest.raises(Aborted) as info:
-        await svc.Generate(chat(), FakeContext())  # type: ignore[arg-type]
-    assert info.value.code is grpc.StatusCode.UNAVAILABLE
+    got = await failed(lambda ctx: svc.Generate(chat(), ctx))  # type: ignore[arg-type]
+    assert got.code is grpc.StatusCode.UNAVAILABLE
     assert not engine.queries
 
 
@@ -140,13 +159,13 @@ async def test_internal_errors_say_nothing_more(monkeypatch: pytest.MonkeyPatch)
         raise RuntimeError("/secret/path exploded")
 
     monkeypatch.setattr(orch, "start", boom)
-    with pytest.raises(Aborted) as info:
-        await svc.Generate(chat(), FakeContext())  # type: ignore[arg-type]
-    assert info.value.code is grpc.StatusCode.INTERNAL
-    assert info.value.details == "internal error"
+    got = await failed(lambda ctx: svc.Generate(chat(), ctx))  # type: ignore[arg-type]
+    assert got.code is grpc.StatusCode.INTERNAL
+    assert got.details == "internal error"
 
 
 async def test_list_models() -> None:
     svc, _, _ = make()
     resp = await svc.ListModels(common_pb2.ListModelsRequest(), FakeContext())  # type: ignore[arg-type]
+    assert resp is not None
     assert [(m.id, m.context_length, m.created) for m in resp.models] == [(MODEL, 4096, 1000)]
