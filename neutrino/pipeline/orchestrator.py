@@ -21,6 +21,7 @@ from neutrino.pipeline.models import ModelText, ModelTexts
 from neutrino.pipeline.output import OutputParser
 from neutrino.pipeline.request import GenerateRequest
 from neutrino.pipeline.state import Lifecycle, State
+from neutrino.text.bounded import tokens_at_least
 from neutrino.text.chat_messages import images_for_template
 from neutrino.text.parsers import CallIds
 from neutrino.text.parsers.forced import ForcedToolParser
@@ -28,6 +29,30 @@ from neutrino.text.templates import TemplateError
 from neutrino.text.tool_call_ids import alnum9_ids
 
 log = logging.getLogger("neutrino.pipeline")
+
+
+# A text longer than this many characters per token of the context is counted piece by
+# piece first (tokens_at_least): it is almost surely over, and then is refused without
+# its whole token list being built.
+_COUNT_FIRST_CHARS_PER_TOKEN = 8
+
+
+def _context_error(ctx: int, tokens: str, param: str) -> NeutrinoError:
+    return NeutrinoError(
+        ErrorKind.CONTEXT_LENGTH,
+        f"this model's maximum context length is {ctx} tokens; the prompt has {tokens} tokens",
+        param=param,
+    )
+
+
+def _encode_within(text: ModelText, s: str, ctx: int) -> list[int] | int:
+    """The prompt's ids, or, for a text far over the context, a lower bound of its token
+    count past the context, found without building its whole token list."""
+    if ctx and len(s) > _COUNT_FIRST_CHARS_PER_TOKEN * ctx:
+        over = tokens_at_least(text.tokenizer.encode, s, ctx - 1)
+        if over is not None:
+            return over
+    return text.tokenizer.encode_prompt(s)
 
 
 def _opens_think(text: ModelText, prompt: list[int]) -> bool:
@@ -92,7 +117,7 @@ class Orchestrator:
             text = self.texts.cached(req.model)
             if text is None:
                 text = await asyncio.to_thread(self.texts.get, req.model)
-            prompt = await self._prompt_ids(req, text)
+            prompt = await self._prompt_ids(req, text, info.context_length)
             sampling = self._sampling(req, text, info, len(prompt))
             timeout = req.timeout_s or self.cfg.limits.request_timeout_s
             query = TextQuery(
@@ -289,7 +314,7 @@ class Orchestrator:
             ErrorKind.MODEL_NOT_FOUND, f"the model {model!r} does not exist", param="model"
         )
 
-    async def _prompt_ids(self, req: GenerateRequest, text: ModelText) -> list[int]:
+    async def _prompt_ids(self, req: GenerateRequest, text: ModelText, ctx: int) -> list[int]:
         tok = text.tokenizer
         if req.kind == "chat":
             assert req.messages is not None
@@ -305,7 +330,7 @@ class Orchestrator:
                 )
             except TemplateError as exc:
                 raise NeutrinoError(ErrorKind.BAD_REQUEST, str(exc), param="messages") from None
-            return await self._encode(rendered, text)
+            return await self._encode(rendered, text, ctx, "messages")
         prompt = req.prompt
         if isinstance(prompt, list):
             vocab = tok.vocab_size
@@ -317,15 +342,23 @@ class Orchestrator:
                 )
             return list(prompt)
         assert prompt is not None
-        ids = await self._encode(prompt, text)
+        ids = await self._encode(prompt, text, ctx, "prompt")
         if text.bos_token_id is not None and (not ids or ids[0] != text.bos_token_id):
             ids.insert(0, text.bos_token_id)
         return ids
 
-    async def _encode(self, s: str, text: ModelText) -> list[int]:
+    async def _encode(self, s: str, text: ModelText, ctx: int, param: str) -> list[int]:
         if len(s) > self.cfg.tokenizer.offload_chars:
-            return await asyncio.to_thread(text.tokenizer.encode_prompt, s)
-        return text.tokenizer.encode_prompt(s)
+            # The thread returns the refusal rather than raising it: an exception that
+            # crosses a future is held in a reference cycle (future, traceback, frames)
+            # with every local of those frames, the rendered prompt among them, until the
+            # garbage collector's next full pass.
+            ids = await asyncio.to_thread(_encode_within, text, s, ctx)
+        else:
+            ids = _encode_within(text, s, ctx)
+        if isinstance(ids, int):
+            raise _context_error(ctx, f"at least {ids}", param)
+        return ids
 
     def _sampling(
         self, req: GenerateRequest, text: ModelText, info: ModelInfo, n_prompt: int
@@ -335,12 +368,7 @@ class Orchestrator:
         if n_prompt == 0:
             raise NeutrinoError(ErrorKind.BAD_REQUEST, "the prompt is empty", param=param)
         if ctx and n_prompt >= ctx:
-            raise NeutrinoError(
-                ErrorKind.CONTEXT_LENGTH,
-                f"this model's maximum context length is {ctx} tokens; the prompt has "
-                f"{n_prompt} tokens",
-                param=param,
-            )
+            raise _context_error(ctx, str(n_prompt), param)
         room = ctx - n_prompt if ctx else 1 << 31
         if info.max_output_tokens:
             room = min(room, info.max_output_tokens)

@@ -41,6 +41,7 @@ async def test_a_prompt_far_over_the_context_is_refused_and_released(no_gc: None
     with pytest.raises(NeutrinoError) as info:
         await orch.start(req)
     assert info.value.kind is ErrorKind.CONTEXT_LENGTH
+    assert "maximum context length is 4096 tokens; the prompt has at least" in info.value.message
     del req, info
     assert watch() is None, gc.get_referrers(watch())
     assert not engine.queries
