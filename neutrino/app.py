@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from neutrino.config import Config, EngineConfig
 from neutrino.engine.router import EngineRouter
 from neutrino.frontends.http.server import HttpServer, build_app
+from neutrino.observability.memory import HeapTrimmer
 from neutrino.pipeline.history import History
 from neutrino.pipeline.models import ModelTexts
 from neutrino.pipeline.orchestrator import Orchestrator
@@ -51,6 +52,7 @@ class Neutrino:
             self.grpc = GrpcServer(cfg, self.orchestrator)
         self.router.listeners.append(self._engines_changed)
         self._warming: set[str] = set()
+        self.trimmer = HeapTrimmer()
 
     def _extra_state(self) -> dict[str, Any]:
         if self.mock is None:
@@ -91,6 +93,7 @@ class Neutrino:
                 if self.mock is not None:
                     self.mock.remove_folder()
             raise
+        self.trimmer.start()
         if await self.router.wait_ready(wait_engine_s):
             log.info("engine ready after %.2fs", time.monotonic() - t0)
         else:
@@ -98,6 +101,7 @@ class Neutrino:
         log.info("Neutrino listening on http://%s:%d", self.cfg.server.http_host, self.http.port)
 
     async def stop(self) -> None:
+        await self.trimmer.stop()
         orch = self.orchestrator
         orch.draining = True
         if self.grpc is not None:
