@@ -178,6 +178,13 @@ def _chunk_name(cid: bytes) -> str:
     return cid.decode("latin-1").strip() or repr(cid)
 
 
+def _streamed(data: bytes) -> bool:
+    """The header of a WAV written as a stream (ffmpeg to a pipe, our own speech output):
+    the RIFF size is unknown too. A data size of 0xFFFFFFFF in a file whose RIFF size is
+    known is a header that lies, refused like any data size past the end of the file."""
+    return int.from_bytes(data[4:8], "little") == UNKNOWN_SIZE
+
+
 def read_wav(data: bytes) -> Audio:
     """Decode a WAV file into 16-bit LE mono PCM; raises :class:`WavError`."""
     n = len(data)
@@ -204,8 +211,8 @@ def read_wav(data: bytes) -> Audio:
             if start >= 0:
                 pos = body + size + (size & 1)  # a second data chunk: ignored
                 continue
-            if size == UNKNOWN_SIZE:  # streamed: the samples run to the end of the file
-                start, end, open_ended = body, n, True
+            if size == UNKNOWN_SIZE and _streamed(data):
+                start, end, open_ended = body, n, True  # the samples run to the file's end
                 break
             if size > left:
                 raise WavError(

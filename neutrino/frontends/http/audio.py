@@ -96,8 +96,30 @@ class Form:
         return [v for n in names for v in self.fields.get(n, ())]
 
 
+# The fields of OpenAI's transcription and translation forms; any other is refused as
+# soon as its part's headers are read, before its value is.
+FORM_FIELDS = frozenset(
+    {
+        "file",
+        "model",
+        "language",
+        "prompt",
+        "response_format",
+        "temperature",
+        "timestamp_granularities[]",
+        "timestamp_granularities",
+        "stream",
+        "include[]",
+        "chunking_strategy",
+    }
+)
+MAX_PARTS = 32  # parts in one form (a known field may repeat, as timestamp_granularities[])
+MAX_FIELD_BYTES = 64 * 1024  # each text field
+
+
 async def read_form(request: web.Request, max_bytes: int) -> Form:
-    """Read a multipart/form-data body within ``max_bytes``; 400 if it is malformed."""
+    """Read a multipart/form-data body within ``max_bytes``, at most ``MAX_PARTS`` parts
+    of known fields (text fields of at most ``MAX_FIELD_BYTES``); 400 if it is malformed."""
     if request.content_type != "multipart/form-data":
         raise bad_request(
             "the request body must be multipart/form-data with the audio in a 'file' part"
@@ -109,39 +131,60 @@ async def read_form(request: web.Request, max_bytes: int) -> Form:
     total = 0
     try:
         reader = await request.multipart()
-        while True:
+        for _ in range(MAX_PARTS + 1):
             part = await reader.next()
             if part is None:
-                break
+                return form
             if not isinstance(part, BodyPartReader):
                 raise bad_request("nested multipart bodies are not accepted")
-            buf = bytearray()
-            while chunk := await part.read_chunk(_READ_CHUNK):
-                total += len(chunk)
-                if total > max_bytes:
-                    raise _too_large(max_bytes)
-                buf += chunk
-            name = part.name
-            if not name:
-                continue
-            if name == "file":
-                if form.file is not None:
-                    raise bad_request("send exactly one file", "file")
-                form.file = bytes(buf)
-                form.filename = part.filename
-                continue
-            try:
-                value = buf.decode("utf-8")
-            except UnicodeDecodeError:
-                raise bad_request(f"{name} is not valid UTF-8 text", name) from None
-            form.fields.setdefault(name, []).append(value)
+            name = _known_part(part)
+            limit = max_bytes - total if name == "file" else MAX_FIELD_BYTES
+            buf = await _read_part(part, limit, name, max_bytes)
+            total += len(buf)
+            _add(form, name, part, buf)
+        raise bad_request(f"the form has more than {MAX_PARTS} parts")
     except NeutrinoError:
         raise
     except web.HTTPRequestEntityTooLarge:
         raise _too_large(max_bytes) from None
     except (ValueError, LookupError, AssertionError, RuntimeError):
         raise bad_request("the multipart/form-data body is malformed") from None
-    return form
+
+
+def _known_part(part: BodyPartReader) -> str:
+    """The part's field name, if it is a known field of the form."""
+    name = part.name
+    if not name:
+        raise bad_request("every form part needs a name (Content-Disposition: form-data)")
+    if name not in FORM_FIELDS:
+        shown = name if len(name) <= 64 else name[:61] + "..."
+        raise bad_request(f"unknown form field {shown!r}", shown)
+    return name
+
+
+async def _read_part(part: BodyPartReader, limit: int, name: str, max_bytes: int) -> bytearray:
+    buf = bytearray()
+    while chunk := await part.read_chunk(_READ_CHUNK):
+        buf += chunk
+        if len(buf) > limit:
+            if name == "file":
+                raise _too_large(max_bytes)
+            raise bad_request(f"{name} is longer than {MAX_FIELD_BYTES} bytes", name)
+    return buf
+
+
+def _add(form: Form, name: str, part: BodyPartReader, buf: bytearray) -> None:
+    if name == "file":
+        if form.file is not None:
+            raise bad_request("send exactly one file", "file")
+        form.file = bytes(buf)
+        form.filename = part.filename
+        return
+    try:
+        value = buf.decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad_request(f"{name} is not valid UTF-8 text", name) from None
+    form.fields.setdefault(name, []).append(value)
 
 
 def _temperature(form: Form) -> float:

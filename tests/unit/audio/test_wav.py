@@ -214,6 +214,14 @@ def test_streamed_unknown_length_is_read_to_the_end() -> None:
     assert read_wav(wav_header(24000) + s16(values) + b"\x01").pcm == s16(values)
 
 
+def test_an_unknown_data_length_in_a_file_of_known_length_is_refused() -> None:
+    values = [RNG.randint(-32768, 32767) for _ in range(100)]
+    data = bytearray(wav_header(16000, data_size=200) + s16(values))
+    struct.pack_into("<I", data, 40, UNKNOWN_SIZE)  # only the data chunk says "unknown"
+    message = refused(bytes(data))
+    assert "declares 4294967295 bytes but only 200 are present" in message
+
+
 # ----------------------------------------------------------------------------- refused
 
 
