@@ -20,6 +20,9 @@ class ErrorSpec:
     code: str | None  # OpenAI error "code" by default
     grpc: str  # grpc.StatusCode name
     label: str  # metric label
+    # Seconds a client should wait before retrying (HTTP Retry-After, gRPC retry pushback):
+    # set on the refusals that say "not now" (429, 503), absent where retrying is no use.
+    retry_after_s: int | None = None
 
 
 class ErrorKind(enum.Enum):
@@ -41,22 +44,34 @@ class ErrorKind(enum.Enum):
     METHOD_NOT_ALLOWED = ErrorSpec(
         405, "invalid_request_error", "method_not_allowed", "UNIMPLEMENTED", "method_not_allowed"
     )
+    REQUEST_TIMEOUT = ErrorSpec(
+        408, "invalid_request_error", "request_timeout", "DEADLINE_EXCEEDED", "request_timeout"
+    )
     PAYLOAD_TOO_LARGE = ErrorSpec(
         413, "invalid_request_error", "request_too_large", "RESOURCE_EXHAUSTED", "too_large"
     )
+    UNSUPPORTED_MEDIA_TYPE = ErrorSpec(
+        415,
+        "invalid_request_error",
+        "unsupported_media_type",
+        "INVALID_ARGUMENT",
+        "unsupported_media_type",
+    )
     QUEUE_FULL = ErrorSpec(
-        429, "rate_limit_error", "queue_full", "RESOURCE_EXHAUSTED", "queue_full"
+        429, "rate_limit_error", "queue_full", "RESOURCE_EXHAUSTED", "queue_full", 1
     )
     ENGINE_OVERLOADED = ErrorSpec(
-        429, "rate_limit_error", "engine_overloaded", "RESOURCE_EXHAUSTED", "engine_overloaded"
+        429, "rate_limit_error", "engine_overloaded", "RESOURCE_EXHAUSTED", "engine_overloaded", 1
     )
     INTERNAL = ErrorSpec(500, "server_error", "internal_error", "INTERNAL", "internal")
     ENGINE_ERROR = ErrorSpec(502, "server_error", "engine_error", "INTERNAL", "engine_error")
     ENGINE_DISCONNECTED = ErrorSpec(
         502, "server_error", "engine_disconnected", "UNAVAILABLE", "engine_disconnected"
     )
-    NO_ENGINE = ErrorSpec(503, "server_error", "no_engine", "UNAVAILABLE", "no_engine")
-    SHUTTING_DOWN = ErrorSpec(503, "server_error", "shutting_down", "UNAVAILABLE", "shutting_down")
+    NO_ENGINE = ErrorSpec(503, "server_error", "no_engine", "UNAVAILABLE", "no_engine", 2)
+    SHUTTING_DOWN = ErrorSpec(
+        503, "server_error", "shutting_down", "UNAVAILABLE", "shutting_down", 5
+    )
     TIMEOUT = ErrorSpec(504, "timeout_error", "timeout", "DEADLINE_EXCEEDED", "timeout")
     CANCELLED = ErrorSpec(499, "cancelled", "cancelled", "CANCELLED", "cancelled")
 
@@ -86,6 +101,10 @@ class NeutrinoError(Exception):
     @property
     def http_status(self) -> int:
         return self.kind.spec.http_status
+
+    @property
+    def retry_after_s(self) -> int | None:
+        return self.kind.spec.retry_after_s
 
     def openai_body(self) -> dict[str, Any]:
         """The ``{"error": {...}}`` object of OpenAI's API."""

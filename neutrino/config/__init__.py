@@ -104,6 +104,13 @@ class HttpConfig:
     # Serve chat and text completions with the lean HTTP/1.1 server (httptools) in front of
     # aiohttp, which serves every other route; false: aiohttp serves everything.
     fast_path: bool = True
+    # A request's head must arrive within this many seconds of its first byte (a new
+    # connection's within this of being accepted), else 408 and the connection closes.
+    header_timeout_s: float = 15.0
+    # Longest pause between two reads of a request's body (408 and close after it).
+    body_timeout_s: float = 30.0
+    # How long a connection may wait idle for its next request.
+    keepalive_timeout_s: float = 75.0
 
 
 @dataclass(frozen=True, slots=True)

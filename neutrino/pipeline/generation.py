@@ -190,6 +190,7 @@ class Generation:
         "_all_lp",
         "_cached",
         "_error",
+        "_keep_lp",
         "_keepalive",
         "_keepalive_s",
         "_on_done",
@@ -230,6 +231,7 @@ class Generation:
         lifecycle: Lifecycle,
         on_done: Callable[[Generation], None],
         logprobs: LogprobRecorder | None = None,
+        keep_logprobs: bool = True,
         validator: Callable[[str], str | None] | None = None,
         parser: OutputParser | None = None,
     ) -> None:
@@ -242,6 +244,9 @@ class Generation:
         self._validator = validator
         self._text: list[str] = []
         self._recorder = logprobs
+        # Every token's entry, for a response rendered whole at the end (a stream sends
+        # them as they come: keeping them all would grow with every token it streams).
+        self._keep_lp = keep_logprobs
         self._pending_lp: list[TokenLogprob] = []
         self._all_lp: list[TokenLogprob] = []
         self.model = model
@@ -327,7 +332,8 @@ class Generation:
         if self._recorder is not None and result.logprobs:
             entries = self._recorder.entries(result, s.shown)
             self._pending_lp += entries
-            self._all_lp += entries
+            if self._keep_lp:
+                self._all_lp += entries
         if result.finish_reason is not FinishReason.NONE:
             self._cached = result.cached_tokens
             if result.prompt_tokens:
@@ -368,7 +374,7 @@ class Generation:
                     "decode": result.decode_ns / 1e9,
                 },
                 stop_reason=s.stop_reason,
-                logprobs=self._all_lp if self._recorder is not None else None,
+                logprobs=self._all_lp if self._recorder is not None and self._keep_lp else None,
                 reasoning=parser.reasoning() if parser is not None else None,
                 reasoning_tokens=parser.reasoning_tokens() if parser is not None else None,
                 tool_calls=parser.calls if parser is not None else [],

@@ -11,6 +11,7 @@ from neutrino.config import Config
 from neutrino.engine.client import EngineClient
 from neutrino.engine.messages import Capability, ModalQuery, ModelInfo, Sampling, TextQuery
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.observability.counters import Counters
 from neutrino.pipeline.admission import Admission
 from neutrino.pipeline.call import ModalCall
 from neutrino.pipeline.deadlines import DeadlineWheel
@@ -81,6 +82,7 @@ class Orchestrator:
         self.draining = False
         self.started = 0
         self.finished: dict[str, int] = {}
+        self.counters = Counters()  # events beside requests, shown in app_state
 
     def _limit(self) -> int:
         return self.cfg.limits.max_inflight or self.engines.capacity()
@@ -151,6 +153,7 @@ class Orchestrator:
                 logprobs=LogprobRecorder(text.tokenizer, req.top_logprobs)
                 if req.logprobs
                 else None,
+                keep_logprobs=not req.stream,
                 validator=req.validator,
                 parser=parser,
             )

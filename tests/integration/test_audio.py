@@ -576,7 +576,7 @@ def test_forms_are_bounded_and_unknown_fields_refused_before_the_file(
     mock, server = stack
     before = len(mock.events("query"))
     fields = [*parts, *form(model=STT), ("file", "a.wav", tone(10.0))]
-    status, headers, raw = post_form(server, "/v1/audio/transcriptions", fields)
+    status, _headers, raw = post_form(server, "/v1/audio/transcriptions", fields)
     err = json.loads(raw)
     assert status == 400, err
     validate(err, "ErrorResponse")

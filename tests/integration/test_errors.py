@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -205,3 +206,95 @@ def test_chat_on_a_model_that_does_not_generate(tmp_path: Path) -> None:
     finally:
         server.stop()
         mock.stop()
+
+
+JSON_ROUTES = [
+    ("/v1/chat/completions", chat()),
+    ("/v1/completions", json.dumps({"model": TINY, "prompt": "hi"}).encode()),
+    ("/v1/embeddings", json.dumps({"model": TINY, "input": "hi"}).encode()),
+    ("/v1/rerank", json.dumps({"model": TINY, "query": "q", "documents": ["d"]}).encode()),
+    ("/v1/audio/speech", json.dumps({"model": TINY, "input": "hi", "voice": "a"}).encode()),
+    ("/v1/detect", json.dumps({"model": TINY, "image": "data:,"}).encode()),
+]
+
+
+def _raw_post(server: NeutrinoProc, path: str, data: bytes, headers: dict[str, str]) -> Any:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("POST", path, body=data, headers=headers)  # no Content-Type unless given
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(("path", "data"), JSON_ROUTES, ids=[p for p, _ in JSON_ROUTES])
+@pytest.mark.parametrize(
+    "ctype", [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
+)
+def test_json_routes_take_only_a_json_content_type(
+    tiny: tuple[MockIE, NeutrinoProc], path: str, data: bytes, ctype: str | None
+) -> None:
+    """A page in a browser may send text/plain or a form to localhost without a CORS
+    preflight; with no keys configured, such a body must not drive the server."""
+    mock, server = tiny
+    before = len(mock.events("query"))
+    headers = {} if ctype is None else {"Content-Type": ctype}
+    code, body = _raw_post(server, path, data, headers)
+    assert code == 415, body
+    validate(body, "ErrorResponse")
+    assert body["error"]["code"] == "unsupported_media_type"
+    assert "application/json" in body["error"]["message"]
+    assert len(mock.events("query")) == before
+
+
+def test_json_with_parameters_is_json(tiny: tuple[MockIE, NeutrinoProc]) -> None:
+    _, server = tiny
+    for ctype in ("application/json; charset=utf-8", "Application/JSON", "application/x+json"):
+        code, body = _raw_post(
+            server, "/v1/chat/completions", chat(max_tokens=2), {"Content-Type": ctype}
+        )
+        assert code == 200, body
+
+
+def test_not_now_refusals_say_when_to_retry(tmp_path: Path) -> None:
+    """503 (no engine) and 429 tell the client when to come back: Retry-After on HTTP,
+    grpc-retry-pushback-ms on gRPC."""
+    import grpc
+
+    from neutrino.v1 import inference_pb2, inference_pb2_grpc
+    from tests.support.procs import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    server = NeutrinoProc(
+        tmp_path, "--engine", str(tmp_path / "absent.sock"), "--grpc-address", address
+    )
+    try:
+        server.start(wait_engine=False)
+        for path, data in JSON_ROUTES[:3]:
+            req = urllib.request.Request(
+                server.base_url + path, data=data, headers={"Content-Type": "application/json"}
+            )
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib.request.urlopen(req, timeout=10)
+            assert info.value.code == 503 and info.value.headers["Retry-After"] == "2"
+            assert json.loads(info.value.read())["error"]["code"] == "no_engine"
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(server.base_url + "/neutrino/v1/status", timeout=10)
+        assert info.value.code == 503 and info.value.headers["Retry-After"] == "2"
+        with grpc.insecure_channel(address) as channel:
+            stub = inference_pb2_grpc.InferenceStub(channel)
+            chat_req = inference_pb2.GenerateRequest(
+                model=TINY,
+                chat=inference_pb2.Chat(
+                    messages=[inference_pb2.ChatMessage(role="user", content="hi")]
+                ),
+            )
+            with pytest.raises(grpc.RpcError) as rpc:
+                stub.Generate(chat_req, timeout=10)
+            call: Any = rpc.value  # a grpc.Call as well as an RpcError
+            assert call.code() is grpc.StatusCode.UNAVAILABLE
+            trailing = dict(call.trailing_metadata() or ())
+            assert trailing["grpc-retry-pushback-ms"] == "2000"
+    finally:
+        server.stop()

@@ -286,7 +286,7 @@ async def test_full_queue_is_a_429(
         second = asyncio.ensure_future(s.post(url, json=body(max_tokens=5)))
         await asyncio.sleep(0.3)  # the second waits in the queue
         r = await s.post(url, json=body(max_tokens=5))
-        assert r.status == 429
+        assert r.status == 429 and r.headers["Retry-After"] == "1"
         err = (await r.json())["error"]
         assert err["code"] == "queue_full" and err["type"] == "rate_limit_error"
         state = server.get_json("/neutrino/v1/app_state")

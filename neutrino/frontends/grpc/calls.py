@@ -34,12 +34,15 @@ def status_code(err: NeutrinoError) -> grpc.StatusCode:
 
 
 def error_metadata(err: NeutrinoError) -> tuple[tuple[str, str], ...]:
-    """Trailing metadata with the OpenAI-style ``code`` and the offending ``param``."""
+    """Trailing metadata with the OpenAI-style ``code`` and the offending ``param``, and
+    ``grpc-retry-pushback-ms`` (what gRPC's retry policy waits) where retrying later helps."""
     md = []
     if err.code:
         md.append(("neutrino-error-code", err.code))
     if err.param:
         md.append(("neutrino-error-param", err.param))
+    if err.retry_after_s is not None:
+        md.append(("grpc-retry-pushback-ms", str(1000 * err.retry_after_s)))
     return tuple(md)
 
 

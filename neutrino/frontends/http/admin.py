@@ -35,6 +35,12 @@ _KNOWN_PATHS = frozenset(
 )
 
 
+def _unavailable(status: str, kind: ErrorKind) -> web.Response:
+    resp = json_response({"status": status}, 503)
+    resp.headers["Retry-After"] = str(kind.spec.retry_after_s)
+    return resp
+
+
 class AdminRoutes:
     def __init__(
         self, orchestrator: Orchestrator, extra_state: Callable[[], dict[str, Any]]
@@ -81,9 +87,9 @@ class AdminRoutes:
     async def status(self, request: web.Request) -> web.Response:
         engines = self.orch.engines
         if self.orch.draining:
-            return json_response({"status": "draining"}, 503)
+            return _unavailable("draining", ErrorKind.SHUTTING_DOWN)
         if not engines.has_engine():
-            return json_response({"status": "no_engine"}, 503)
+            return _unavailable("no_engine", ErrorKind.NO_ENGINE)
         if not all(self.orch.texts.settled(m) for m in engines.models()):
             return json_response({"status": "loading"}, 503)
         return json_response({"status": "ok", "models": sorted(engines.models())})
@@ -102,6 +108,7 @@ class AdminRoutes:
             "capacity": orch.engines.capacity(),
             "requests": {"started": orch.started, "finished": dict(orch.finished)},
             "history_size": len(orch.history),
+            "counters": orch.counters.snapshot(),
             "process": process_stats(),
         }
         state.update(self._extra())

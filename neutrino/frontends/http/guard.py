@@ -21,10 +21,13 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def error_response(err: NeutrinoError) -> web.Response:
+    """OpenAI's error JSON, with Retry-After on the refusals that say "not now"."""
+    retry = err.retry_after_s
     return web.Response(
         body=orjson.dumps(err.openai_body()),
         status=err.http_status,
         content_type="application/json",
+        headers=None if retry is None else {"Retry-After": str(retry)},
     )
 
 

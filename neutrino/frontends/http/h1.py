@@ -25,6 +25,7 @@ import contextlib
 import email.utils
 import http
 import logging
+import math
 import socket
 import time
 from collections import deque
@@ -35,13 +36,16 @@ import httptools
 import orjson
 
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.frontends.http.clock import ConnectionClock, Phase, Timeouts
 from neutrino.frontends.http.render import SSE_OPEN
+from neutrino.observability.counters import Counters
 
 log = logging.getLogger("neutrino.http")
 
 MAX_LINE = 8190  # request line and each header field, as aiohttp allows
 MAX_HEADERS = 128
 MAX_QUEUED = 8  # pipelined requests held per connection before reading pauses
+_DEFAULT_TIMEOUTS = Timeouts()
 
 _SERVER = b"Server: neutrino\r\n"
 _REASONS = {s.value: s.phrase.encode() for s in http.HTTPStatus}
@@ -83,10 +87,20 @@ def response_head(status: int, headers: bytes, close: bool) -> bytes:
     )
 
 
-def json_head(status: int, length: int, close: bool) -> bytes:
+def json_head(status: int, length: int, close: bool, extra: bytes = b"") -> bytes:
     return response_head(
-        status, b"Content-Type: application/json\r\nContent-Length: %d\r\n" % length, close
+        status,
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n%b" % (length, extra),
+        close,
     )
+
+
+def error_reply(err: NeutrinoError, close: bool) -> bytes:
+    """A whole error response: OpenAI's JSON error, and Retry-After where it applies."""
+    body = orjson.dumps(err.openai_body())
+    retry = err.retry_after_s
+    extra = b"Retry-After: %d\r\n" % retry if retry is not None else b""
+    return json_head(err.http_status, len(body), close, extra) + body
 
 
 _SSE_HEAD = (
@@ -126,6 +140,9 @@ class H1Exchange:
     def reply(self, status: int, body: bytes) -> None:
         self._conn.write(json_head(status, len(body), self.close) + body)
 
+    def fail(self, err: NeutrinoError) -> None:
+        self._conn.write(error_reply(err, self.close))
+
     async def open_stream(self) -> asyncio.Transport | None:
         self.streaming = True
         self._conn.write(response_head(200, _SSE_HEAD, self.close) + _SSE_OPEN_CHUNK)
@@ -152,14 +169,16 @@ class H1Protocol(asyncio.Protocol):
         routes: dict[bytes, Route],
         relay_factory: HandlerFactory,
         max_body_bytes: int,
-        idle_timeout_s: float,
+        timeouts: Timeouts,
         connections: set[H1Protocol],
+        counters: Counters | None = None,
     ) -> None:
         self._routes = routes
         self._relay_factory = relay_factory
         self._max_body = max_body_bytes
-        self._idle_s = idle_timeout_s
+        self._timeouts = timeouts
         self._connections = connections
+        self._counters = counters
         self.transport: asyncio.Transport | None = None
         # Dropped when the connection is lost: it refers back to this protocol, and the
         # cycle would keep the last request's buffers until the collector's next pass.
@@ -182,8 +201,9 @@ class H1Protocol(asyncio.Protocol):
         # aiohttp's handler once the connection is relayed, and bytes held for it.
         self._relay: asyncio.Protocol | None = None
         self._held: list[bytes] = []
-        self._idle: asyncio.TimerHandle | None = None
-        self._last = 0.0
+        # When the client has waited too long (clock.py), and the timer that looks.
+        self._clock = ConnectionClock(timeouts, 0.0)
+        self._timer: asyncio.TimerHandle | None = None
         # Kept from connection_made: Python 3.11's get_running_loop() costs a getpid().
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -197,8 +217,8 @@ class H1Protocol(asyncio.Protocol):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         self._loop = loop = asyncio.get_running_loop()
-        self._last = loop.time()
-        self._idle = loop.call_later(self._idle_s, self._check_idle)
+        self._clock = ConnectionClock(self._timeouts, loop.time())
+        self._timer = loop.call_later(self._timeouts.head_s, self._on_timer)
 
     def data_received(self, data: bytes) -> None:
         p = self._parser
@@ -210,6 +230,9 @@ class H1Protocol(asyncio.Protocol):
             self._upgrade(data[exc.args[0] :] if exc.args else b"")
         except httptools.HttpParserError as exc:
             self._bad_request(exc)
+        if self._clock.waiting:  # a request is still arriving: its deadline runs
+            self._clock.read_ended(self._now())
+            self._arm()
 
     def eof_received(self) -> bool | None:
         if self._relay is not None:
@@ -222,9 +245,9 @@ class H1Protocol(asyncio.Protocol):
         self._body = []
         self._held = []
         self._connections.discard(self)
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._queue.clear()
         if self._task is not None:
             self._task.cancel()  # the client left: the route cancels its engine request
@@ -258,6 +281,7 @@ class H1Protocol(asyncio.Protocol):
     # ------------------------------------------------------------ parser callbacks
 
     def on_message_begin(self) -> None:
+        self._clock.begin()
         self._url = b""
         self._headers = {}
         self._raw_headers = []
@@ -280,6 +304,7 @@ class H1Protocol(asyncio.Protocol):
         self._headers[name.lower()] = value
 
     def on_headers_complete(self) -> None:
+        self._clock.head_done()
         if self._stopped:
             return
         p = self._parser
@@ -323,6 +348,7 @@ class H1Protocol(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        self._clock.message_done()
         if self._relay is not None:
             if self._chunked:
                 self._forward(b"0\r\n\r\n")
@@ -367,7 +393,7 @@ class H1Protocol(asyncio.Protocol):
             log.exception("unhandled error on POST %s", self._url.decode("latin-1"))
             if not ex.streaming:
                 err = NeutrinoError(ErrorKind.INTERNAL, "internal server error")
-                ex.reply(err.http_status, orjson.dumps(err.openai_body()))
+                ex.fail(err)
             else:
                 ex.close = True
         if ex.streaming and not ex.ended:
@@ -379,27 +405,60 @@ class H1Protocol(asyncio.Protocol):
     def _served(self, task: asyncio.Task[None]) -> None:
         if self._task is task:
             self._task = None
-            if self.transport is not None:
-                self._last = (self._loop or asyncio.get_running_loop()).time()
             self._next()
+            if self.idle and self.transport is not None and not self._clock.waiting:
+                self._clock.served(self._now())  # the keep-alive wait starts
+                if self._timer is None:
+                    self._arm()
 
-    def _check_idle(self) -> None:
-        """Close a connection that has been idle longer than the keep-alive timeout."""
-        self._idle = None
+    # ------------------------------------------------------------ timeouts
+
+    def _now(self) -> float:
+        return (self._loop or asyncio.get_running_loop()).time()
+
+    def _arm(self) -> None:
+        """Make the timer fire by the clock's deadline (it re-arms itself when early)."""
+        deadline = self._clock.deadline
+        timer = self._timer
+        if deadline == math.inf or (timer is not None and timer.when() <= deadline):
+            return
+        if timer is not None:
+            timer.cancel()
+        loop = self._loop or asyncio.get_running_loop()
+        self._timer = loop.call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
         if self.transport is None or self._closing:
             return
-        loop = asyncio.get_running_loop()
-        if self._relay is not None:
-            return  # aiohttp's handler keeps its own keep-alive timer
-        left = self._last + self._idle_s - loop.time()
-        if self.idle and left <= 0:
+        clock = self._clock
+        if not clock.expired(self._now()):
+            self._arm()
+            return
+        if clock.waiting:
+            self._timed_out()
+        elif self.idle:
+            self.close()  # the keep-alive wait ran out (or a new connection never spoke)
+
+    def _timed_out(self) -> None:
+        """A request's head or body did not arrive in time: 408 and close (a connection
+        relayed to aiohttp is closed: its handler may be answering an earlier request)."""
+        if self._counters is not None:
+            self._counters.request_timeouts += 1
+        if self._relay is not None or not self._clock.heard:
             self.close()
             return
-        self._idle = loop.call_later(max(left, 1.0), self._check_idle)
+        waited = "head" if self._clock.phase is Phase.HEAD else "body"
+        self._answer_early(
+            NeutrinoError(
+                ErrorKind.REQUEST_TIMEOUT, f"the request's {waited} did not arrive in time"
+            )
+        )
 
     def _answer_early(self, err: NeutrinoError) -> None:
         """Answer (in order) without reading further, then close the connection."""
         self._stopped = True
+        self._clock.message_done()  # nothing more is awaited from the client
         if self.transport is not None:
             self.transport.pause_reading()
         self._queue.append((_fixed(err), H1Exchange(self, {}, True)))
@@ -423,9 +482,6 @@ class H1Protocol(asyncio.Protocol):
         """Hand this request, and every later one, to aiohttp's handler."""
         if self._relay is None:
             assert self.transport is not None
-            if self._idle is not None:
-                self._idle.cancel()
-                self._idle = None
             self._relay = relay = self._relay_factory()
             relay.connection_made(self.transport)
         p = self._parser
@@ -469,10 +525,8 @@ class _TooLong(Exception):
 
 
 def _fixed(err: NeutrinoError) -> Route:
-    body = orjson.dumps(err.openai_body())
-
     async def answer(ex: H1Exchange) -> None:
-        ex.reply(err.http_status, body)
+        ex.fail(err)
 
     return answer
 
@@ -483,13 +537,14 @@ async def serve(
     routes: dict[bytes, Route],
     relay_factory: HandlerFactory,
     max_body_bytes: int,
-    idle_timeout_s: float = 75.0,
+    timeouts: Timeouts = _DEFAULT_TIMEOUTS,
+    counters: Counters | None = None,
 ) -> tuple[asyncio.Server, set[H1Protocol]]:
     """Listen on ``host:port``; returns the server and its live connections."""
     connections: set[H1Protocol] = set()
 
     def factory() -> H1Protocol:
-        return H1Protocol(routes, relay_factory, max_body_bytes, idle_timeout_s, connections)
+        return H1Protocol(routes, relay_factory, max_body_bytes, timeouts, connections, counters)
 
     server = await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)
     return server, connections

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from neutrino.config import Config
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
-from neutrino.frontends.http.guard import guarded
+from neutrino.frontends.http.guard import error_response, guarded
 from neutrino.frontends.http.parse import parse_chat, parse_completion
 from neutrino.frontends.http.render import (
     SSE_DONE,
@@ -66,7 +66,11 @@ class Exchange(Protocol):
         ...
 
     def reply(self, status: int, body: bytes) -> None:
-        """Answer with a JSON body (a non-streamed response or an error)."""
+        """Answer with a JSON body (a non-streamed response)."""
+        ...
+
+    def fail(self, err: NeutrinoError) -> None:
+        """Answer with ``err`` (OpenAI's error JSON, Retry-After where it applies)."""
         ...
 
     async def open_stream(self) -> asyncio.Transport | None:
@@ -108,6 +112,9 @@ class AiohttpExchange:
     def reply(self, status: int, body: bytes) -> None:
         self.response = web.Response(body=body, status=status, headers=_JSON_HEADERS)
 
+    def fail(self, err: NeutrinoError) -> None:
+        self.response = error_response(err)
+
     async def open_stream(self) -> asyncio.Transport | None:
         resp = self.response = web.StreamResponse(headers=_SSE_HEADERS)
         await resp.prepare(self.request)
@@ -126,6 +133,24 @@ class AiohttpExchange:
         await self.response.write_eof()
 
 
+def check_json_type(content_type: str) -> None:
+    """A JSON route takes only a JSON body, declared as such (``application/json``, or
+    ``application/<x>+json``, with any parameters): 415 otherwise. A browser sends a
+    cross-site JSON body only after a CORS preflight that Neutrino never grants, but it
+    sends ``text/plain`` and forms without one, so a page in a local browser could drive
+    an open server if such bodies were read as JSON."""
+    media = content_type.partition(";")[0].strip().lower()
+    if media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    ):
+        return
+    shown = media[:64] or "none"
+    raise NeutrinoError(
+        ErrorKind.UNSUPPORTED_MEDIA_TYPE,
+        f"the request body must be JSON sent with Content-Type: application/json (got {shown})",
+    )
+
+
 def parse_json(raw: bytes) -> Any:
     if not raw:
         raise bad_request("the request body is empty; send a JSON object")
@@ -136,7 +161,9 @@ def parse_json(raw: bytes) -> Any:
 
 
 async def read_json(request: web.Request, max_bytes: int) -> Any:
-    """The JSON body of an aiohttp request (bounded, errors as NeutrinoError)."""
+    """The JSON body of an aiohttp request (declared JSON, bounded; errors as
+    NeutrinoError)."""
+    check_json_type(request.headers.get("Content-Type", ""))
     return parse_json(await AiohttpExchange(request).read(max_bytes))
 
 
@@ -182,6 +209,7 @@ class OpenAIRoutes:
     async def serve(self, ex: Exchange, parse: Parse, render: Render) -> None:
         """Answer one generation request on ``ex``, streamed or not."""
         try:
+            check_json_type(ex.header("content-type"))
             req = parse(parse_json(await ex.read(self.cfg.limits.max_body_bytes)), self.cfg.limits)
             req.traceparent = ex.header("traceparent")
             if req.stream:
@@ -199,7 +227,7 @@ class OpenAIRoutes:
                     gen.close()
             ex.reply(200, orjson.dumps(render(gens, results, self.cfg.http.reasoning_field)))
         except NeutrinoError as err:
-            ex.reply(err.http_status, orjson.dumps(err.openai_body()))
+            ex.fail(err)
 
     async def _stream(self, ex: Exchange, req: GenerateRequest) -> None:
         opened = False
@@ -262,7 +290,13 @@ class OpenAIRoutes:
         self, transport: asyncio.Transport, gens: list[Generation], encs: list[ChunkEncoder]
     ) -> str | None:
         """Stream in push mode; returns why the client was lost, or None."""
-        stream = SSEStream(transport, len(gens), self.cfg.limits.stream_buffer_bytes)
+        stream = SSEStream(
+            transport,
+            len(gens),
+            self.cfg.limits.stream_buffer_bytes,
+            gens[0].request_id,
+            self.orch.counters,
+        )
         for gen, enc in zip(gens, encs, strict=True):
             first = enc.first()
             if first:

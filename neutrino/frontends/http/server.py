@@ -14,9 +14,11 @@ from neutrino.errors import StartupError, os_reason
 from neutrino.frontends.http import h1
 from neutrino.frontends.http.admin import AdminRoutes
 from neutrino.frontends.http.audio import AudioRoutes
+from neutrino.frontends.http.clock import Timeouts
 from neutrino.frontends.http.detect import DetectRoutes
 from neutrino.frontends.http.embeddings import EmbeddingRoutes
 from neutrino.frontends.http.openai import OpenAIRoutes
+from neutrino.observability.counters import Counters
 from neutrino.pipeline.orchestrator import Orchestrator
 
 log = logging.getLogger("neutrino.http")
@@ -42,13 +44,19 @@ def build_app(
 class HttpServer:
     """The lean HTTP/1.1 server (generation routes) in front of the aiohttp app (the rest).
 
-    With ``[http] fast_path = false`` aiohttp serves every route itself.
+    With ``[http] fast_path = false`` every request is relayed to aiohttp.
     """
 
-    def __init__(self, cfg: Config, app: web.Application) -> None:
+    def __init__(self, cfg: Config, app: web.Application, counters: Counters | None = None) -> None:
         self.cfg = cfg
         self.app = app
-        self.runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+        self.counters = counters
+        self.runner = web.AppRunner(
+            app,
+            handler_cancellation=True,
+            access_log=None,
+            keepalive_timeout=cfg.http.keepalive_timeout_s,
+        )
         self.port = cfg.server.http_port
         self._server: asyncio.Server | None = None
         self._connections: set[h1.H1Protocol] = set()
@@ -56,18 +64,24 @@ class HttpServer:
     async def start(self) -> None:
         await self.runner.setup()
         host, port = self.cfg.server.http_host, self.cfg.server.http_port
+        http = self.cfg.http
+        # Without the fast path every request is relayed to aiohttp, through the same
+        # connection handling (its head, body and keep-alive timeouts).
+        routes = self.app[_FAST_ROUTES] if http.fast_path else {}
+        timeouts = Timeouts(http.header_timeout_s, http.body_timeout_s, http.keepalive_timeout_s)
+        relay = self.runner.server
+        assert relay is not None
         try:
-            if self.cfg.http.fast_path:
-                relay = self.runner.server
-                assert relay is not None
-                self._server, self._connections = await h1.serve(
-                    host, port, self.app[_FAST_ROUTES], relay, self.cfg.limits.max_body_bytes
-                )
-                sockets = list(self._server.sockets)
-            else:
-                site = web.TCPSite(self.runner, host, port, reuse_address=True)
-                await site.start()
-                sockets = list(getattr(site._server, "sockets", None) or [])
+            self._server, self._connections = await h1.serve(
+                host,
+                port,
+                routes,
+                relay,
+                self.cfg.limits.max_body_bytes,
+                timeouts,
+                self.counters,
+            )
+            sockets = list(self._server.sockets)
         except OSError as exc:
             raise StartupError(
                 f"cannot listen for HTTP on {host}:{port}: {os_reason(exc)} "

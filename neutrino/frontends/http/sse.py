@@ -14,10 +14,15 @@ and ``[DONE]`` once every choice has ended, or with an error event at the first 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
+import struct
 
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.render import SSE_DONE, SSE_KEEPALIVE, ChunkEncoder, sse_error
+from neutrino.observability.counters import Counters
+from neutrino.observability.logs import RateLimited
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.logprobs import TokenLogprob
 from neutrino.text.parsers import ToolCallDelta
@@ -25,22 +30,48 @@ from neutrino.text.parsers import ToolCallDelta
 log = logging.getLogger("neutrino.http")
 
 
+_NOT_READING = RateLimited(log)
+_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset
+
+
+def reset(t: asyncio.Transport) -> None:
+    """Abort a connection with a TCP reset: the kernel drops what it still holds for the
+    peer at once (a plain close would leave its send buffer, up to megabytes, queued for
+    a client that never reads, as the socket lingers on)."""
+    sock = t.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+    t.abort()
+
+
 class SSEStream:
     __slots__ = (
+        "_counters",
         "_interval",
         "_limit",
         "_outcomes",
         "_quiet",
         "_remaining",
+        "_request_id",
         "_timer",
         "_transport",
         "done",
         "gone",
     )
 
-    def __init__(self, transport: asyncio.Transport, choices: int, limit_bytes: int) -> None:
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        choices: int,
+        limit_bytes: int,
+        request_id: str = "",
+        counters: Counters | None = None,
+    ) -> None:
         self._transport: asyncio.Transport | None = transport
         self._limit = limit_bytes
+        self._request_id = request_id
+        self._counters = counters
         self._remaining = choices
         self._outcomes: list[Outcome | None] = [None] * choices
         self._timer: asyncio.TimerHandle | None = None
@@ -75,8 +106,21 @@ class SSEStream:
             return
         t.write(b"%x\r\n%b\r\n" % (len(data), data))
         if t.get_write_buffer_size() > self._limit:
-            log.warning("client is not reading its stream; dropping it")
-            self._lost("client too slow")
+            self._drop_slow_reader(t)
+
+    def _drop_slow_reader(self, t: asyncio.Transport) -> None:
+        """The client left ``limit`` bytes unread: abort its connection (a graceful close
+        would wait, with the socket and its buffers, for a client that never reads)."""
+        _NOT_READING.warning(
+            "request %s: the client is not reading its stream (%d bytes unread); "
+            "aborting its connection",
+            self._request_id,
+            t.get_write_buffer_size(),
+        )
+        if self._counters is not None:
+            self._counters.slow_readers_dropped += 1
+        self._lost("client too slow")  # first: the handler learns why before it is cancelled
+        reset(t)
 
     def fail(self, err: NeutrinoError) -> None:
         if not self.done.done():

@@ -1,0 +1,83 @@
+"""Sans-IO: when an HTTP/1.1 connection has waited too long for its client.
+
+Three limits, as nginx has them (``client_header_timeout``, ``client_body_timeout``,
+``keepalive_timeout``):
+
+* a request's head must arrive within ``head_s`` of its first byte (a new connection
+  within ``head_s`` of being accepted): a client dribbling headers (slowloris) is cut;
+* its body may pause at most ``body_s`` between two reads;
+* between requests, a connection may stay idle ``keepalive_s``.
+
+The protocol reports what the parser saw and when reads end; :meth:`expired` says
+whether the current phase has run out. While a request is being answered (or relayed
+to aiohttp, which keeps its own keep-alive timer) there is no deadline. Time is whatever
+monotonic clock the caller passes in.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+
+class Phase(enum.Enum):
+    IDLE = "idle"  # between requests (or not one byte yet)
+    HEAD = "head"  # a request's head is arriving
+    BODY = "body"  # its body is arriving
+    BUSY = "busy"  # it is complete: being answered, or relayed
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    head_s: float = 15.0
+    body_s: float = 30.0
+    keepalive_s: float = 75.0
+
+
+class ConnectionClock:
+    __slots__ = ("deadline", "heard", "phase", "timeouts")
+
+    def __init__(self, timeouts: Timeouts, now: float) -> None:
+        self.timeouts = timeouts
+        self.phase = Phase.IDLE
+        self.heard = False  # bytes of the current request arrived (a 408 can be sent)
+        self.deadline = now + timeouts.head_s  # a new connection must speak soon
+
+    # The parser's callbacks (no clock read: the common request arrives in one read).
+
+    def begin(self) -> None:
+        self.phase = Phase.HEAD
+        self.heard = True
+        self.deadline = math.inf  # set by the read that ends without the whole head
+
+    def head_done(self) -> None:
+        self.phase = Phase.BODY
+
+    def message_done(self) -> None:
+        self.phase = Phase.BUSY
+        self.deadline = math.inf
+
+    # The protocol's events.
+
+    def read_ended(self, now: float) -> None:
+        """A read ended with a request still arriving: start (or extend) its deadline."""
+        if self.phase is Phase.HEAD:
+            if self.deadline == math.inf:
+                self.deadline = now + self.timeouts.head_s
+        elif self.phase is Phase.BODY:
+            self.deadline = now + self.timeouts.body_s
+
+    def served(self, now: float) -> None:
+        """Every request so far is answered: the keep-alive wait starts."""
+        self.phase = Phase.IDLE
+        self.heard = False
+        self.deadline = now + self.timeouts.keepalive_s
+
+    @property
+    def waiting(self) -> bool:
+        """A request is arriving (its head or body): a deadline may need arming now."""
+        return self.phase is Phase.HEAD or self.phase is Phase.BODY
+
+    def expired(self, now: float) -> bool:
+        return now >= self.deadline

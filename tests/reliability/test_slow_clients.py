@@ -1,0 +1,282 @@
+"""Clients that read too slowly or send too slowly cost a bounded amount and are cut.
+
+* A streaming client that stops reading is dropped once ``stream_buffer_bytes`` wait
+  for it: its engine request gets one cancel and its connection is aborted (a graceful
+  close would keep the socket and its buffers for a client that never reads).
+* Twenty of them at once leave memory bounded and do not slow another client down.
+* A request whose head or body dribbles in (slowloris) gets a 408 and is closed after
+  ``[http] header_timeout_s`` / ``body_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import time
+from collections.abc import Callable
+
+import aiohttp
+
+from tests.support.procs import MockIE, NeutrinoProc
+
+MB = 1024 * 1024
+
+
+def wait_for(pred: Callable[[], bool], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
+
+
+def state(server: NeutrinoProc) -> dict[str, object]:
+    got: dict[str, object] = server.get_json("/neutrino/v1/app_state")
+    return got
+
+
+def process(server: NeutrinoProc) -> dict[str, int]:
+    got: dict[str, int] = server.get_json("/neutrino/v1/app_state")["process"]
+    return got
+
+
+def counters(server: NeutrinoProc) -> dict[str, int]:
+    got: dict[str, int] = server.get_json("/neutrino/v1/app_state")["counters"]
+    return got
+
+
+def stream_request(model: str, **extra: object) -> bytes:
+    body = json.dumps(
+        {
+            "model": model,
+            "stream": True,
+            "max_tokens": 100_000,
+            "messages": [{"role": "user", "content": "hi"}],
+            **extra,
+        }
+    ).encode()
+    return (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + b"Content-Length: %d\r\n\r\n" % len(body)
+        + body
+    )
+
+
+def slow_reader(port: int, request: bytes) -> socket.socket:
+    """A client that sends ``request`` and then never reads."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    s.sendall(request)
+    return s
+
+
+def was_reset(s: socket.socket, timeout: float = 10.0) -> bool:
+    """Read what the server sent until the connection ends: True if it was reset
+    (aborted), False if it ended with a FIN after the data (closed gracefully)."""
+    s.settimeout(timeout)
+    try:
+        while s.recv(1 << 20):
+            pass
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+    return False
+
+
+def test_a_client_that_stops_reading_is_aborted_counted_and_logged(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    mock = mock_factory("--reply-tokens", "100000", "--model", "qwen2.5-mock:qwen2:131072")
+    server = neutrino_factory(
+        config=f'[[engines]]\nsocket = "{mock.socket}"\n[limits]\nstream_buffer_bytes = 65536\n'
+    )
+    fds = process(server)["open_fds"]
+    s = slow_reader(server.port, stream_request("qwen2.5-mock"))
+    try:
+        cancels = mock.wait_event("cancel", 1, timeout=20)
+        assert len(cancels) == 1 and cancels[0]["reason"] == "client too slow"
+        assert was_reset(s)
+    finally:
+        s.close()
+    assert counters(server)["slow_readers_dropped"] == 1
+    assert wait_for(lambda: process(server)["open_fds"] <= fds)
+    rid = server.history(1)[0]["id"]
+    assert server.history(1)[0]["state"] == "cancelled"
+    assert f"request {rid}: the client is not reading its stream" in server.log_path.read_text()
+    time.sleep(0.3)
+    assert len(mock.events("cancel")) == 1
+
+
+def _gaps(stamps: list[float]) -> list[float]:
+    return sorted(b - a for a, b in itertools.pairwise(stamps))
+
+
+def _p99(stamps: list[float]) -> float:
+    gaps = _gaps(stamps)
+    return gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))]
+
+
+async def _timed_stream(base: str, model: str, tokens: int, **extra: object) -> list[float]:
+    """Arrival times of a stream's content chunks."""
+    stamps: list[float] = []
+    body = {
+        "model": model,
+        "stream": True,
+        "max_tokens": tokens,
+        "messages": [{"role": "user", "content": "Tell me a story"}],
+        **extra,
+    }
+    async with aiohttp.ClientSession() as s, s.post(base + "/v1/chat/completions", json=body) as r:
+        assert r.status == 200
+        async for line in r.content:
+            if line.startswith(b"data: {"):
+                stamps.append(time.perf_counter())
+    assert len(stamps) > tokens // 2
+    return stamps
+
+
+async def test_twenty_slow_readers_stay_bounded_and_do_not_slow_another_client(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    # The slow readers' engine and the measured client's engine are separate processes,
+    # so the second's pace measures Neutrino, not an engine shared with the load.
+    slow = mock_factory(
+        "--itl-ms",
+        "2",
+        "--reply-tokens",
+        "100000",
+        "--model",
+        "qwen2.5-mock:qwen2:131072",
+        name="slow",
+    )
+    paced = mock_factory(
+        "--itl-ms",
+        "10",
+        "--reply-tokens",
+        "1000",
+        "--model",
+        "paced-mock:qwen2:32768",
+        name="paced",
+    )
+    server = neutrino_factory(
+        config=f"""
+[[engines]]
+socket = "{slow.socket}"
+[[engines]]
+socket = "{paced.socket}"
+[limits]
+stream_buffer_bytes = 262144
+"""
+    )
+    await _timed_stream(server.base_url, "paced-mock", 50)  # warm both models' text assets
+    await _timed_stream(server.base_url, "qwen2.5-mock", 50, logprobs=True, top_logprobs=20)
+    baseline = _p99(await _timed_stream(server.base_url, "paced-mock", 300))
+    rss = process(server)["rss_bytes"]
+    fds = process(server)["open_fds"]
+    # Each token of these streams is a chunk of ~3 KB (20 alternatives with logprobs).
+    request = stream_request("qwen2.5-mock", logprobs=True, top_logprobs=20)
+    readers = [slow_reader(server.port, request) for _ in range(20)]
+    try:
+        loaded = await _timed_stream(server.base_url, "paced-mock", 300)
+        assert wait_for(lambda: len(slow.events("cancel")) >= 20, 30)
+        peak = process(server)["peak_rss_bytes"]
+        assert all(was_reset(s, 5.0) for s in readers)
+    finally:
+        for s in readers:
+            s.close()
+    cancels = slow.events("cancel")
+    assert len(cancels) == 20 and {c["reason"] for c in cancels} == {"client too slow"}
+    assert counters(server)["slow_readers_dropped"] == 20
+    assert wait_for(lambda: process(server)["open_fds"] <= fds)
+    loaded_p99 = _p99(loaded)
+    print(
+        f"inter-token p99: {1e3 * baseline:.1f} ms alone, {1e3 * loaded_p99:.1f} ms beside 20 "
+        f"slow readers; RSS {rss / MB:.0f} MB before, peak {peak / MB:.0f} MB"
+    )
+    assert loaded_p99 <= 2 * baseline
+    assert peak <= rss + 64 * MB
+
+
+def _partial_head(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: appli")
+    return s
+
+
+def _answer(s: socket.socket) -> bytes:
+    out = b""
+    while chunk := s.recv(65536):
+        out += chunk
+    return out
+
+
+def test_slowloris_connections_get_408_and_are_closed(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    mock = mock_factory()
+    server = neutrino_factory(
+        config=f"""
+[[engines]]
+socket = "{mock.socket}"
+[http]
+header_timeout_s = 1.0
+body_timeout_s = 1.0
+"""
+    )
+    fds = process(server)["open_fds"]
+    t0 = time.monotonic()
+    dribblers = [_partial_head(server.port) for _ in range(500)]
+    try:
+        time.sleep(0.5)
+        for s in dribblers:  # one more byte each: still not a whole head
+            s.sendall(b"c")
+        assert server.status_code() == 200  # others are still served meanwhile
+        answers = [_answer(s) for s in dribblers]
+    finally:
+        for s in dribblers:
+            s.close()
+    took = time.monotonic() - t0
+    assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers), answers[0][:200]
+    err = json.loads(answers[0].partition(b"\r\n\r\n")[2])
+    assert err["error"]["code"] == "request_timeout" and "head" in err["error"]["message"]
+    assert took < 10
+    assert counters(server)["request_timeouts"] >= 500
+    assert wait_for(lambda: process(server)["open_fds"] <= fds)
+    assert not mock.events("query")
+
+
+def test_a_stalled_body_gets_408_and_a_silent_connection_is_closed(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    mock = mock_factory()
+    server = neutrino_factory(
+        config=f"""
+[[engines]]
+socket = "{mock.socket}"
+[http]
+header_timeout_s = 1.0
+body_timeout_s = 1.0
+"""
+    )
+    for path in (b"/v1/chat/completions", b"/v1/embeddings"):  # served here, relayed to aiohttp
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(
+                b"POST %b HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b'Content-Length: 100\r\n\r\n{"model": ' % path
+            )
+            answer = _answer(s)
+            if path == b"/v1/chat/completions":
+                assert answer.startswith(b"HTTP/1.1 408 ")
+                assert b"body did not arrive in time" in answer
+            else:  # aiohttp had the request: the connection is closed
+                assert answer == b""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        t0 = time.monotonic()
+        assert _answer(s) == b""  # never spoke: closed without a word
+        assert 0.8 < time.monotonic() - t0 < 5
+    assert not mock.events("query")
+    assert state(server)["in_flight"] == 0
