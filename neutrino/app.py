@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("neutrino")
 
+_ENDINGS_S = 2.0  # for the handlers of requests ended at shutdown to write their endings
+
 
 class Neutrino:
     def __init__(self, cfg: Config) -> None:
@@ -102,18 +104,36 @@ class Neutrino:
         log.info("Neutrino listening on http://%s:%d", self.cfg.server.http_host, self.http.port)
 
     async def stop(self) -> None:
+        """Drain: refuse new requests, give those in flight ``[shutdown] grace_s``, then end
+        the rest as failed requests (each front end writes its ending: an SSE error event
+        and [DONE], a 503, gRPC UNAVAILABLE; the engine gets one cancel, "shutdown"), and
+        only then close the listeners and connections."""
         await self.trimmer.stop()
         orch = self.orchestrator
         orch.draining = True
         if self.grpc is not None:
             await self.grpc.drain()
         deadline = time.monotonic() + self.cfg.shutdown.grace_s
-        while orch.inflight and time.monotonic() < deadline:
+        while (orch.inflight or orch.admission.queued) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
+        ended = orch.shutdown()
+        if ended:
+            log.warning("shutdown: ended %d requests still running after the grace period", ended)
+            await self._endings_written(_ENDINGS_S)
         await self.http.stop()
         if self.grpc is not None:
-            # Generation calls have ended above; what is left (health watches) gets a moment.
-            await self.grpc.stop(max(0.1, min(1.0, deadline - time.monotonic())))
+            # Calls still running are ending with UNAVAILABLE (the requests were ended
+            # above), health watches are left: a moment for both (stop returns as soon as
+            # no call is left).
+            floor = 0.5 if ended else 0.1
+            await self.grpc.stop(max(floor, min(1.0, deadline - time.monotonic())))
         await self.router.close()
         if self.mock is not None:
             await self.mock.stop()
+
+    async def _endings_written(self, within_s: float) -> None:
+        """Wait (bounded) until the HTTP handlers of the ended requests have written their
+        endings; gRPC calls end within the server's own stop grace."""
+        deadline = time.monotonic() + within_s
+        while self.http.busy and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)

@@ -46,7 +46,7 @@ class Admission:
         try:
             await fut
         except BaseException:
-            if fut.done() and not fut.cancelled():
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
                 self.release()  # the slot was handed to us as we were cancelled
             else:
                 with contextlib.suppress(ValueError):
@@ -56,6 +56,14 @@ class Admission:
     def release(self) -> None:
         self.inflight -= 1
         self.wake()
+
+    def fail_waiters(self, error: NeutrinoError) -> int:
+        """Refuse every queued request with ``error`` (a shutdown); how many there were."""
+        waiting, self._waiting = self._waiting, deque()
+        for fut in waiting:
+            if not fut.done():
+                fut.set_exception(error.fresh())
+        return len(waiting)
 
     def wake(self) -> None:
         """Hand free slots to waiters (also called when capacity grows)."""

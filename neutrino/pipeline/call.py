@@ -122,15 +122,19 @@ class ModalCall:
 
     # ------------------------------------------------------------------ internals
 
-    def _on_timeout(self) -> None:
-        self._timer = None
+    def abort(self, error: NeutrinoError, reason: str) -> None:
+        """End from the server's side (deadline, shutdown): one cancel with ``reason``."""
         if self.lifecycle.terminal:
             return
         if self._submission is not None:
-            self._submission.cancel("timeout")
-        self._error = NeutrinoError(ErrorKind.TIMEOUT, "the request timed out")
+            self._submission.cancel(reason)
+        self._error = error
         self._end(State.FAILED)
         self._wake()
+
+    def _on_timeout(self) -> None:
+        self._timer = None
+        self.abort(NeutrinoError(ErrorKind.TIMEOUT, "the request timed out"), "timeout")
 
     def _end(self, state: State) -> None:
         self.lifecycle.advance(state)

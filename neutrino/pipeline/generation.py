@@ -569,14 +569,20 @@ class Generation:
         if sub is not None and sub.cancel(reason):
             self.engine_cancels += 1
 
-    def _on_timeout(self) -> None:
-        self._timer = None
+    def abort(self, error: NeutrinoError, reason: str) -> None:
+        """End the request from the server's side (its deadline, a shutdown): one cancel
+        to the engine with ``reason`` if it is still generating; the client gets ``error``
+        as any failed request's (a stream's error event, a status)."""
         if self.lifecycle.terminal:
             return
-        self._cancel_engine("timeout")
-        self._error = NeutrinoError(ErrorKind.TIMEOUT, "the request timed out")
+        self._cancel_engine(reason)
+        self._error = error
         self._finish(State.FAILED)
         self._wake()
+
+    def _on_timeout(self) -> None:
+        self._timer = None
+        self.abort(NeutrinoError(ErrorKind.TIMEOUT, "the request timed out"), "timeout")
 
     def _finish(self, state: State) -> None:
         self.lifecycle.advance(state)

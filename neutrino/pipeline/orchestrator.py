@@ -38,6 +38,10 @@ log = logging.getLogger("neutrino.pipeline")
 _COUNT_FIRST_CHARS_PER_TOKEN = 8
 
 
+def _shutting_down() -> NeutrinoError:
+    return NeutrinoError(ErrorKind.SHUTTING_DOWN, "the server is shutting down")
+
+
 def _context_error(ctx: int, tokens: str, param: str) -> NeutrinoError:
     return NeutrinoError(
         ErrorKind.CONTEXT_LENGTH,
@@ -79,7 +83,10 @@ class Orchestrator:
         self.history = history
         self.admission = Admission(cfg.limits.max_queue, self._limit)
         self.deadlines = DeadlineWheel()
-        self.draining = False
+        self.draining = False  # new requests are refused; those in flight go on
+        self.closing = False  # the requests in flight are being ended (shutdown)
+        # Requests at the engine (Generation, ModalCall), for a shutdown to end them.
+        self._live: set[Generation | ModalCall] = set()
         self.started = 0
         self.finished: dict[str, int] = {}
         self.counters = Counters()  # events beside requests, shown in app_state
@@ -108,7 +115,7 @@ class Orchestrator:
         admitted = False
         try:
             if self.draining:
-                raise NeutrinoError(ErrorKind.SHUTTING_DOWN, "the server is shutting down")
+                raise _shutting_down()
             info = self._model_info(req.model)
             if req.images and not info.can(Capability.VISION):
                 raise NeutrinoError(
@@ -161,6 +168,7 @@ class Orchestrator:
                 gen.echo = (
                     req.prompt if isinstance(req.prompt, str) else text.tokenizer.decode(prompt)
                 )
+            self._live.add(gen)
             submission = self.engines.submit(query, gen)
             gen.attach(submission, max(0.001, deadline - time.monotonic()), self.deadlines)
             return gen
@@ -188,7 +196,7 @@ class Orchestrator:
         timeout = timeout_s or self.cfg.limits.request_timeout_s
         try:
             if self.draining:
-                raise NeutrinoError(ErrorKind.SHUTTING_DOWN, "the server is shutting down")
+                raise _shutting_down()
             info = self._capable(model, capability)
             text = self.texts.cached(model)
             if text is None:
@@ -206,6 +214,7 @@ class Orchestrator:
                 lifecycle=lifecycle,
                 on_done=self._done,
             )
+            self._live.add(call)
             call.attach(
                 self.engines.submit(query, call),
                 max(0.001, deadline - time.monotonic()),
@@ -247,6 +256,8 @@ class Orchestrator:
 
     async def _admit(self, timeout: float, on_queued: Callable[[], Awaitable[None]] | None) -> None:
         """Take an engine slot, waiting in the bounded FIFO queue if needed."""
+        if self.closing:
+            raise _shutting_down()
         if self.admission.try_acquire():
             return
         if self.admission.full:
@@ -285,6 +296,18 @@ class Orchestrator:
         err = NeutrinoError(ErrorKind.INTERNAL, "internal error")
         self._fail_early(request_id, model, lifecycle, State.FAILED, err)
         return err
+
+    def shutdown(self) -> int:
+        """End every request still queued or at an engine (the shutdown's grace ran out):
+        each gets SHUTTING_DOWN, as its front end renders a failure (an SSE error event
+        and [DONE], a 503, gRPC UNAVAILABLE), and the engine one cancel, reason
+        "shutdown". Returns how many were ended."""
+        self.draining = self.closing = True
+        ended = self.admission.fail_waiters(_shutting_down())
+        for live in list(self._live):
+            live.abort(_shutting_down(), "shutdown")
+            ended += 1
+        return ended
 
     # ------------------------------------------------------------------ steps
 
@@ -410,6 +433,7 @@ class Orchestrator:
         self.finished[state.value] = self.finished.get(state.value, 0) + 1
 
     def _done(self, gen: Generation | ModalCall) -> None:
+        self._live.discard(gen)
         self.admission.release()
         self._count(gen.lifecycle.state)
         self.history.add(gen.history_entry())

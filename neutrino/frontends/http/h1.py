@@ -275,6 +275,11 @@ class H1Protocol(asyncio.Protocol):
             self.transport.close()
 
     @property
+    def busy(self) -> bool:
+        """A request of this connection is being answered (or waits to be)."""
+        return self._task is not None or bool(self._queue)
+
+    @property
     def idle(self) -> bool:
         return self._task is None and not self._queue and self._relay is None
 

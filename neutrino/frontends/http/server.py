@@ -90,6 +90,11 @@ class HttpServer:
         if sockets:
             self.port = sockets[0].getsockname()[1]
 
+    @property
+    def busy(self) -> int:
+        """Connections of the lean server still answering a request."""
+        return sum(1 for c in self._connections if c.busy)
+
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()

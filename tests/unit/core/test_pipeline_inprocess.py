@@ -153,3 +153,31 @@ async def test_queue_full_and_fifo_admission() -> None:
     assert second.lifecycle.state is State.PROCESSING
     second.close()
     assert orch.inflight == 0
+
+
+async def test_shutdown_ends_live_and_queued_requests_once_each() -> None:
+    script = Script.from_rules(
+        [{"match": "*", "fault": "stall", "fault_after": 1, "reply": "never ending"}]
+    )
+    orch, engine = make(script, max_inflight=2, max_queue=4)
+    live = [await orch.start(chat(f"{i}", max_tokens=50)) for i in range(2)]
+    queued = [asyncio.ensure_future(orch.start(chat(f"q{i}", max_tokens=5))) for i in range(3)]
+    await asyncio.sleep(0.01)
+    assert orch.admission.queued == 3
+    assert orch.shutdown() == 5
+    for gen in live:
+        with pytest.raises(NeutrinoError) as info:
+            await gen.collect()
+        assert info.value.kind is ErrorKind.SHUTTING_DOWN
+        gen.close()  # the front end's own close afterwards sends nothing more
+    for fut in queued:
+        with pytest.raises(NeutrinoError) as info:
+            await fut
+        assert info.value.kind is ErrorKind.SHUTTING_DOWN
+    assert sorted(reason for _, reason in engine.cancels) == ["shutdown", "shutdown"]
+    assert orch.inflight == 0 and orch.admission.queued == 0
+    states = [r["state"] for r in orch.history.latest(10)]
+    assert states == ["failed"] * 5
+    with pytest.raises(NeutrinoError) as info:
+        await orch.start(chat("late", max_tokens=5))
+    assert info.value.kind is ErrorKind.SHUTTING_DOWN
