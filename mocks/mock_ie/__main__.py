@@ -100,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="send every result as its own textResult frame even to clients that accept "
         "tokenBatch frames",
     )
+    p.add_argument(
+        "--pong-delay-ms",
+        type=_at_least(0, float),
+        default=0.0,
+        help="answer pings this late (a busy engine whose pongs queue behind its tokens)",
+    )
     p.add_argument("--script", default=None, help="JSON file of scripted replies")
     p.add_argument("--events", default=None, help="append one JSON line per event to this file")
     p.add_argument(
@@ -190,6 +196,7 @@ def main(argv: list[str] | None = None) -> None:
         itl_s=args.itl_ms / 1000.0,
         events=events,
         token_batches=args.token_batches,
+        pong_delay_s=args.pong_delay_ms / 1000.0,
     )
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:

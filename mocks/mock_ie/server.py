@@ -140,7 +140,11 @@ class EngineConnection(asyncio.Protocol):
             self._on_cancel(rid, msg)
         elif isinstance(msg, Ping):
             self._emit("ping", request_id=rid, nonce=msg.nonce)
-            self._write(rid, Pong(msg.nonce))
+            delay = self._server.pong_delay_s
+            if delay > 0:
+                asyncio.get_running_loop().call_later(delay, self._write, rid, Pong(msg.nonce))
+            else:
+                self._write(rid, Pong(msg.nonce))
         elif isinstance(msg, Hello):
             self._emit(
                 "hello",
@@ -392,9 +396,11 @@ class MockServer:
         itl_s: float = 0.0,
         events: EventLog | None = None,
         token_batches: bool = True,
+        pong_delay_s: float = 0.0,
     ) -> None:
-        if ttft_s < 0 or itl_s < 0:
+        if ttft_s < 0 or itl_s < 0 or pong_delay_s < 0:
             raise ValueError("delays must be non-negative")
+        self.pong_delay_s = pong_delay_s
         self.engine = engine
         self.ttft_s = ttft_s
         self.itl_s = itl_s

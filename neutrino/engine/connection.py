@@ -18,6 +18,7 @@ from neutrino import __version__
 from neutrino.engine.batching import WriteBatcher
 from neutrino.engine.codec import DecodeError, decode, encode
 from neutrino.engine.framing import FrameDecoder, FrameTooLarge, FramingError
+from neutrino.engine.liveness import Liveness
 from neutrino.engine.messages import (
     MODAL_RESULTS,
     Cancel,
@@ -129,7 +130,7 @@ class EngineConnection(asyncio.Protocol):
         self._closed = False
         self._write_paused = False
         self._heartbeat: asyncio.Task[None] | None = None
-        self._last_pong = 0.0
+        self._reads = 0  # reads from the engine so far: each is a sign of life
         self.hello: HelloAck | None = None
         self.cancels_sent = 0
         self._out = WriteBatcher()
@@ -169,7 +170,6 @@ class EngineConnection(asyncio.Protocol):
                 f"engine speaks protocol {ack.protocol_version}, expected {PROTOCOL_VERSION}"
             )
         conn.hello = ack
-        conn._last_pong = loop.time()
         if heartbeat_interval > 0:
             conn._heartbeat = loop.create_task(
                 conn._heartbeat_loop(heartbeat_interval, heartbeat_timeout)
@@ -255,6 +255,7 @@ class EngineConnection(asyncio.Protocol):
         self._write_paused = False
 
     def data_received(self, data: bytes) -> None:
+        self._reads += 1
         try:
             frames = self._decoder.feed(data)
         except (FrameTooLarge, FramingError) as exc:
@@ -339,7 +340,7 @@ class EngineConnection(asyncio.Protocol):
             elif isinstance(msg, EngineError):
                 self._on_engine_error(rid, msg)
             elif isinstance(msg, Pong):
-                self._last_pong = asyncio.get_running_loop().time()
+                pass  # its read already counted as a sign of life
             elif isinstance(msg, HelloAck):
                 if self._ack is not None and not self._ack.done():
                     self._ack.set_result(msg)
@@ -389,11 +390,23 @@ class EngineConnection(asyncio.Protocol):
             sink.on_error(classify_engine_error(err, self.name))
 
     async def _heartbeat_loop(self, interval: float, timeout: float) -> None:
+        """Ping every ``interval``; close the connection once the engine has shown no
+        sign of life (a read from it, or its reading of ours: liveness.py) for
+        ``timeout + interval``."""
         loop = asyncio.get_running_loop()
+        alive = Liveness(timeout + interval, loop.time())
         while self.is_open:
             await asyncio.sleep(interval)
-            if loop.time() - self._last_pong > timeout + interval:
-                log.error("engine %s missed heartbeats; closing the connection", self.name)
+            t = self._transport
+            pending = t.get_write_buffer_size() if t is not None else 0
+            if not alive.check(loop.time(), self._reads, pending):
+                log.error(
+                    "engine %s showed no sign of life for %.1f s (nothing received, %d bytes "
+                    "for it unread); closing the connection",
+                    self.name,
+                    loop.time() - alive.last,
+                    pending,
+                )
                 self.abort()
                 return
             self._send(0, Ping(nonce=next(self._nonces)))

@@ -263,9 +263,33 @@ async def test_silent_engine_is_detected_by_heartbeats(
             rest = await asyncio.wait_for(read_events(resp, 1000), 5)
             assert json.loads(rest[-2])["error"]["code"] == "engine_disconnected"
             assert time.monotonic() - t0 < 2.0
+            assert server.status_code() == 503  # no engine while it stays frozen
+            assert "showed no sign of life" in server.log()
         finally:
             mock.proc.send_signal(signal.SIGCONT)
         assert await asyncio.to_thread(wait_for, lambda: server.status_code() == 200, 10)
+
+
+async def test_an_engine_whose_pongs_lag_behind_its_tokens_stays_connected(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    """A saturated engine answers pings late, behind the tokens it streams: those
+    tokens are proof of life (before, only pongs were, and busy engines were dropped)."""
+    mock = mock_factory("--itl-ms", "10", "--reply-tokens", "300", "--pong-delay-ms", "60000")
+    server = neutrino_factory(
+        config=engine_config(
+            mock, "heartbeat_interval_s = 0.2\nheartbeat_timeout_s = 0.4", connections=1
+        )
+    )
+    async with aiohttp.ClientSession() as s:
+        resp = await s.post(
+            server.base_url + "/v1/chat/completions", json=body(stream=True, max_tokens=300)
+        )
+        events = await asyncio.wait_for(read_events(resp, 1000), 15)  # ~3 s of tokens
+    assert events[-1] == "[DONE]" and "error" not in events[-2]
+    assert len(mock.events("ping")) >= 5  # pings went out all along
+    assert not mock.events("disconnect")
+    assert "no sign of life" not in server.log()
 
 
 async def test_full_queue_is_a_429(
