@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 import traceback
@@ -49,6 +50,9 @@ def _fail(exc: BaseException, status: int, debug: bool = False) -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # What Neutrino creates (the embedded engine's folder and socket, which its child
+    # makes) is for this user alone, whatever umask it was started with.
+    os.umask(os.umask(0o077) | 0o077)
     try:
         cfg = load(argv)
     except ConfigError as exc:

@@ -106,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="answer pings this late (a busy engine whose pongs queue behind its tokens)",
     )
+    p.add_argument(
+        "--socket-mode",
+        type=_octal_mode,
+        default=0o600,
+        help="permissions of the socket, in octal (default 600: the owner only; 660 adds "
+        "the group)",
+    )
     p.add_argument("--script", default=None, help="JSON file of scripted replies")
     p.add_argument("--events", default=None, help="append one JSON line per event to this file")
     p.add_argument(
@@ -115,6 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
         type=str.lower,
     )
     return p
+
+
+def _octal_mode(text: str) -> int:
+    try:
+        mode = int(text, 8)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an octal mode: {text!r}") from None
+    if not 0 <= mode <= 0o777:
+        raise argparse.ArgumentTypeError(f"mode out of range: {text!r}")
+    return mode
 
 
 def _load_models(
@@ -197,6 +214,7 @@ def main(argv: list[str] | None = None) -> None:
         events=events,
         token_batches=args.token_batches,
         pong_delay_s=args.pong_delay_ms / 1000.0,
+        socket_mode=args.socket_mode,
     )
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:

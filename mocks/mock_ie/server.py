@@ -397,10 +397,12 @@ class MockServer:
         events: EventLog | None = None,
         token_batches: bool = True,
         pong_delay_s: float = 0.0,
+        socket_mode: int = 0o600,
     ) -> None:
         if ttft_s < 0 or itl_s < 0 or pong_delay_s < 0:
             raise ValueError("delays must be non-negative")
         self.pong_delay_s = pong_delay_s
+        self.socket_mode = socket_mode  # who may connect: the owner only, by default
         self.engine = engine
         self.ttft_s = ttft_s
         self.itl_s = itl_s
@@ -438,6 +440,7 @@ class MockServer:
             except OSError:  # e.g. the temporary name is too long: bind in place
                 tmp = path
                 sock.bind(path)
+            os.chmod(tmp, self.socket_mode)  # before anyone can connect
             sock.listen(_BACKLOG)
             sock.setblocking(False)
             loop = asyncio.get_running_loop()

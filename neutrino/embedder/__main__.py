@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> None:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
         server = await loop.create_unix_server(lambda: EngineProtocol(embedder), str(tmp))
+        os.chmod(tmp, 0o600)  # the owner only (a umask of 022 would leave it 755)
         os.replace(tmp, path)  # connectable the moment the socket file appears
         print(f"embedder ready socket={path} model={args.model}", file=sys.stderr)
         stop = asyncio.Event()

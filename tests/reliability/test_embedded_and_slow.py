@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -89,3 +90,21 @@ def test_http10_stream_is_framed_by_aiohttp(
     head, _, payload = raw.partition(b"\r\n\r\n")
     assert b" 200 " in head.split(b"\r\n")[0] and b"chunked" not in head.lower()
     assert payload.startswith(b": ok\n\n") and payload.rstrip().endswith(b"data: [DONE]")
+
+
+def test_sockets_and_folders_are_private_whatever_the_umask(
+    neutrino_factory: Callable[..., NeutrinoProc], mock_factory: Callable[..., MockIE]
+) -> None:
+    old = os.umask(0o022)  # the usual umask: 0755 folders, 0755 sockets, before
+    try:
+        server = neutrino_factory()  # the embedded mock, in its own folder
+        mock = mock_factory()
+        group = mock_factory("--socket-mode", "660", name="group")
+    finally:
+        os.umask(old)
+    state = server.get_json("/neutrino/v1/app_state")
+    sock = Path(state["engines"][0]["socket"])
+    assert stat.S_IMODE(sock.stat().st_mode) & 0o077 == 0
+    assert stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(mock.socket).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(group.socket).st_mode) == 0o660
