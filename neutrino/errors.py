@@ -37,6 +37,12 @@ class ErrorKind(enum.Enum):
     UNSUPPORTED = ErrorSpec(
         400, "invalid_request_error", "unsupported_parameter", "UNIMPLEMENTED", "unsupported"
     )
+    UNAUTHENTICATED = ErrorSpec(
+        401, "invalid_request_error", "invalid_api_key", "UNAUTHENTICATED", "unauthenticated"
+    )
+    PERMISSION_DENIED = ErrorSpec(
+        403, "permission_error", "permission_denied", "PERMISSION_DENIED", "permission_denied"
+    )
     NOT_FOUND = ErrorSpec(404, "invalid_request_error", "not_found", "NOT_FOUND", "not_found")
     MODEL_NOT_FOUND = ErrorSpec(
         404, "invalid_request_error", "model_not_found", "NOT_FOUND", "model_not_found"
@@ -62,6 +68,14 @@ class ErrorKind(enum.Enum):
     )
     ENGINE_OVERLOADED = ErrorSpec(
         429, "rate_limit_error", "engine_overloaded", "RESOURCE_EXHAUSTED", "engine_overloaded", 1
+    )
+    KEY_CONCURRENCY = ErrorSpec(
+        429,
+        "rate_limit_error",
+        "key_concurrency_limit",
+        "RESOURCE_EXHAUSTED",
+        "key_concurrency_limit",
+        1,
     )
     INTERNAL = ErrorSpec(500, "server_error", "internal_error", "INTERNAL", "internal")
     ENGINE_ERROR = ErrorSpec(502, "server_error", "engine_error", "INTERNAL", "engine_error")

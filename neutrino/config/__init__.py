@@ -19,6 +19,9 @@ from typing import Any, NoReturn
 
 from neutrino.config.checks import ConfigError as ConfigError
 from neutrino.config.checks import check, shown, split_address, typed
+from neutrino.config.keys import AuthConfig, KeyConfig, auth_section
+
+__all__ = ["AuthConfig", "ConfigError", "KeyConfig"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,13 @@ class GrpcConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class AdminConfig:
+    # HOST:PORT of a listener of its own for the admin routes (state, history), which then
+    # leave the public listener; "" keeps them there (behind an admin key, if set).
+    address: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ShutdownConfig:
     grace_s: float = 10.0  # 0 = in-flight requests are not waited for
 
@@ -141,6 +151,8 @@ class Config:
     http: HttpConfig = field(default_factory=HttpConfig)
     grpc: GrpcConfig = field(default_factory=GrpcConfig)
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
 
     @property
     def embedded_mock(self) -> bool:
@@ -157,6 +169,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "http": HttpConfig,
     "grpc": GrpcConfig,
     "shutdown": ShutdownConfig,
+    "admin": AdminConfig,
 }
 
 
@@ -211,12 +224,14 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
             if not isinstance(raw, list):
                 raise ConfigError("[[engines]] must be an array of tables")
             updates["engines"] = tuple(_engine(i, item) for i, item in enumerate(raw))
+        elif key == "auth":
+            updates["auth"] = auth_section(raw)
         elif key in _SECTIONS:
             updates[key] = _coerce(_SECTIONS[key], key, raw)
             if key == "model":
                 _check_model_files(updates[key])
         else:
-            known = ", ".join(["engines", *_SECTIONS])
+            known = ", ".join(["engines", *_SECTIONS, "auth"])
             raise ConfigError(f"unknown section [{key}] (known: {known})")
     return _checked(replace(cfg, **updates))
 

@@ -117,6 +117,7 @@ RULES: dict[str, Rule] = {
     "grpc.address": _address,
     "grpc.max_message_bytes": Range(1, MAX_GRPC_MESSAGE_BYTES),
     "grpc.health_interval_s": _POSITIVE,
+    "admin.address": lambda v: None if v == "" else _address(v),
     "shutdown.grace_s": _NON_NEGATIVE,  # 0: in-flight requests are not waited for
 }
 

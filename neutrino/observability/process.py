@@ -20,6 +20,20 @@ def rss_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def peak_rss_bytes() -> int:
+    """The highest resident size of this process image (``VmHWM``). Not getrusage's
+    ru_maxrss: Linux carries that across exec, so a server started by a large parent
+    would report the parent's peak as its own."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def open_fds() -> int:
     """File descriptors open now (-1 where ``/proc/self/fd`` is not there)."""
     try:
@@ -33,7 +47,7 @@ def process_stats() -> dict[str, Any]:
     return {
         "pid": os.getpid(),
         "rss_bytes": rss_bytes(),
-        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_rss_bytes": peak_rss_bytes(),
         "open_fds": open_fds(),
         "tasks": len(asyncio.all_tasks()),
     }

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from neutrino.engine.client import Submission
 from neutrino.engine.messages import ModalResult, SpeechResult, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
 from neutrino.pipeline.history import HistoryEntry
 from neutrino.pipeline.state import Lifecycle, State
@@ -41,6 +42,7 @@ class ModalCall:
         self._waiter: asyncio.Future[None] | None = None
         self._submission: Submission | None = None
         self._timer: Deadline | None = None
+        self.principal: Principal | None = None  # the API key it counts against
 
     def attach(self, submission: Submission, timeout_s: float, deadlines: DeadlineWheel) -> None:
         self._submission = submission

@@ -21,6 +21,7 @@ from neutrino.engine.client import Submission
 from neutrino.engine.connection import sink_failure
 from neutrino.engine.messages import FinishReason, ModalResult, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
 from neutrino.pipeline.history import HistoryEntry
 from neutrino.pipeline.logprobs import LogprobRecorder, TokenLogprob
@@ -216,6 +217,7 @@ class Generation:
         "keepalive_due",
         "lifecycle",
         "model",
+        "principal",
         "prompt_tokens",
         "request_id",
         "wake_on_text",
@@ -271,6 +273,7 @@ class Generation:
         self._quiet = False
         self.keepalive_due = False
         self._push: PushTarget | None = None
+        self.principal: Principal | None = None  # the API key it counts against
 
     # ---------------------------------------------------------------- setup
 

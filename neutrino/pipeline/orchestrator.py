@@ -8,11 +8,19 @@ import time
 from collections.abc import Awaitable, Callable
 
 from neutrino.config import Config
-from neutrino.engine.client import EngineClient
-from neutrino.engine.messages import Capability, ModalQuery, ModelInfo, Sampling, TextQuery
+from neutrino.engine.client import EngineClient, Submission
+from neutrino.engine.messages import (
+    Capability,
+    ModalQuery,
+    ModelInfo,
+    Query,
+    Sampling,
+    TextQuery,
+)
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.observability.counters import Counters
 from neutrino.pipeline.admission import Admission
+from neutrino.pipeline.auth import KeyRing, Principal
 from neutrino.pipeline.call import ModalCall
 from neutrino.pipeline.deadlines import DeadlineWheel
 from neutrino.pipeline.generation import Generation, TextStream
@@ -90,6 +98,7 @@ class Orchestrator:
         self.started = 0
         self.finished: dict[str, int] = {}
         self.counters = Counters()  # events beside requests, shown in app_state
+        self.keys = KeyRing(cfg.auth.keys, bool(cfg.admin.address), self.counters)
 
     def _limit(self) -> int:
         return self.cfg.limits.max_inflight or self.engines.capacity()
@@ -113,9 +122,12 @@ class Orchestrator:
         lifecycle = Lifecycle()
         self.started += 1
         admitted = False
+        held: Principal | None = None  # the key whose count this request holds
         try:
             if self.draining:
                 raise _shutting_down()
+            self.keys.admit(req.principal, req.model)
+            held = req.principal
             info = self._model_info(req.model)
             if req.images and not info.can(Capability.VISION):
                 raise NeutrinoError(
@@ -168,12 +180,11 @@ class Orchestrator:
                 gen.echo = (
                     req.prompt if isinstance(req.prompt, str) else text.tokenizer.decode(prompt)
                 )
-            self._live.add(gen)
-            submission = self.engines.submit(query, gen)
+            submission = self._submit(query, gen, held)
             gen.attach(submission, max(0.001, deadline - time.monotonic()), self.deadlines)
             return gen
-        except BaseException as exc:
-            raise self._abort(req.request_id, req.model, lifecycle, admitted, exc) from None
+        except BaseException as exc:  # (no local may hold the error: see _abort)
+            raise self._abort(req.request_id, req.model, lifecycle, admitted, exc, held) from None
 
     async def call(
         self,
@@ -184,6 +195,7 @@ class Orchestrator:
         build: Callable[[ModelText, ModelInfo], tuple[ModalQuery, int]],
         timeout_s: float | None = None,
         on_queued: Callable[[], Awaitable[None]] | None = None,
+        principal: Principal | None = None,
     ) -> ModalCall:
         """Validate and submit a modality query; returns its live call.
 
@@ -193,10 +205,13 @@ class Orchestrator:
         lifecycle = Lifecycle()
         self.started += 1
         admitted = False
+        held: Principal | None = None
         timeout = timeout_s or self.cfg.limits.request_timeout_s
         try:
             if self.draining:
                 raise _shutting_down()
+            self.keys.admit(principal, model)
+            held = principal
             info = self._capable(model, capability)
             text = self.texts.cached(model)
             if text is None:
@@ -214,15 +229,27 @@ class Orchestrator:
                 lifecycle=lifecycle,
                 on_done=self._done,
             )
-            self._live.add(call)
             call.attach(
-                self.engines.submit(query, call),
+                self._submit(query, call, held),
                 max(0.001, deadline - time.monotonic()),
                 self.deadlines,
             )
             return call
         except BaseException as exc:
-            raise self._abort(request_id, model, lifecycle, admitted, exc) from None
+            raise self._abort(request_id, model, lifecycle, admitted, exc, held) from None
+
+    def _submit(
+        self, query: Query, sink: Generation | ModalCall, principal: Principal | None
+    ) -> Submission:
+        """Send ``query``; ``sink`` is live (a shutdown ends it) and, once it ends,
+        releases its key's count (``_done``)."""
+        sink.principal = principal
+        self._live.add(sink)
+        try:
+            return self.engines.submit(query, sink)
+        except BaseException:
+            self._live.discard(sink)
+            raise
 
     def _output_parser(
         self, req: GenerateRequest, text: ModelText, prompt: list[int]
@@ -279,10 +306,17 @@ class Orchestrator:
         lifecycle: Lifecycle,
         admitted: bool,
         exc: BaseException,
+        held: Principal | None = None,
     ) -> BaseException:
-        """End a request that failed before reaching the engine; the exception to raise."""
+        """End a request that failed before reaching the engine; the exception to raise.
+
+        The caller raises it straight from its ``except`` clause: bound to a local, the
+        error would hold the caller's frame (its traceback does), and the frame the
+        request, in a cycle only the garbage collector's full pass would free."""
         if admitted and not lifecycle.terminal:
             self.admission.release()
+        if held is not None and not lifecycle.terminal:
+            held.release()
         if isinstance(exc, NeutrinoError):
             self._fail_early(request_id, model, lifecycle, State.FAILED, exc)
             return exc
@@ -434,6 +468,8 @@ class Orchestrator:
 
     def _done(self, gen: Generation | ModalCall) -> None:
         self._live.discard(gen)
+        if gen.principal is not None:
+            gen.principal.release()
         self.admission.release()
         self._count(gen.lifecycle.state)
         self.history.add(gen.history_entry())

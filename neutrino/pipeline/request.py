@@ -9,6 +9,7 @@ from typing import Any, Literal
 from neutrino.config import LimitsConfig
 from neutrino.engine.messages import Guided, Image
 from neutrino.errors import bad_request
+from neutrino.pipeline.auth import Principal
 
 
 @dataclass(slots=True)
@@ -50,6 +51,7 @@ class GenerateRequest:
     images: list[Image] = field(default_factory=list)  # in the order they appear
     guided: Guided | None = None  # response_format constraint for the engine
     validator: Callable[[str], str | None] | None = None  # strict check of the final text
+    principal: Principal | None = None  # the caller's API key (None: keys are off)
 
 
 def check_stops(stops: list[str], limits: LimitsConfig) -> None:

@@ -27,7 +27,14 @@ from neutrino.engine.messages import (
     SpeechResult,
 )
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
-from neutrino.frontends.grpc.calls import Context, closing, guarded, metadata, timeout_s
+from neutrino.frontends.grpc.calls import (
+    Context,
+    caller,
+    closing,
+    guarded,
+    metadata,
+    timeout_s,
+)
 from neutrino.frontends.grpc.convert import new_id
 from neutrino.frontends.grpc.modal import one_result, usage
 from neutrino.frontends.grpc.stubs import audio_pb2, audio_pb2_grpc
@@ -159,6 +166,7 @@ class AudioService(audio_pb2_grpc.AudioServicer):
     async def _audio(
         self, msg: audio_pb2.TranscriptionRequest, context: Context, task: AudioTask
     ) -> audio_pb2.TranscriptionResponse:
+        principal = caller(context, self.orch.keys)
         req = transcription_request(msg, task)
         data = msg.audio
         if len(data) > _OFFLOAD_BYTES:
@@ -194,6 +202,7 @@ class AudioService(audio_pb2_grpc.AudioServicer):
             capability=Capability.TRANSCRIBE,
             build=build,
             timeout_s=timeout_s(context, self.cfg),
+            principal=principal,
         )
         result = await closing(context, call, lambda: one_result(call, AudioResult))
         tok = tokenizers[0]
@@ -221,6 +230,7 @@ class AudioService(audio_pb2_grpc.AudioServicer):
 
     async def Speak(self, request: audio_pb2.SpeechRequest, context: Context) -> None:
         async def run() -> None:
+            principal = caller(context, self.orch.keys)
             req = speech_request(request)
             traceparent = metadata(context, "traceparent")
 
@@ -232,6 +242,7 @@ class AudioService(audio_pb2_grpc.AudioServicer):
                 capability=Capability.SPEECH,
                 build=build,
                 timeout_s=timeout_s(context, self.cfg),
+                principal=principal,
             )
             await closing(context, call, lambda: self._stream(call, req.fmt, context))
 

@@ -17,6 +17,7 @@ import grpc
 
 from neutrino.config import Config
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.auth import KeyRing, Principal
 
 log = logging.getLogger("neutrino.grpc")
 
@@ -71,6 +72,12 @@ def fail(context: Context, err: NeutrinoError) -> None:
     context.set_code(status_code(err))
     context.set_details(err.message)
     context.set_trailing_metadata(error_metadata(err))
+
+
+def caller(context: Context, keys: KeyRing) -> Principal | None:
+    """The API key's principal of a call (``authorization: Bearer KEY`` or ``x-api-key``
+    metadata); None when keys are off; UNAUTHENTICATED raised for a missing or bad key."""
+    return keys.authenticate(metadata(context, "authorization"), metadata(context, "x-api-key"))
 
 
 def metadata(context: Context, key: str) -> str:

@@ -19,7 +19,14 @@ from neutrino.engine.messages import (
     RerankResult,
 )
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
-from neutrino.frontends.grpc.calls import Context, closing, guarded, metadata, timeout_s
+from neutrino.frontends.grpc.calls import (
+    Context,
+    caller,
+    closing,
+    guarded,
+    metadata,
+    timeout_s,
+)
 from neutrino.frontends.grpc.convert import new_id
 from neutrino.frontends.grpc.modal import one_result, usage
 from neutrino.frontends.grpc.stubs import embeddings_pb2, embeddings_pb2_grpc
@@ -103,6 +110,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
         self, request: embeddings_pb2.EmbedRequest, context: Context
     ) -> embeddings_pb2.EmbedResponse | None:
         async def run() -> embeddings_pb2.EmbedResponse:
+            principal = caller(context, self.orch.keys)
             model = _model(request.model)
             items = embed_inputs(request)
             dims = dimensions(request)
@@ -126,6 +134,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
                 capability=Capability.EMBED,
                 build=build,
                 timeout_s=timeout_s(context, self.cfg),
+                principal=principal,
             )
             result = await closing(context, call, lambda: one_result(call, EmbedResult))
             rows = result.rows()
@@ -149,6 +158,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
         self, request: embeddings_pb2.RerankRequest, context: Context
     ) -> embeddings_pb2.RerankResponse | None:
         async def run() -> embeddings_pb2.RerankResponse:
+            principal = caller(context, self.orch.keys)
             req = rerank_request(request)
             traceparent = metadata(context, "traceparent")
 
@@ -166,6 +176,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
                 capability=Capability.RERANK,
                 build=build,
                 timeout_s=timeout_s(context, self.cfg),
+                principal=principal,
             )
             result = await closing(context, call, lambda: one_result(call, RerankResult))
             docs = req.documents

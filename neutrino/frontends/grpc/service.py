@@ -15,6 +15,7 @@ from neutrino.config import Config
 from neutrino.frontends.grpc import convert
 from neutrino.frontends.grpc.calls import (
     Context,
+    caller,
     end_reason,
     error_metadata,
     guarded,
@@ -41,7 +42,9 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
     def _request(
         self, msg: inference_pb2.GenerateRequest, context: Context, *, stream: bool
     ) -> GenerateRequest:
+        principal = caller(context, self.orch.keys)  # first: nothing is done for a refusal
         req = convert.to_request(msg, self.cfg.limits, stream=stream)
+        req.principal = principal
         req.traceparent = metadata(context, "traceparent")
         timeout = timeout_s(context, self.cfg)
         if timeout is not None:
@@ -128,9 +131,14 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
         self, request: common_pb2.ListModelsRequest, context: Context
     ) -> common_pb2.ListModelsResponse | None:
         async def run() -> common_pb2.ListModelsResponse:
+            principal = caller(context, self.orch.keys)
             models = self.orch.engines.models()
             return common_pb2.ListModelsResponse(
-                models=[convert.model_card(m, self._created) for m in models.values()]
+                models=[
+                    convert.model_card(m, self._created)
+                    for m in models.values()
+                    if principal is None or principal.allows(m.name)
+                ]
             )
 
         return await guarded(context, "ListModels", run)

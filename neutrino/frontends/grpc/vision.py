@@ -13,7 +13,14 @@ import math
 from neutrino.config import Config
 from neutrino.engine.messages import Capability, DetectQuery, DetectResult, Image, ModelInfo
 from neutrino.errors import bad_request
-from neutrino.frontends.grpc.calls import Context, closing, guarded, metadata, timeout_s
+from neutrino.frontends.grpc.calls import (
+    Context,
+    caller,
+    closing,
+    guarded,
+    metadata,
+    timeout_s,
+)
 from neutrino.frontends.grpc.convert import new_id
 from neutrino.frontends.grpc.modal import one_result
 from neutrino.frontends.grpc.stubs import vision_pb2, vision_pb2_grpc
@@ -55,6 +62,7 @@ class VisionService(vision_pb2_grpc.VisionServicer):
         self, request: vision_pb2.DetectRequest, context: Context
     ) -> vision_pb2.DetectResponse | None:
         async def run() -> vision_pb2.DetectResponse:
+            principal = caller(context, self.orch.keys)
             name = model(request)
             data = request.image
             if len(data) > _OFFLOAD_BYTES:
@@ -73,6 +81,7 @@ class VisionService(vision_pb2_grpc.VisionServicer):
                 capability=Capability.DETECT,
                 build=build,
                 timeout_s=timeout_s(context, self.cfg),
+                principal=principal,
             )
             result = await closing(context, call, lambda: one_result(call, DetectResult))
             return vision_pb2.DetectResponse(

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from neutrino import __version__
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
-from neutrino.frontends.http.guard import error_response, guarded
+from neutrino.frontends.http.guard import caller, error_response, guarded
 from neutrino.frontends.http.openai import json_response
 from neutrino.observability.process import process_stats
 from neutrino.pipeline.orchestrator import Orchestrator
@@ -41,23 +41,48 @@ def _unavailable(status: str, kind: ErrorKind) -> web.Response:
     return resp
 
 
+_ADMIN_PATHS = frozenset({"/neutrino/v1/app_state", "/neutrino/v1/history"})
+_PROBE_PATHS = frozenset({"/neutrino/v1/status", "/health"})
+
+
 class AdminRoutes:
+    """Models, status, and the admin routes (state, history).
+
+    On the public listener the admin routes want an admin key when keys are set (or
+    are absent, when ``[admin] address`` gives them a listener of their own); status and
+    health stay open to load balancers' probes.
+    """
+
     def __init__(
-        self, orchestrator: Orchestrator, extra_state: Callable[[], dict[str, Any]]
+        self,
+        orchestrator: Orchestrator,
+        extra_state: Callable[[], dict[str, Any]],
+        admin_listener: bool = False,
     ) -> None:
         self.orch = orchestrator
         self._extra = extra_state
         self._started = time.time()
+        self._on_admin_listener = admin_listener
 
     def register(self, app: web.Application) -> None:
         r = app.router
-        r.add_get("/v1/models", guarded(self.models))
-        r.add_get("/v1/models/{model:.+}", guarded(self.model))
+        if not self._on_admin_listener:
+            r.add_get("/v1/models", guarded(self.models))
+            r.add_get("/v1/models/{model:.+}", guarded(self.model))
         r.add_get("/neutrino/v1/status", guarded(self.status))
         r.add_get("/health", guarded(self.status))
-        r.add_get("/neutrino/v1/app_state", guarded(self.app_state))
-        r.add_get("/neutrino/v1/history", guarded(self.history))
+        if self._on_admin_listener or not self.orch.keys.admin_listener:
+            r.add_get("/neutrino/v1/app_state", guarded(self.app_state))
+            r.add_get("/neutrino/v1/history", guarded(self.history))
         r.add_route("*", "/{tail:.*}", guarded(self.not_found))
+
+    def _admin(self, request: web.Request) -> None:
+        headers = request.headers
+        self.orch.keys.authorize_admin(
+            headers.get("Authorization", ""),
+            headers.get("x-api-key", ""),
+            self._on_admin_listener,
+        )
 
     def _model_card(self, name: str, ctx: int) -> dict[str, Any]:
         return {
@@ -69,14 +94,21 @@ class AdminRoutes:
         }
 
     async def models(self, request: web.Request) -> web.Response:
+        """The served models (those the caller's key may use)."""
+        principal = caller(self.orch.keys, request)
         models = self.orch.engines.models()
-        data = [self._model_card(m.name, m.context_length) for m in models.values()]
+        data = [
+            self._model_card(m.name, m.context_length)
+            for m in models.values()
+            if principal is None or principal.allows(m.name)
+        ]
         return json_response({"object": "list", "data": data})
 
     async def model(self, request: web.Request) -> web.Response:
+        principal = caller(self.orch.keys, request)
         name = request.match_info["model"]
         info = self.orch.engines.models().get(name)
-        if info is None:
+        if info is None or (principal is not None and not principal.allows(name)):
             return error_response(
                 NeutrinoError(
                     ErrorKind.MODEL_NOT_FOUND, f"the model {name!r} does not exist", param="model"
@@ -95,6 +127,7 @@ class AdminRoutes:
         return json_response({"status": "ok", "models": sorted(engines.models())})
 
     async def app_state(self, request: web.Request) -> web.Response:
+        self._admin(request)
         orch = self.orch
         engines = orch.engines.snapshot()
         state = {
@@ -115,6 +148,7 @@ class AdminRoutes:
         return json_response(state)
 
     async def history(self, request: web.Request) -> web.Response:
+        self._admin(request)
         raw = request.query.get("limit", "50")
         try:
             limit = int(raw)
@@ -130,8 +164,16 @@ class AdminRoutes:
             }
         )
 
+    def _known(self) -> frozenset[str]:
+        """The paths this listener serves (another method on them is a 405)."""
+        if self._on_admin_listener:
+            return _ADMIN_PATHS | _PROBE_PATHS
+        if self.orch.keys.admin_listener:
+            return _KNOWN_PATHS - _ADMIN_PATHS
+        return _KNOWN_PATHS
+
     async def not_found(self, request: web.Request) -> web.Response:
-        if request.path in _KNOWN_PATHS:
+        if request.path in self._known():
             return error_response(
                 NeutrinoError(
                     ErrorKind.METHOD_NOT_ALLOWED,

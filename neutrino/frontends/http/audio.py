@@ -40,7 +40,7 @@ from neutrino.engine.messages import (
     SpeechResult,
 )
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
-from neutrino.frontends.http.guard import guarded
+from neutrino.frontends.http.guard import caller, guarded
 from neutrino.frontends.http.openai import json_response, read_json
 from neutrino.frontends.http.parse import new_id
 from neutrino.pipeline.call import ModalCall
@@ -312,6 +312,7 @@ class AudioRoutes:
     # ------------------------------------------------------------------ speech to text
 
     async def _audio(self, request: web.Request, task: AudioTask) -> web.StreamResponse:
+        principal = caller(self.orch.keys, request)
         form = await read_form(request, self.cfg.limits.max_body_bytes)
         model = form.text("model")
         if not model:
@@ -372,7 +373,11 @@ class AudioRoutes:
 
         prefix = "trsc" if task is AudioTask.TRANSCRIBE else "trsl"
         call = await self.orch.call(
-            request_id=new_id(prefix), model=model, capability=Capability.TRANSCRIBE, build=build
+            principal=principal,
+            request_id=new_id(prefix),
+            model=model,
+            capability=Capability.TRANSCRIBE,
+            build=build,
         )
         try:
             result = await call.result()
@@ -421,6 +426,7 @@ class AudioRoutes:
     # ------------------------------------------------------------------ text to speech
 
     async def speech(self, request: web.Request) -> web.StreamResponse:
+        principal = caller(self.orch.keys, request)
         body = await read_json(request, self.cfg.limits.max_body_bytes)
         req = parse_speech(body)
         traceparent = request.headers.get("traceparent", "")
@@ -428,7 +434,11 @@ class AudioRoutes:
         build = speech_builder(req.model, req.text, req.voice, req.speed, traceparent)
 
         call = await self.orch.call(
-            request_id=new_id("speech"), model=req.model, capability=Capability.SPEECH, build=build
+            principal=principal,
+            request_id=new_id("speech"),
+            model=req.model,
+            capability=Capability.SPEECH,
+            build=build,
         )
         try:
             return await self._stream_speech(request, call, req.fmt)

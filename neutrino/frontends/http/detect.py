@@ -11,7 +11,7 @@ from aiohttp import web
 from neutrino.config import Config
 from neutrino.engine.messages import Capability, DetectQuery, DetectResult, ModelInfo
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
-from neutrino.frontends.http.guard import guarded
+from neutrino.frontends.http.guard import caller, guarded
 from neutrino.frontends.http.openai import json_response, read_json
 from neutrino.frontends.http.parse import new_id
 from neutrino.pipeline.images import decode_image_url
@@ -28,6 +28,7 @@ class DetectRoutes:
         app.router.add_post("/v1/detect", guarded(self.detect))
 
     async def detect(self, request: web.Request) -> web.StreamResponse:
+        principal = caller(self.orch.keys, request)
         body = await read_json(request, self.cfg.limits.max_body_bytes)
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
@@ -54,7 +55,11 @@ class DetectRoutes:
 
         rid = new_id("det")
         call = await self.orch.call(
-            request_id=rid, model=model, capability=Capability.DETECT, build=build
+            principal=principal,
+            request_id=rid,
+            model=model,
+            capability=Capability.DETECT,
+            build=build,
         )
         try:
             result = await call.result()

@@ -19,7 +19,7 @@ from neutrino.engine.messages import (
     RerankResult,
 )
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
-from neutrino.frontends.http.guard import guarded
+from neutrino.frontends.http.guard import caller, guarded
 from neutrino.frontends.http.openai import json_response, read_json
 from neutrino.frontends.http.parse import new_id
 from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS, checked_tokens
@@ -78,6 +78,7 @@ class EmbeddingRoutes:
         app.router.add_post("/rerank", guarded(self.rerank))
 
     async def embeddings(self, request: web.Request) -> web.StreamResponse:
+        principal = caller(self.orch.keys, request)
         body = await read_json(request, self.cfg.limits.max_body_bytes)
         model = _model(body)
         items = _inputs(body.get("input"))
@@ -103,7 +104,11 @@ class EmbeddingRoutes:
             return query, sum(len(i) for i in ids)
 
         call = await self.orch.call(
-            request_id=new_id("embd"), model=model, capability=Capability.EMBED, build=build
+            principal=principal,
+            request_id=new_id("embd"),
+            model=model,
+            capability=Capability.EMBED,
+            build=build,
         )
         try:
             result = await call.result()
@@ -128,6 +133,7 @@ class EmbeddingRoutes:
         )
 
     async def rerank(self, request: web.Request) -> web.StreamResponse:
+        principal = caller(self.orch.keys, request)
         body = await read_json(request, self.cfg.limits.max_body_bytes)
         model = _model(body)
         query = body.get("query")
@@ -161,7 +167,11 @@ class EmbeddingRoutes:
 
         rid = new_id("rerank")
         call = await self.orch.call(
-            request_id=rid, model=model, capability=Capability.RERANK, build=build
+            principal=principal,
+            request_id=rid,
+            model=model,
+            capability=Capability.RERANK,
+            build=build,
         )
         try:
             result = await call.result()

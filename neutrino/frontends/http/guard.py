@@ -14,6 +14,8 @@ import orjson
 from aiohttp import web
 
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.frontends.http.headers import error_headers
+from neutrino.pipeline.auth import KeyRing, Principal
 
 log = logging.getLogger("neutrino.http")
 
@@ -21,14 +23,19 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def error_response(err: NeutrinoError) -> web.Response:
-    """OpenAI's error JSON, with Retry-After on the refusals that say "not now"."""
-    retry = err.retry_after_s
+    """OpenAI's error JSON, with its headers (Retry-After, WWW-Authenticate)."""
     return web.Response(
         body=orjson.dumps(err.openai_body()),
         status=err.http_status,
         content_type="application/json",
-        headers=None if retry is None else {"Retry-After": str(retry)},
+        headers=dict(error_headers(err)) or None,
     )
+
+
+def caller(keys: KeyRing, request: web.Request) -> Principal | None:
+    """The API key's principal for an aiohttp request (None: keys are off; 401 raised)."""
+    headers = request.headers
+    return keys.authenticate(headers.get("Authorization", ""), headers.get("x-api-key", ""))
 
 
 def guarded(handler: Handler) -> Handler:

@@ -37,6 +37,7 @@ import orjson
 
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.http.clock import ConnectionClock, Phase, Timeouts
+from neutrino.frontends.http.headers import error_headers
 from neutrino.frontends.http.render import SSE_OPEN
 from neutrino.observability.counters import Counters
 
@@ -96,10 +97,9 @@ def json_head(status: int, length: int, close: bool, extra: bytes = b"") -> byte
 
 
 def error_reply(err: NeutrinoError, close: bool) -> bytes:
-    """A whole error response: OpenAI's JSON error, and Retry-After where it applies."""
+    """A whole error response: OpenAI's JSON error and its headers (headers.py)."""
     body = orjson.dumps(err.openai_body())
-    retry = err.retry_after_s
-    extra = b"Retry-After: %d\r\n" % retry if retry is not None else b""
+    extra = b"".join(b"%s: %s\r\n" % (n.encode(), v.encode()) for n, v in error_headers(err))
     return json_head(err.http_status, len(body), close, extra) + body
 
 

@@ -209,8 +209,12 @@ class OpenAIRoutes:
     async def serve(self, ex: Exchange, parse: Parse, render: Render) -> None:
         """Answer one generation request on ``ex``, streamed or not."""
         try:
+            principal = self.orch.keys.authenticate(
+                ex.header("authorization"), ex.header("x-api-key")
+            )
             check_json_type(ex.header("content-type"))
             req = parse(parse_json(await ex.read(self.cfg.limits.max_body_bytes)), self.cfg.limits)
+            req.principal = principal
             req.traceparent = ex.header("traceparent")
             if req.stream:
                 await self._stream(ex, req)

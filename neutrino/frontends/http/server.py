@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from neutrino.config import Config
+from neutrino.config.checks import split_address
 from neutrino.errors import StartupError, os_reason
 from neutrino.frontends.http import h1
 from neutrino.frontends.http.admin import AdminRoutes
@@ -25,6 +26,15 @@ log = logging.getLogger("neutrino.http")
 
 
 _FAST_ROUTES = web.AppKey("fast_routes", dict)
+
+
+def build_admin_app(
+    orchestrator: Orchestrator, extra_state: Callable[[], dict[str, Any]]
+) -> web.Application:
+    """The admin listener's application ([admin] address): status, state, history."""
+    app = web.Application(client_max_size=1024 * 1024)
+    AdminRoutes(orchestrator, extra_state, admin_listener=True).register(app)
+    return app
 
 
 def build_app(
@@ -47,10 +57,20 @@ class HttpServer:
     With ``[http] fast_path = false`` every request is relayed to aiohttp.
     """
 
-    def __init__(self, cfg: Config, app: web.Application, counters: Counters | None = None) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        app: web.Application,
+        counters: Counters | None = None,
+        admin_app: web.Application | None = None,
+    ) -> None:
         self.cfg = cfg
         self.app = app
         self.counters = counters
+        self.admin_runner = (
+            web.AppRunner(admin_app, access_log=None) if admin_app is not None else None
+        )
+        self.admin_port = 0
         self.runner = web.AppRunner(
             app,
             handler_cancellation=True,
@@ -89,6 +109,26 @@ class HttpServer:
             ) from exc
         if sockets:
             self.port = sockets[0].getsockname()[1]
+        if self.admin_runner is not None:
+            await self._start_admin(self.admin_runner)
+
+    async def _start_admin(self, runner: web.AppRunner) -> None:
+        address = self.cfg.admin.address
+        host, port = split_address(address, "[admin] address")
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise StartupError(
+                f"cannot listen for the admin routes on {address}: {os_reason(exc)} "
+                "(set [admin] address)"
+            ) from exc
+        server = getattr(site, "_server", None)
+        sockets = list(getattr(server, "sockets", None) or [])
+        if sockets:
+            self.admin_port = sockets[0].getsockname()[1]
+        log.info("admin routes listening on %s:%d", host, self.admin_port)
 
     @property
     def busy(self) -> int:
@@ -99,6 +139,8 @@ class HttpServer:
         if self._server is not None:
             self._server.close()
             h1.close_idle(self._connections)
+        if self.admin_runner is not None and self.admin_runner.server is not None:
+            await self.admin_runner.cleanup()
         if self.runner.server is not None:  # set up by start()
             await self.runner.cleanup()  # relayed connections, and aiohttp's own
         h1.abort_all(self._connections)

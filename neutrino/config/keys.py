@@ -1,0 +1,174 @@
+"""The ``[auth]`` section: API keys from the TOML file and from a file of SHA-256 digests.
+
+::
+
+    [auth]
+    api_keys = ["sk-one", "sk-two"]           # plain keys: every model, no limit
+    admin_keys = ["sk-admin"]                 # keys for the admin routes (and the API)
+    api_keys_file = "/etc/neutrino/keys"      # one key per line, as its SHA-256
+
+    [[auth.keys]]                             # a key with limits
+    key = "sk-three"                          # or sha256 = "<64 hex digits>"
+    name = "team-a"                           # shown in logs and history, never the key
+    models = ["qwen2.5-mock"]                 # the only models it may use
+    max_concurrency = 4                       # its requests in flight at most
+    admin = false
+
+A line of the keys file is ``<sha256 hex> [name=NAME] [models=A,B] [max_concurrency=N]
+[admin]``; ``#`` starts a comment. Every key is kept as its digest only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from neutrino.config.checks import ConfigError, shown
+
+
+@dataclass(frozen=True, slots=True)
+class KeyConfig:
+    digest: bytes  # SHA-256 of the key
+    name: str
+    models: frozenset[str] | None = None  # None: every model
+    max_concurrency: int = 0  # 0: no limit of its own
+    admin: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AuthConfig:
+    keys: tuple[KeyConfig, ...] = ()
+
+
+_TABLE_KEYS = ("key", "sha256", "name", "models", "max_concurrency", "admin")
+
+
+def _digest_of(key: Any, where: str) -> bytes:
+    if not isinstance(key, str) or not key.strip() or key != key.strip():
+        raise ConfigError(f"{where} must be a non-empty string without surrounding spaces")
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
+def _hex_digest(text: Any, where: str) -> bytes:
+    if not isinstance(text, str) or len(text) != 64:
+        raise ConfigError(f"{where} must be a SHA-256 digest: 64 hex digits")
+    try:
+        return bytes.fromhex(text)
+    except ValueError:
+        raise ConfigError(f"{where} must be a SHA-256 digest: 64 hex digits") from None
+
+
+def _models(value: Any, where: str) -> frozenset[str]:
+    if not isinstance(value, list | tuple) or not value:
+        raise ConfigError(f"{where} must be a non-empty list of model names")
+    if not all(isinstance(m, str) and m for m in value):
+        raise ConfigError(f"{where} must be a non-empty list of model names")
+    return frozenset(value)
+
+
+def _limit(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{where} must be an integer >= 0 (0: no limit), got {shown(value)}")
+    return value
+
+
+def _table(i: int, item: Any) -> KeyConfig:
+    where = f"[[auth.keys]][{i}]"
+    if not isinstance(item, Mapping):
+        raise ConfigError(f"{where} must be a table")
+    extra = sorted(set(item) - set(_TABLE_KEYS))
+    if extra:
+        raise ConfigError(f"unknown key {where}.{extra[0]} (known: {', '.join(_TABLE_KEYS)})")
+    if ("key" in item) == ("sha256" in item):
+        raise ConfigError(f"{where} needs exactly one of key or sha256")
+    if "key" in item:
+        digest = _digest_of(item["key"], f"{where}.key")
+    else:
+        digest = _hex_digest(item["sha256"], f"{where}.sha256")
+    name = item.get("name", f"key{i}")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{where}.name must be a non-empty string")
+    admin = item.get("admin", False)
+    if not isinstance(admin, bool):
+        raise ConfigError(f"{where}.admin must be true or false")
+    return KeyConfig(
+        digest=digest,
+        name=name,
+        models=_models(item["models"], f"{where}.models") if "models" in item else None,
+        max_concurrency=_limit(item.get("max_concurrency", 0), f"{where}.max_concurrency"),
+        admin=admin,
+    )
+
+
+def _file_line(line: str, where: str, n: int) -> KeyConfig:
+    fields = line.split()
+    key = KeyConfig(digest=_hex_digest(fields[0], where), name=f"file-key{n}")
+    options: dict[str, Any] = {}
+    for field in fields[1:]:
+        name, eq, value = field.partition("=")
+        if field == "admin":
+            options["admin"] = True
+        elif eq and name == "name" and value:
+            options["name"] = value
+        elif eq and name == "models":
+            options["models"] = _models([m for m in value.split(",") if m], f"{where} models")
+        elif eq and name == "max_concurrency" and value.isdigit():
+            options["max_concurrency"] = int(value)
+        else:
+            raise ConfigError(
+                f"{where}: unknown field {field[:40]!r} (name=, models=, max_concurrency=, admin)"
+            )
+    return KeyConfig(
+        digest=key.digest,
+        name=options.get("name", key.name),
+        models=options.get("models"),
+        max_concurrency=options.get("max_concurrency", 0),
+        admin=options.get("admin", False),
+    )
+
+
+def _keys_file(path: Any) -> list[KeyConfig]:
+    if not isinstance(path, str) or not path:
+        raise ConfigError("[auth].api_keys_file must be a file path")
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"[auth].api_keys_file: cannot read {path}: {exc}") from None
+    keys: list[KeyConfig] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.partition("#")[0].strip()
+        if line:
+            keys.append(_file_line(line, f"{path}:{n}", len(keys)))
+    return keys
+
+
+def _plain(raw: Any, where: str, admin: bool, start: int) -> list[KeyConfig]:
+    if not isinstance(raw, list):
+        raise ConfigError(f"{where} must be a list of strings")
+    prefix = "admin-key" if admin else "key"
+    return [
+        KeyConfig(_digest_of(k, f"{where}[{i}]"), f"{prefix}{start + i}", admin=admin)
+        for i, k in enumerate(raw)
+    ]
+
+
+def auth_section(raw: Any) -> AuthConfig:
+    """``[auth]`` (with its ``[[auth.keys]]`` tables) as an AuthConfig, checked."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"[auth] must be a table, got {shown(raw)}")
+    known = ("api_keys", "admin_keys", "api_keys_file", "keys")
+    extra = sorted(set(raw) - set(known))
+    if extra:
+        raise ConfigError(f"unknown key [auth].{extra[0]} (known: {', '.join(known)})")
+    keys = _plain(raw.get("api_keys", []), "[auth].api_keys", False, 0)
+    keys += _plain(raw.get("admin_keys", []), "[auth].admin_keys", True, 0)
+    tables = raw.get("keys", [])
+    if not isinstance(tables, list):
+        raise ConfigError("[[auth.keys]] must be an array of tables")
+    keys += [_table(i, item) for i, item in enumerate(tables)]
+    if "api_keys_file" in raw:
+        keys += _keys_file(raw["api_keys_file"])
+    return AuthConfig(keys=tuple(keys))
