@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import socket
@@ -421,3 +422,44 @@ def test_engine_error_messages_reach_clients_only_when_they_blame_the_request(
             pass
     assert streamed.value.message == "the engine failed to process the request"
     assert wait_for(lambda: "/opt/engine/secret.py" in server.log())
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["sse", "plain"])
+async def test_a_client_that_leaves_while_queued_never_reaches_the_engine(
+    mock_factory: Callable[..., MockIE],
+    neutrino_factory: Callable[..., NeutrinoProc],
+    tmp_path: Path,
+    stream: bool,
+) -> None:
+    script = tmp_path / "stall.json"
+    script.write_text(json.dumps({"rules": [{"match": "*", "fault": "stall", "fault_after": 1}]}))
+    mock = mock_factory("--script", str(script))
+    server = neutrino_factory(
+        config=engine_config(mock, "[limits]\nmax_inflight = 1\nmax_queue = 4")
+    )
+    url = server.base_url + "/v1/chat/completions"
+    async with aiohttp.ClientSession() as s:
+        first = await s.post(url, json=body(stream=True))  # holds the only slot
+        await asyncio.to_thread(mock.wait_event, "query", 1)
+        waiting = asyncio.ensure_future(s.post(url, json=body(stream=stream)))
+        assert await asyncio.to_thread(
+            wait_for, lambda: server.get_json("/neutrino/v1/app_state")["queue_depth"] == 1
+        )
+        if stream:  # a queued stream opens at once (keepalive comments while it waits)
+            resp = await waiting
+            assert resp.status == 200
+            resp.close()  # the client gives up while queued
+        else:
+            waiting.cancel()  # the client gives up while queued
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting
+        assert await asyncio.to_thread(
+            wait_for, lambda: server.get_json("/neutrino/v1/app_state")["queue_depth"] == 0
+        )
+        first.close()  # the slot frees: the one who left must not take it
+        await asyncio.to_thread(mock.wait_event, "cancel", 1)
+        await asyncio.sleep(0.3)
+    assert len(mock.events("query")) == 1
+    assert len(mock.events("cancel")) == 1
+    states = [r["state"] for r in server.history(2)]
+    assert states == ["cancelled", "cancelled"]
