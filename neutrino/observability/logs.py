@@ -29,3 +29,14 @@ class RateLimited:
             args = (*args, self._held, self._interval)
             self._held = 0
         self._log.warning(msg, *args)
+
+
+class ClientErrorsQuiet(logging.Filter):
+    """Drops a library's traceback for a request that was the client's fault (aiohttp's
+    server logs one at ERROR for every malformed request it refuses with a 4xx): any
+    client could fill the log with them. The client got its 400 all the same."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        code = getattr(exc, "code", None)
+        return not (isinstance(code, int) and 400 <= code < 500)

@@ -21,6 +21,7 @@ from neutrino.config import Config
 from neutrino.errors import StartupError, os_reason
 from neutrino.frontends.grpc.audio import AudioService
 from neutrino.frontends.grpc.embeddings import EmbeddingsService
+from neutrino.frontends.grpc.register import add_service
 from neutrino.frontends.grpc.service import InferenceService
 from neutrino.frontends.grpc.stubs import (
     audio_pb2,
@@ -105,14 +106,17 @@ class GrpcServer:
             self.port = server.add_insecure_port(self.address)
         except RuntimeError as exc:  # taken between the probe and here: gRPC's own words
             raise StartupError(f"cannot listen for gRPC on {self.address}: {exc}{_HINT}") from exc
-        inference_pb2_grpc.add_InferenceServicer_to_server(
-            InferenceService(self.cfg, self.orch), server
+        cfg, orch = self.cfg, self.orch
+        add_service(
+            inference_pb2_grpc.add_InferenceServicer_to_server, InferenceService(cfg, orch), server
         )
-        embeddings_pb2_grpc.add_EmbeddingsServicer_to_server(
-            EmbeddingsService(self.cfg, self.orch), server
+        add_service(
+            embeddings_pb2_grpc.add_EmbeddingsServicer_to_server,
+            EmbeddingsService(cfg, orch),
+            server,
         )
-        audio_pb2_grpc.add_AudioServicer_to_server(AudioService(self.cfg, self.orch), server)
-        vision_pb2_grpc.add_VisionServicer_to_server(VisionService(self.cfg, self.orch), server)
+        add_service(audio_pb2_grpc.add_AudioServicer_to_server, AudioService(cfg, orch), server)
+        add_service(vision_pb2_grpc.add_VisionServicer_to_server, VisionService(cfg, orch), server)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection(

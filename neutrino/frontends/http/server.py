@@ -20,6 +20,7 @@ from neutrino.frontends.http.detect import DetectRoutes
 from neutrino.frontends.http.embeddings import EmbeddingRoutes
 from neutrino.frontends.http.openai import OpenAIRoutes
 from neutrino.observability.counters import Counters
+from neutrino.observability.logs import ClientErrorsQuiet
 from neutrino.pipeline.orchestrator import Orchestrator
 
 log = logging.getLogger("neutrino.http")
@@ -82,6 +83,9 @@ class HttpServer:
         self._connections: set[h1.H1Protocol] = set()
 
     async def start(self) -> None:
+        quiet = logging.getLogger("aiohttp.server")
+        if not any(isinstance(f, ClientErrorsQuiet) for f in quiet.filters):
+            quiet.addFilter(ClientErrorsQuiet())
         await self.runner.setup()
         host, port = self.cfg.server.http_host, self.cfg.server.http_port
         http = self.cfg.http
