@@ -57,6 +57,7 @@ class Neutrino:
         self.router.listeners.append(self._engines_changed)
         self._warming: set[str] = set()
         self.trimmer = HeapTrimmer()
+        self._ready_report: asyncio.Task[None] | None = None
 
     def _extra_state(self) -> dict[str, Any]:
         if self.mock is None:
@@ -98,12 +99,19 @@ class Neutrino:
                     self.mock.remove_folder()
             raise
         self.trimmer.start()
-        if await self.router.wait_ready(wait_engine_s):
+        log.info("Neutrino listening on http://%s:%d", self.cfg.server.http_host, self.http.port)
+        log.info("%s", self.orchestrator.keys.describe())
+        # Said once an engine is there (or not, after a while); a signal meanwhile stops
+        # the server at once instead of after this wait.
+        self._ready_report = asyncio.get_running_loop().create_task(
+            self._report_ready(t0, wait_engine_s), name="engine-ready"
+        )
+
+    async def _report_ready(self, t0: float, wait_s: float) -> None:
+        if await self.router.wait_ready(wait_s):
             log.info("engine ready after %.2fs", time.monotonic() - t0)
         else:
             log.warning("no engine connected yet; serving 503 until one is")
-        log.info("Neutrino listening on http://%s:%d", self.cfg.server.http_host, self.http.port)
-        log.info("%s", self.orchestrator.keys.describe())
 
     async def stop(self) -> None:
         """Drain: refuse new requests, give those in flight ``[shutdown] grace_s``, then end
@@ -111,6 +119,8 @@ class Neutrino:
         and [DONE], a 503, gRPC UNAVAILABLE; the engine gets one cancel, "shutdown"), and
         only then close the listeners and connections."""
         await self.trimmer.stop()
+        if self._ready_report is not None:
+            self._ready_report.cancel()
         orch = self.orchestrator
         orch.draining = True
         if self.grpc is not None:
