@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neutrino.errors import NeutrinoError
-from neutrino.pipeline.state import Lifecycle
+from neutrino.pipeline.state import Lifecycle, State
 
 MAX_TEXT = 256  # characters kept of each client-chosen string
 _ENTRY_BYTES = 400  # an entry's own objects, beside its strings (measured: ~330)
@@ -26,15 +26,16 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HistoryEntry:
+    """A finished request: plain strings and numbers, and the monotonic times of its
+    states (the lifecycle's own small dict, which holds nothing else)."""
+
     request_id: str
     model: str
     state: str
     created: float
-    # (state, nanoseconds since the request started), in the order entered.
-    transitions: tuple[tuple[str, int], ...]
-    timings: tuple[float, float, float, float]  # queue, prompt, completion, total
+    times: dict[State, int]  # state -> monotonic nanoseconds, in the order entered
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str | None = None
@@ -52,48 +53,39 @@ class HistoryEntry:
         finish_reason: str | None = None,
         error: NeutrinoError | None = None,
     ) -> HistoryEntry:
-        """The snapshot of a request that has ended (only strings and numbers are kept)."""
-        t0 = lifecycle.times[next(iter(lifecycle.times))]
-        timings = lifecycle.timings()
+        """The snapshot of a request that has ended (cheap: it is taken per request;
+        the JSON form is built when asked for)."""
         return cls(
-            request_id=_cut(request_id),
-            model=_cut(model),
-            state=lifecycle.state.value,
-            created=lifecycle.created_wall,
-            transitions=tuple((s.value, t - t0) for s, t in lifecycle.times.items()),
-            timings=(
-                timings["queue_time"],
-                timings["prompt_time"],
-                timings["completion_time"],
-                timings["total_time"],
-            ),
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            finish_reason=finish_reason,
-            error_kind=error.kind.spec.label if error is not None else None,
-            error_message=_cut(error.message) if error is not None else None,
+            request_id if len(request_id) <= MAX_TEXT else _cut(request_id),
+            model if len(model) <= MAX_TEXT else _cut(model),
+            lifecycle.state.value,
+            lifecycle.created_wall,
+            lifecycle.times,
+            prompt_tokens,
+            completion_tokens,
+            finish_reason,
+            None if error is None else error.kind.spec.label,
+            None if error is None else _cut(error.message),
         )
 
     @property
     def nbytes(self) -> int:
         """What this entry holds, roughly: its objects and its strings."""
         text = len(self.request_id) + len(self.model) + len(self.error_message or "")
-        return _ENTRY_BYTES + 48 * len(self.transitions) + text
+        return _ENTRY_BYTES + 48 * len(self.times) + text
 
     def to_dict(self) -> dict[str, Any]:
-        queue, prompt, completion, total = self.timings
+        lc = Lifecycle.__new__(Lifecycle)  # the timings' arithmetic, over the kept times
+        lc.state = State(self.state)
+        lc.times = self.times
+        t0 = next(iter(self.times.values()))
         return {
             "id": self.request_id,
             "model": self.model,
             "state": self.state,
             "created": self.created,
-            "transitions": [(s, t / 1e9) for s, t in self.transitions],
-            "timings": {
-                "queue_time": queue,
-                "prompt_time": prompt,
-                "completion_time": completion,
-                "total_time": total,
-            },
+            "transitions": [(s.value, (t - t0) / 1e9) for s, t in self.times.items()],
+            "timings": lc.timings(),
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "finish_reason": self.finish_reason,

@@ -20,6 +20,8 @@ def _ended(state: State = State.COMPLETE) -> Lifecycle:
 def _plain(value: object) -> bool:
     if isinstance(value, tuple):
         return all(_plain(v) for v in value)
+    if isinstance(value, dict):  # the state times: states to nanoseconds
+        return all(isinstance(k, State) and type(v) is int for k, v in value.items())
     return value is None or isinstance(value, str | int | float)
 
 
