@@ -144,6 +144,14 @@ class NeutrinoError(Exception):
         return f"NeutrinoError({self.kind.name}, {self.message!r}, param={self.param!r})"
 
 
+class ClientTooSlow(NeutrinoError):
+    """A client did not take what was written to it within the send timeout: it is
+    dropped (the engine request gets one cancel, "client too slow")."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorKind.CANCELLED, "the client did not read its stream in time")
+
+
 def bad_request(message: str, param: str | None = None) -> NeutrinoError:
     return NeutrinoError(ErrorKind.BAD_REQUEST, message, param=param)
 

@@ -88,6 +88,9 @@ class LimitsConfig:
     max_n: int = 8
     max_stop_sequences: int = 16
     max_stop_chars: int = 1024  # length of each stop string
+    # Longest a write to a client may wait for it to read (HTTP/1.0 and speech streams,
+    # gRPC streams); past it the client is dropped and its engine request cancelled.
+    send_timeout_s: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)

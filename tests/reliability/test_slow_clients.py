@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import socket
@@ -280,3 +281,62 @@ body_timeout_s = 1.0
         assert 0.8 < time.monotonic() - t0 < 5
     assert not mock.events("query")
     assert state(server)["in_flight"] == 0
+
+
+def test_an_http10_stream_that_is_not_read_is_dropped_after_the_send_timeout(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    """HTTP/1.0 streams go through aiohttp, whose writes wait for the client to read:
+    a client that reads nothing held its request (and task) forever before."""
+    mock = mock_factory(
+        "--itl-ms", "1", "--reply-tokens", "100000", "--model", "qwen2.5-mock:qwen2:131072"
+    )
+    server = neutrino_factory(
+        config=f'[[engines]]\nsocket = "{mock.socket}"\n[limits]\nsend_timeout_s = 1.0\n'
+    )
+    request = stream_request("qwen2.5-mock").replace(b"HTTP/1.1", b"HTTP/1.0", 1)
+    s = slow_reader(server.port, request)
+    try:
+        cancels = mock.wait_event("cancel", 1, timeout=30)
+        assert len(cancels) == 1 and cancels[0]["reason"] == "client too slow"
+        assert was_reset(s)
+    finally:
+        s.close()
+    assert wait_for(lambda: state(server)["in_flight"] == 0)
+
+
+async def test_a_grpc_stream_that_is_not_read_is_dropped_after_the_send_timeout(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    import grpc
+
+    from neutrino.v1 import inference_pb2, inference_pb2_grpc
+    from tests.support.procs import free_port
+
+    mock = mock_factory(
+        "--itl-ms", "1", "--reply-tokens", "100000", "--model", "qwen2.5-mock:qwen2:131072"
+    )
+    address = f"127.0.0.1:{free_port()}"
+    server = neutrino_factory(
+        "--grpc-address",
+        address,
+        config=f'[[engines]]\nsocket = "{mock.socket}"\n[limits]\nsend_timeout_s = 1.0\n',
+    )
+    # A client that reads nothing, with HTTP/2's default 64 KB window (not grown by BDP
+    # probing): once it is full, the server's writes wait.
+    options = [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 65536)]
+    async with grpc.aio.insecure_channel(address, options=options) as channel:
+        stub = inference_pb2_grpc.InferenceStub(channel)
+        msgs = [inference_pb2.ChatMessage(role="user", content="hi")]
+        call = stub.GenerateStream(
+            inference_pb2.GenerateRequest(
+                model="qwen2.5-mock", chat=inference_pb2.Chat(messages=msgs), max_tokens=100_000
+            )
+        )
+        await call.initial_metadata()  # then never read a message
+        cancels = await asyncio.to_thread(mock.wait_event, "cancel", 1, 30)
+        assert len(cancels) == 1 and cancels[0]["reason"] == "client too slow"
+        call.cancel()
+    assert wait_for(lambda: state(server)["in_flight"] == 0)
+    time.sleep(0.3)
+    assert len(mock.events("cancel")) == 1

@@ -33,6 +33,7 @@ from neutrino.frontends.grpc.calls import (
     closing,
     guarded,
     metadata,
+    send,
     timeout_s,
 )
 from neutrino.frontends.grpc.convert import new_id
@@ -274,7 +275,7 @@ class AudioService(audio_pb2_grpc.AudioServicer):
                 out += r.pcm
                 done = done or r.final
             for chunk in _chunks(bytes(out), rate):
-                await context.write(chunk)
+                await send(context, chunk, self.cfg.limits.send_timeout_s)
             out.clear()
             if done:
                 return

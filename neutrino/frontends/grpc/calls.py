@@ -16,7 +16,7 @@ from typing import Protocol, TypeVar
 import grpc
 
 from neutrino.config import Config
-from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.errors import ClientTooSlow, ErrorKind, NeutrinoError
 from neutrino.pipeline.auth import KeyRing, Principal
 
 log = logging.getLogger("neutrino.grpc")
@@ -80,6 +80,16 @@ def caller(context: Context, keys: KeyRing) -> Principal | None:
     return keys.authenticate(metadata(context, "authorization"), metadata(context, "x-api-key"))
 
 
+async def send(context: Context, message: object, limit_s: float) -> None:
+    """Write one message of a stream; ClientTooSlow once the client has taken nothing
+    for ``limit_s`` (flow control holds the write: the client stopped reading)."""
+    try:
+        async with asyncio.timeout(limit_s):
+            await context.write(message)
+    except TimeoutError:
+        raise ClientTooSlow() from None
+
+
 def metadata(context: Context, key: str) -> str:
     """The first value of an invocation metadata entry ("" when absent)."""
     for k, v in context.invocation_metadata() or ():
@@ -119,6 +129,9 @@ async def closing(context: Context, request: Closable, run: Callable[[], Awaitab
         return await run()
     except asyncio.CancelledError:
         reason = end_reason(context)
+        raise
+    except ClientTooSlow:
+        reason = "client too slow"
         raise
     finally:
         request.close(reason)

@@ -12,6 +12,7 @@ import asyncio
 import time
 
 from neutrino.config import Config
+from neutrino.errors import ClientTooSlow
 from neutrino.frontends.grpc import convert
 from neutrino.frontends.grpc.calls import (
     Context,
@@ -20,6 +21,7 @@ from neutrino.frontends.grpc.calls import (
     error_metadata,
     guarded,
     metadata,
+    send,
     status_code,
     timeout_s,
 )
@@ -93,6 +95,9 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             except asyncio.CancelledError:
                 reason = end_reason(context)
                 raise
+            except ClientTooSlow:
+                reason = "client too slow"
+                raise
             finally:
                 gen.close(reason)
 
@@ -104,13 +109,14 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
                 id=gen.request_id, model=gen.model, created=gen.created, delta=text
             )
 
+        limit = self.cfg.limits.send_timeout_s
         while True:
             await gen.wait()
             text, _ = gen.take()
             err = gen.error
             if err is not None:
                 if text:
-                    await context.write(chunk(text))
+                    await send(context, chunk(text), limit)
                 raise err.fresh()
             outcome = gen.outcome
             if outcome is not None:
@@ -120,10 +126,10 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
                 stop = convert.stop_reason(outcome)
                 if stop is not None:
                     last.stop_reason.CopyFrom(stop)
-                await context.write(last)
+                await send(context, last, limit)
                 return
             if text:
-                await context.write(chunk(text))
+                await send(context, chunk(text), limit)
 
     # ---------------------------------------------------------------- ListModels
 

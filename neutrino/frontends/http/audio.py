@@ -43,6 +43,7 @@ from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.frontends.http.guard import caller, guarded
 from neutrino.frontends.http.openai import json_response, read_json
 from neutrino.frontends.http.parse import new_id
+from neutrino.frontends.http.sse import SlowClient, within
 from neutrino.pipeline.call import ModalCall
 from neutrino.pipeline.inputs import speech_builder
 from neutrino.pipeline.models import ModelText
@@ -475,7 +476,8 @@ class AudioRoutes:
                     out += r.pcm
                     done = done or r.final
                 if out:
-                    await resp.write(bytes(out))
+                    send = resp.write(bytes(out))
+                    await within(send, request.transport, self.cfg.limits.send_timeout_s)
                     out.clear()
                 if done:
                     break
@@ -486,6 +488,8 @@ class AudioRoutes:
                     self._abort(request, resp, err.message if err else "no audio")
                     return resp
             await resp.write_eof()
+        except SlowClient:
+            call.close("client too slow")  # its connection is reset: it read nothing
         except ConnectionError:
             pass  # the client left; the caller's close() cancels the engine request
         return resp

@@ -25,7 +25,7 @@ from neutrino.frontends.http.render import (
     completion_response,
     sse_error,
 )
-from neutrino.frontends.http.sse import ChoiceWriter, SSEStream
+from neutrino.frontends.http.sse import ChoiceWriter, SlowClient, SSEStream, within
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.request import GenerateRequest
@@ -88,11 +88,12 @@ class Exchange(Protocol):
 class AiohttpExchange:
     """An :class:`Exchange` over an aiohttp request; ``response`` is what to return."""
 
-    __slots__ = ("request", "response")
+    __slots__ = ("request", "response", "send_timeout_s")
 
-    def __init__(self, request: web.Request) -> None:
+    def __init__(self, request: web.Request, send_timeout_s: float = 60.0) -> None:
         self.request = request
         self.response: web.StreamResponse | None = None
+        self.send_timeout_s = send_timeout_s
 
     def header(self, name: str) -> str:
         return self.request.headers.get(name, "")
@@ -126,11 +127,11 @@ class AiohttpExchange:
 
     async def write(self, data: bytes) -> None:
         assert self.response is not None
-        await self.response.write(data)
+        await within(self.response.write(data), self.request.transport, self.send_timeout_s)
 
     async def end(self) -> None:
         assert self.response is not None
-        await self.response.write_eof()
+        await within(self.response.write_eof(), self.request.transport, self.send_timeout_s)
 
 
 def check_json_type(content_type: str) -> None:
@@ -201,7 +202,7 @@ class OpenAIRoutes:
     async def _aiohttp(
         self, request: web.Request, parse: Parse, render: Render
     ) -> web.StreamResponse:
-        ex = AiohttpExchange(request)
+        ex = AiohttpExchange(request, self.cfg.limits.send_timeout_s)
         await self.serve(ex, parse, render)
         assert ex.response is not None
         return ex.response
@@ -278,6 +279,8 @@ class OpenAIRoutes:
                     reason = gone
             else:
                 await self._pump(ex, gens, encs)
+        except SlowClient:
+            reason = "client too slow"  # it read nothing for send_timeout_s: reset
         except _GONE:
             pass  # the client left; close() below cancels the engine requests
         finally:

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import socket
 import struct
+from collections.abc import Awaitable
 
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.render import SSE_DONE, SSE_KEEPALIVE, ChunkEncoder, sse_error
@@ -43,6 +44,25 @@ def reset(t: asyncio.Transport) -> None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
     t.abort()
+
+
+class SlowClient(ConnectionError):
+    """A write that waited past the send timeout for the client to read."""
+
+
+async def within(
+    write: Awaitable[None], transport: asyncio.Transport | None, limit_s: float
+) -> None:
+    """Await a write to a client (aiohttp's waits for the client to read once its buffer
+    is full); a client that reads nothing for ``limit_s`` has its connection reset and
+    SlowClient raised (a write left waiting would hold the request forever)."""
+    try:
+        async with asyncio.timeout(limit_s):
+            await write
+    except TimeoutError:
+        if transport is not None:
+            reset(transport)
+        raise SlowClient("client too slow") from None
 
 
 class SSEStream:
