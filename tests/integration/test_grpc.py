@@ -16,7 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from neutrino.v1 import common_pb2, inference_pb2, inference_pb2_grpc
-from tests.support.procs import MockIE, NeutrinoProc, free_port
+from tests.support.procs import MockIE, NeutrinoProc, free_port, wait_for
 
 MODEL = "qwen2.5-mock"
 PROMPT = "Tell me a long story"
@@ -100,15 +100,6 @@ _FINISH = {
     inference_pb2.FINISH_REASON_STOP: "stop",
     inference_pb2.FINISH_REASON_LENGTH: "length",
 }
-
-
-def wait_for(pred: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 # ---------------------------------------------------------------------- (a) parity

@@ -29,8 +29,8 @@ from neutrino.v1 import (
     vision_pb2,
     vision_pb2_grpc,
 )
-from tests.integration.test_grpc import Stack, engine_config, start_stack, wait_for
-from tests.support.procs import MockIE, NeutrinoProc, free_port
+from tests.integration.test_grpc import Stack, engine_config, start_stack
+from tests.support.procs import MockIE, NeutrinoProc, free_port, wait_for
 
 EMBED = "embed-mock"
 STT = "whisper-mock"

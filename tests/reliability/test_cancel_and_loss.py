@@ -17,7 +17,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from tests.support.procs import MockIE, NeutrinoProc
+from tests.support.procs import MockIE, NeutrinoProc, wait_for
 
 MODEL = "qwen2.5-mock"
 MSG: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Tell me a long story"}]
@@ -27,15 +27,6 @@ def body(**kw: Any) -> dict[str, Any]:
     b: dict[str, Any] = {"model": MODEL, "messages": MSG, "max_tokens": 400}
     b.update(kw)
     return b
-
-
-def wait_for(pred: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.02)
-    return pred()
 
 
 def engine_config(mock: MockIE, extra: str = "", connections: int = 1) -> str:

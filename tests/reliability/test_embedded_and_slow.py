@@ -7,13 +7,12 @@ import os
 import signal
 import socket
 import stat
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import openai
 
-from tests.support.procs import MockIE, NeutrinoProc
+from tests.support.procs import MockIE, NeutrinoProc, wait_for
 
 
 def _alive(pid: int) -> bool:
@@ -26,15 +25,6 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def wait_for(pred: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 def test_embedded_mock_is_started_supervised_and_stopped(

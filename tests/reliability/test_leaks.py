@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from tests.support.procs import MockIE, NeutrinoProc
+from tests.support.raw import chat_request
 
 MODEL = "qwen2.5-mock"
 
@@ -87,15 +88,7 @@ def test_a_reused_keepalive_connection_gets_nothing_between_responses(
     a keepalive timer left running would write ': keepalive' before the next response."""
     mock = mock_factory()
     server = neutrino_factory(config=_config(mock, f"fast_path = {str(fast_path).lower()}"))
-    payload = (
-        b'{"model": "qwen2.5-mock", "stream": true, "max_tokens": 4,'
-        b' "messages": [{"role": "user", "content": "hi"}]}'
-    )
-    request = (
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        + b"Content-Length: %d\r\n\r\n" % len(payload)
-        + payload
-    )
+    request = chat_request({"stream": True, "max_tokens": 4})
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         for _ in range(3):
             sock.sendall(request)

@@ -19,31 +19,14 @@ import grpc
 
 from neutrino.v1 import inference_pb2, inference_pb2_grpc
 from tests.support.procs import MockIE, NeutrinoProc, free_port
+from tests.support.raw import chat_request, read_all
 
 STREAMS = 20
 
 
 def _request(stream: bool) -> bytes:
-    body = json.dumps(
-        {
-            "model": "qwen2.5-mock",
-            "stream": stream,
-            "max_tokens": 2000,
-            "messages": [{"role": "user", "content": "Tell me a long story"}],
-        }
-    ).encode()
-    return (
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        + b"Content-Length: %d\r\n\r\n" % len(body)
-        + body
-    )
-
-
-def _read_all(s: socket.socket) -> bytes:
-    out = b""
-    while chunk := s.recv(65536):
-        out += chunk
-    return out
+    story = [{"role": "user", "content": "Tell me a long story"}]
+    return chat_request({"stream": stream, "max_tokens": 2000, "messages": story})
 
 
 def _dechunk(body: bytes) -> tuple[bytes, bool]:
@@ -102,8 +85,8 @@ async def test_sigterm_ends_twenty_live_streams_cleanly(
     assert server.proc is not None
     t0 = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
-    answers = await asyncio.gather(*(asyncio.to_thread(_read_all, s) for s in streams))
-    plain_answer = await asyncio.to_thread(_read_all, plain)
+    answers = await asyncio.gather(*(asyncio.to_thread(read_all, s) for s in streams))
+    plain_answer = await asyncio.to_thread(read_all, plain)
     assert await rpc is grpc.StatusCode.UNAVAILABLE
     assert server.proc.wait(15) == 0
     took = time.monotonic() - t0

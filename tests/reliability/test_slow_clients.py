@@ -19,18 +19,10 @@ from collections.abc import Callable
 
 import aiohttp
 
-from tests.support.procs import MockIE, NeutrinoProc
+from tests.support.procs import MockIE, NeutrinoProc, wait_for
+from tests.support.raw import chat_request, read_all
 
 MB = 1024 * 1024
-
-
-def wait_for(pred: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 def state(server: NeutrinoProc) -> dict[str, object]:
@@ -49,20 +41,7 @@ def counters(server: NeutrinoProc) -> dict[str, int]:
 
 
 def stream_request(model: str, **extra: object) -> bytes:
-    body = json.dumps(
-        {
-            "model": model,
-            "stream": True,
-            "max_tokens": 100_000,
-            "messages": [{"role": "user", "content": "hi"}],
-            **extra,
-        }
-    ).encode()
-    return (
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        + b"Content-Length: %d\r\n\r\n" % len(body)
-        + body
-    )
+    return chat_request({"stream": True, "max_tokens": 100_000, **extra}, model)
 
 
 def slow_reader(port: int, request: bytes) -> socket.socket:
@@ -208,26 +187,25 @@ def _partial_head(port: int) -> socket.socket:
     return s
 
 
-def _answer(s: socket.socket) -> bytes:
-    out = b""
-    while chunk := s.recv(65536):
-        out += chunk
-    return out
-
-
-def test_slowloris_connections_get_408_and_are_closed(
+def _timeouts_stack(
     mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
-) -> None:
+) -> tuple[MockIE, NeutrinoProc]:
+    """A server whose head and body timeouts are one second."""
     mock = mock_factory()
-    server = neutrino_factory(
-        config=f"""
+    config = f"""
 [[engines]]
 socket = "{mock.socket}"
 [http]
 header_timeout_s = 1.0
 body_timeout_s = 1.0
 """
-    )
+    return mock, neutrino_factory(config=config)
+
+
+def test_slowloris_connections_get_408_and_are_closed(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    mock, server = _timeouts_stack(mock_factory, neutrino_factory)
     fds = process(server)["open_fds"]
     t0 = time.monotonic()
     dribblers = [_partial_head(server.port) for _ in range(500)]
@@ -236,7 +214,7 @@ body_timeout_s = 1.0
         for s in dribblers:  # one more byte each: still not a whole head
             s.sendall(b"c")
         assert server.status_code() == 200  # others are still served meanwhile
-        answers = [_answer(s) for s in dribblers]
+        answers = [read_all(s) for s in dribblers]
     finally:
         for s in dribblers:
             s.close()
@@ -253,23 +231,14 @@ body_timeout_s = 1.0
 def test_a_stalled_body_gets_408_and_a_silent_connection_is_closed(
     mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
 ) -> None:
-    mock = mock_factory()
-    server = neutrino_factory(
-        config=f"""
-[[engines]]
-socket = "{mock.socket}"
-[http]
-header_timeout_s = 1.0
-body_timeout_s = 1.0
-"""
-    )
+    mock, server = _timeouts_stack(mock_factory, neutrino_factory)
     for path in (b"/v1/chat/completions", b"/v1/embeddings"):  # served here, relayed to aiohttp
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
             s.sendall(
                 b"POST %b HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                 b'Content-Length: 100\r\n\r\n{"model": ' % path
             )
-            answer = _answer(s)
+            answer = read_all(s)
             if path == b"/v1/chat/completions":
                 assert answer.startswith(b"HTTP/1.1 408 ")
                 assert b"body did not arrive in time" in answer
@@ -277,7 +246,7 @@ body_timeout_s = 1.0
                 assert answer == b""
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
         t0 = time.monotonic()
-        assert _answer(s) == b""  # never spoke: closed without a word
+        assert read_all(s) == b""  # never spoke: closed without a word
         assert 0.8 < time.monotonic() - t0 < 5
     assert not mock.events("query")
     assert state(server)["in_flight"] == 0
@@ -294,7 +263,7 @@ def test_an_http10_stream_that_is_not_read_is_dropped_after_the_send_timeout(
     server = neutrino_factory(
         config=f'[[engines]]\nsocket = "{mock.socket}"\n[limits]\nsend_timeout_s = 1.0\n'
     )
-    request = stream_request("qwen2.5-mock").replace(b"HTTP/1.1", b"HTTP/1.0", 1)
+    request = chat_request({"stream": True, "max_tokens": 100_000}, version="1.0")
     s = slow_reader(server.port, request)
     try:
         cancels = mock.wait_event("cancel", 1, timeout=30)
