@@ -41,6 +41,21 @@ backoff_max_s = 0.2
 """
 
 
+def one_slot(
+    tmp_path: Path,
+    mock_factory: Callable[..., MockIE],
+    neutrino_factory: Callable[..., NeutrinoProc],
+    queue: int,
+) -> tuple[MockIE, NeutrinoProc]:
+    """An engine whose requests stall after one token, behind one in-flight slot and a
+    queue of ``queue``."""
+    script = tmp_path / "stall.json"
+    script.write_text(json.dumps({"rules": [{"match": "*", "fault": "stall", "fault_after": 1}]}))
+    mock = mock_factory("--script", str(script))
+    limits = f"[limits]\nmax_inflight = 1\nmax_queue = {queue}"
+    return mock, neutrino_factory(config=engine_config(mock, limits))
+
+
 async def read_events(resp: aiohttp.ClientResponse, n: int) -> list[str]:
     got: list[str] = []
     async for line in resp.content:
@@ -289,12 +304,7 @@ async def test_full_queue_is_a_429(
     neutrino_factory: Callable[..., NeutrinoProc],
     tmp_path: Path,
 ) -> None:
-    script = tmp_path / "stall.json"
-    script.write_text(json.dumps({"rules": [{"match": "*", "fault": "stall", "fault_after": 1}]}))
-    mock = mock_factory("--script", str(script))
-    server = neutrino_factory(
-        config=engine_config(mock, "[limits]\nmax_inflight = 1\nmax_queue = 1")
-    )
+    mock, server = one_slot(tmp_path, mock_factory, neutrino_factory, queue=1)
     async with aiohttp.ClientSession() as s:
         url = server.base_url + "/v1/chat/completions"
         first = asyncio.ensure_future(s.post(url, json=body(max_tokens=5)))
@@ -422,12 +432,7 @@ async def test_a_client_that_leaves_while_queued_never_reaches_the_engine(
     tmp_path: Path,
     stream: bool,
 ) -> None:
-    script = tmp_path / "stall.json"
-    script.write_text(json.dumps({"rules": [{"match": "*", "fault": "stall", "fault_after": 1}]}))
-    mock = mock_factory("--script", str(script))
-    server = neutrino_factory(
-        config=engine_config(mock, "[limits]\nmax_inflight = 1\nmax_queue = 4")
-    )
+    mock, server = one_slot(tmp_path, mock_factory, neutrino_factory, queue=4)
     url = server.base_url + "/v1/chat/completions"
     async with aiohttp.ClientSession() as s:
         first = await s.post(url, json=body(stream=True))  # holds the only slot

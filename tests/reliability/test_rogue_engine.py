@@ -15,8 +15,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,16 +50,8 @@ def rogue(tmp_path: Path) -> Iterator[Callable[[str], str]]:
 
 
 def post(server: NeutrinoProc) -> tuple[int, dict[str, Any]]:
-    req = urllib.request.Request(
-        server.base_url + "/v1/chat/completions",
-        data=CHAT,
-        headers={"Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=20) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    status, body = server.post_json("/v1/chat/completions", CHAT)
+    return status, body
 
 
 def figures(server: NeutrinoProc) -> tuple[int, int]:

@@ -67,6 +67,16 @@ def was_reset(s: socket.socket, timeout: float = 10.0) -> bool:
     return False
 
 
+def assert_dropped(mock: MockIE, s: socket.socket) -> None:
+    """The engine got one cancel, "client too slow", and ``s`` was reset."""
+    try:
+        cancels = mock.wait_event("cancel", 1, timeout=30)
+        assert len(cancels) == 1 and cancels[0]["reason"] == "client too slow"
+        assert was_reset(s)
+    finally:
+        s.close()
+
+
 def test_a_client_that_stops_reading_is_aborted_counted_and_logged(
     mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
 ) -> None:
@@ -75,13 +85,7 @@ def test_a_client_that_stops_reading_is_aborted_counted_and_logged(
         config=f'[[engines]]\nsocket = "{mock.socket}"\n[limits]\nstream_buffer_bytes = 65536\n'
     )
     fds = process(server)["open_fds"]
-    s = slow_reader(server.port, stream_request("qwen2.5-mock"))
-    try:
-        cancels = mock.wait_event("cancel", 1, timeout=20)
-        assert len(cancels) == 1 and cancels[0]["reason"] == "client too slow"
-        assert was_reset(s)
-    finally:
-        s.close()
+    assert_dropped(mock, slow_reader(server.port, stream_request("qwen2.5-mock")))
     assert counters(server)["slow_readers_dropped"] == 1
     assert wait_for(lambda: process(server)["open_fds"] <= fds)
     rid = server.history(1)[0]["id"]
@@ -264,13 +268,7 @@ def test_an_http10_stream_that_is_not_read_is_dropped_after_the_send_timeout(
         config=f'[[engines]]\nsocket = "{mock.socket}"\n[limits]\nsend_timeout_s = 1.0\n'
     )
     request = chat_request({"stream": True, "max_tokens": 100_000}, version="1.0")
-    s = slow_reader(server.port, request)
-    try:
-        cancels = mock.wait_event("cancel", 1, timeout=30)
-        assert len(cancels) == 1 and cancels[0]["reason"] == "client too slow"
-        assert was_reset(s)
-    finally:
-        s.close()
+    assert_dropped(mock, slow_reader(server.port, request))
     assert wait_for(lambda: state(server)["in_flight"] == 0)
 
 

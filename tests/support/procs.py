@@ -195,6 +195,17 @@ class NeutrinoProc:
         with urllib.request.urlopen(self.base_url + path, timeout=10) as r:
             return json.loads(r.read())
 
+    def post_json(self, path: str, body: bytes) -> tuple[int, Any]:
+        """POST a JSON body: the status and the decoded answer (errors included)."""
+        req = urllib.request.Request(
+            self.base_url + path, data=body, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
     def history(self, limit: int = 100) -> list[dict[str, Any]]:
         data: list[dict[str, Any]] = self.get_json(f"/neutrino/v1/history?limit={limit}")["data"]
         return data
