@@ -11,44 +11,53 @@ from __future__ import annotations
 
 import threading
 
+ENTRY_BYTES = 120  # an entry's dict slot and the string's and list's own headers
+ID_BYTES = 36  # a list slot and an int object (ids above 256 are objects of their own)
+
+
+def entry_bytes(segment: str, ids: list[int]) -> int:
+    """What a cached segment holds in memory, roughly (ASCII-sized text)."""
+    return ENTRY_BYTES + len(segment) + ID_BYTES * len(ids)
+
 
 class SegmentCache:
-    """Segment text -> token ids, bounded by the characters it holds (oldest out first).
+    """Segment text -> token ids, bounded by the memory its entries hold (oldest out
+    first). Counted in bytes, not characters: a stream of short unique segments (each
+    request's own turn) costs mostly in per-entry overhead and ids, ~10x its characters.
 
     Lookups take no lock; inserts and evictions do, as large prompts are encoded
     on worker threads.
     """
 
-    __slots__ = ("_chars", "_lock", "_map", "max_chars", "max_segment")
+    __slots__ = ("_bytes", "_lock", "_map", "max_bytes", "max_segment")
 
-    def __init__(self, max_chars: int = 1 << 21, max_segment: int = 1 << 16) -> None:
-        self.max_chars = max_chars
+    def __init__(self, max_bytes: int = 8 << 20, max_segment: int = 1 << 16) -> None:
+        self.max_bytes = max_bytes
         self.max_segment = max_segment
         self._map: dict[str, list[int]] = {}
-        self._chars = 0
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, segment: str) -> list[int] | None:
         return self._map.get(segment)
 
     def put(self, segment: str, ids: list[int]) -> None:
-        n = len(segment)
-        if n > self.max_segment:
+        if len(segment) > self.max_segment:
             return
+        cost = entry_bytes(segment, ids)
         with self._lock:
             if segment in self._map:
                 return
             m = self._map
-            while m and self._chars + n > self.max_chars:
+            while m and self._bytes + cost > self.max_bytes:
                 oldest = next(iter(m))
-                del m[oldest]
-                self._chars -= len(oldest)
+                self._bytes -= entry_bytes(oldest, m.pop(oldest))
             m[segment] = ids
-            self._chars += n
+            self._bytes += cost
 
     def __len__(self) -> int:
         return len(self._map)
 
     @property
-    def chars(self) -> int:
-        return self._chars
+    def nbytes(self) -> int:
+        return self._bytes

@@ -311,9 +311,12 @@ class OpenAIRoutes:
             if gen.echo:
                 stream.write(enc.text(gen.echo))
         stream.keep_alive(self._keepalive)  # one timer for the response, all choices
-        for i, (gen, enc) in enumerate(zip(gens, encs, strict=True)):
-            gen.push_to(ChoiceWriter(stream, enc, i, self.cfg.http.reasoning_field))
-        await stream.done
+        try:
+            for i, (gen, enc) in enumerate(zip(gens, encs, strict=True)):
+                gen.push_to(ChoiceWriter(stream, enc, i, self.cfg.http.reasoning_field))
+            await stream.done
+        finally:
+            stream.stop()  # its keepalive timer ends with the response, however it ends
         return stream.gone
 
     async def _pump(self, ex: Exchange, gens: list[Generation], encs: list[ChunkEncoder]) -> None:

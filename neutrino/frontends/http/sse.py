@@ -160,6 +160,11 @@ class SSEStream:
         self._transport = None
         self._finish()
 
+    def stop(self) -> None:
+        """The response is over (also when its handler was cancelled: a client that
+        left): no keepalive timer outlives it."""
+        self._finish()
+
     def _finish(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
