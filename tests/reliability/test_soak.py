@@ -176,7 +176,7 @@ def _settled(server: NeutrinoProc, timeout: float = 20.0) -> dict[str, int]:
     return low
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(max(600, REQUESTS // 100))  # make soak: ~1,000 requests a second
 async def test_soak_of_mixed_requests_with_30_percent_cancels(
     mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
 ) -> None:
