@@ -88,7 +88,7 @@ def _table(i: int, item: Any) -> KeyConfig:
         digest = _digest_of(item["key"], f"{where}.key")
     else:
         digest = _hex_digest(item["sha256"], f"{where}.sha256")
-    name = item.get("name", f"key{i}")
+    name = item.get("name", f"auth.keys[{i}]")
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{where}.name must be a non-empty string")
     admin = item.get("admin", False)
@@ -103,11 +103,11 @@ def _table(i: int, item: Any) -> KeyConfig:
     )
 
 
-def _file_line(line: str, where: str, n: int) -> KeyConfig:
+def _file_line(line: str, where: str) -> KeyConfig:
     fields = line.split()
-    key = KeyConfig(digest=_hex_digest(fields[0], where), name=f"file-key{n}")
+    key = KeyConfig(digest=_hex_digest(fields[0], where), name=where.rpartition("/")[2])
     options: dict[str, Any] = {}
-    for field in fields[1:]:
+    for place, field in enumerate(fields[1:], 2):
         name, eq, value = field.partition("=")
         if field == "admin":
             options["admin"] = True
@@ -117,9 +117,9 @@ def _file_line(line: str, where: str, n: int) -> KeyConfig:
             options["models"] = _models([m for m in value.split(",") if m], f"{where} models")
         elif eq and name == "max_concurrency" and value.isdigit():
             options["max_concurrency"] = int(value)
-        else:
+        else:  # not echoed: it may be a key pasted in by mistake
             raise ConfigError(
-                f"{where}: unknown field {field[:40]!r} (name=, models=, max_concurrency=, admin)"
+                f"{where}: field {place} is not one of name=, models=, max_concurrency=N, admin"
             )
     return KeyConfig(
         digest=key.digest,
@@ -141,16 +141,16 @@ def _keys_file(path: Any) -> list[KeyConfig]:
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.partition("#")[0].strip()
         if line:
-            keys.append(_file_line(line, f"{path}:{n}", len(keys)))
+            keys.append(_file_line(line, f"{path}:{n}"))
     return keys
 
 
 def _plain(raw: Any, where: str, admin: bool, start: int) -> list[KeyConfig]:
     if not isinstance(raw, list):
         raise ConfigError(f"{where} must be a list of strings")
-    prefix = "admin-key" if admin else "key"
+    label = "admin_keys" if admin else "api_keys"
     return [
-        KeyConfig(_digest_of(k, f"{where}[{i}]"), f"{prefix}{start + i}", admin=admin)
+        KeyConfig(_digest_of(k, f"{where}[{i}]"), f"{label}[{start + i}]", admin=admin)
         for i, k in enumerate(raw)
     ]
 
@@ -171,4 +171,12 @@ def auth_section(raw: Any) -> AuthConfig:
     keys += [_table(i, item) for i, item in enumerate(tables)]
     if "api_keys_file" in raw:
         keys += _keys_file(raw["api_keys_file"])
+    seen: dict[bytes, str] = {}
+    for key in keys:
+        if key.digest in seen:  # which entry's limits would hold is not for us to guess
+            raise ConfigError(
+                f"[auth]: the same key is configured twice ({seen[key.digest]} and "
+                f"{key.name}); give each key one entry"
+            )
+        seen[key.digest] = key.name
     return AuthConfig(keys=tuple(keys))

@@ -13,7 +13,8 @@ class Counters:
     slow_readers_dropped: int = 0
     # Connections closed because a request's head or body did not arrive in time (408).
     request_timeouts: int = 0
-    # Requests refused for a missing or wrong API key (401) or a model not allowed (403).
+    # Requests refused for their API key: missing or wrong (401), a model or admin route
+    # it may not use (403), more choices than it may have (400), past its limit (429).
     auth_refused: int = 0
 
     def snapshot(self) -> dict[str, int]:

@@ -118,10 +118,11 @@ class KeyRing:
             raise self._refuse(ErrorKind.UNAUTHENTICATED, "the API key is not valid")
         return principal
 
-    def admit(self, principal: Principal | None, model: str) -> None:
-        """A request of ``principal`` for ``model`` starts: 403 for a model its key may not
-        use, 429 past its key's requests in flight; else it counts (``release`` at its
-        end)."""
+    def admit(self, principal: Principal | None, model: str, choices: int = 1) -> None:
+        """A request of ``principal`` for ``model`` (one of its ``choices``: each counts)
+        starts: 403 for a model its key may not use, 400 for more choices than its key may
+        ever have in flight, 429 past its key's requests in flight; else it counts
+        (``release`` at its end)."""
         if principal is None:
             return
         if not principal.allows(model):
@@ -133,6 +134,13 @@ class KeyRing:
                 code="model_not_allowed",
             )
         limit = principal.key.max_concurrency
+        if limit and choices > limit:  # a 429 would invite retries that cannot succeed
+            raise self._refuse(
+                ErrorKind.BAD_REQUEST,
+                f"n is {choices}, but this API key may have at most {limit} requests in "
+                "flight (each choice is one)",
+                param="n",
+            )
         if limit and principal.inflight >= limit:
             raise self._refuse(
                 ErrorKind.KEY_CONCURRENCY,

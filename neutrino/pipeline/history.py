@@ -41,6 +41,7 @@ class HistoryEntry:
     finish_reason: str | None = None
     error_kind: str | None = None
     error_message: str | None = None
+    key: str | None = None  # the name of the API key that made it (never the key)
 
     @classmethod
     def of(
@@ -89,6 +90,7 @@ class HistoryEntry:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "finish_reason": self.finish_reason,
+            "key": self.key,
             "error": {"kind": self.error_kind, "message": self.error_message}
             if self.error_kind is not None
             else None,

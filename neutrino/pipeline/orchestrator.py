@@ -122,12 +122,12 @@ class Orchestrator:
         lifecycle = Lifecycle()
         self.started += 1
         admitted = False
-        held: Principal | None = None  # the key whose count this request holds
+        counted = False  # its key counts it in flight
         try:
             if self.draining:
                 raise _shutting_down()
-            self.keys.admit(req.principal, req.model)
-            held = req.principal
+            self.keys.admit(req.principal, req.model, req.n)
+            counted = True
             info = self._model_info(req.model)
             if req.images and not info.can(Capability.VISION):
                 raise NeutrinoError(
@@ -180,11 +180,13 @@ class Orchestrator:
                 gen.echo = (
                     req.prompt if isinstance(req.prompt, str) else text.tokenizer.decode(prompt)
                 )
-            submission = self._submit(query, gen, held)
+            submission = self._submit(query, gen, req.principal)
             gen.attach(submission, max(0.001, deadline - time.monotonic()), self.deadlines)
             return gen
         except BaseException as exc:  # (no local may hold the error: see _abort)
-            raise self._abort(req.request_id, req.model, lifecycle, admitted, exc, held) from None
+            raise self._abort(
+                req.request_id, req.model, lifecycle, admitted, exc, req.principal, counted
+            ) from None
 
     async def call(
         self,
@@ -205,13 +207,13 @@ class Orchestrator:
         lifecycle = Lifecycle()
         self.started += 1
         admitted = False
-        held: Principal | None = None
+        counted = False
         timeout = timeout_s or self.cfg.limits.request_timeout_s
         try:
             if self.draining:
                 raise _shutting_down()
             self.keys.admit(principal, model)
-            held = principal
+            counted = True
             info = self._capable(model, capability)
             text = self.texts.cached(model)
             if text is None:
@@ -230,13 +232,15 @@ class Orchestrator:
                 on_done=self._done,
             )
             call.attach(
-                self._submit(query, call, held),
+                self._submit(query, call, principal),
                 max(0.001, deadline - time.monotonic()),
                 self.deadlines,
             )
             return call
         except BaseException as exc:
-            raise self._abort(request_id, model, lifecycle, admitted, exc, held) from None
+            raise self._abort(
+                request_id, model, lifecycle, admitted, exc, principal, counted
+            ) from None
 
     def _submit(
         self, query: Query, sink: Generation | ModalCall, principal: Principal | None
@@ -298,6 +302,9 @@ class Orchestrator:
             raise NeutrinoError(
                 ErrorKind.TIMEOUT, "the request timed out waiting in the queue"
             ) from None
+        if self.closing:  # handed a slot just before the shutdown ended the queue
+            self.admission.release()
+            raise _shutting_down()
 
     def _abort(
         self,
@@ -306,7 +313,8 @@ class Orchestrator:
         lifecycle: Lifecycle,
         admitted: bool,
         exc: BaseException,
-        held: Principal | None = None,
+        caller: Principal | None = None,
+        counted: bool = False,
     ) -> BaseException:
         """End a request that failed before reaching the engine; the exception to raise.
 
@@ -315,20 +323,21 @@ class Orchestrator:
         request, in a cycle only the garbage collector's full pass would free."""
         if admitted and not lifecycle.terminal:
             self.admission.release()
-        if held is not None and not lifecycle.terminal:
-            held.release()
+        if counted and caller is not None and not lifecycle.terminal:
+            caller.release()
+        key = caller.name if caller is not None else None
         if isinstance(exc, NeutrinoError):
-            self._fail_early(request_id, model, lifecycle, State.FAILED, exc)
+            self._fail_early(request_id, model, lifecycle, State.FAILED, exc, key)
             return exc
         if isinstance(exc, asyncio.CancelledError | ConnectionError):
             # The client went away (its handler was cancelled, or opening its stream failed).
-            self._fail_early(request_id, model, lifecycle, State.CANCELLED, None)
+            self._fail_early(request_id, model, lifecycle, State.CANCELLED, None, key)
             return exc
         if not isinstance(exc, Exception):
             return exc  # KeyboardInterrupt and the like pass through untouched
         log.error("request %s failed before reaching the engine", request_id, exc_info=exc)
         err = NeutrinoError(ErrorKind.INTERNAL, "internal error")
-        self._fail_early(request_id, model, lifecycle, State.FAILED, err)
+        self._fail_early(request_id, model, lifecycle, State.FAILED, err, key)
         return err
 
     def shutdown(self) -> int:
@@ -472,7 +481,10 @@ class Orchestrator:
             gen.principal.release()
         self.admission.release()
         self._count(gen.lifecycle.state)
-        self.history.add(gen.history_entry())
+        entry = gen.history_entry()
+        if gen.principal is not None:
+            entry.key = gen.principal.name
+        self.history.add(entry)
 
     def _fail_early(
         self,
@@ -481,9 +493,12 @@ class Orchestrator:
         lifecycle: Lifecycle,
         state: State,
         err: NeutrinoError | None,
+        key: str | None = None,
     ) -> None:
         if lifecycle.terminal:
             return
         lifecycle.advance(state)
         self._count(state)
-        self.history.add(HistoryEntry.of(request_id, model, lifecycle, error=err))
+        entry = HistoryEntry.of(request_id, model, lifecycle, error=err)
+        entry.key = key
+        self.history.add(entry)

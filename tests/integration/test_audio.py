@@ -582,3 +582,36 @@ def test_forms_are_bounded_and_unknown_fields_refused_before_the_file(
     validate(err, "ErrorResponse")
     assert words in err["error"]["message"] and err["error"]["param"] == param
     assert len(mock.events("query")) == before
+
+
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        # aiohttp read the lines before the first boundary one at a time, with no limit.
+        ("a million lines before the form", b"\r\n" * 1_000_000),
+        (
+            "a part head line of 10 KB",
+            b'--B\r\nContent-Disposition: form-data; name="model"; x="'
+            + b"y" * 10_000
+            + b'"\r\n\r\nwhisper-mock\r\n--B--\r\n',
+        ),
+        (
+            "a part head of 200 lines",
+            b"--B\r\n"
+            + b"X-A: b\r\n" * 200
+            + b'Content-Disposition: form-data; name="model"\r\n\r\nwhisper-mock\r\n--B--\r\n',
+        ),
+    ],
+)
+def test_forms_broken_before_their_fields_are_a_400(
+    stack: tuple[MockIE, NeutrinoProc], name: str, body: bytes
+) -> None:
+    mock, server = stack
+    before = len(mock.events("query"))
+    status, _, raw = post(
+        server, "/v1/audio/transcriptions", body, "multipart/form-data; boundary=B"
+    )
+    assert status == 400, raw[:300]
+    validate(json.loads(raw), "ErrorResponse")
+    assert len(mock.events("query")) == before
+    assert "Traceback" not in server.log_path.read_text()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import pytest
 from neutrino.v1 import common_pb2, inference_pb2, inference_pb2_grpc
 from tests.support.openapi import validate
 from tests.support.procs import MockIE, NeutrinoProc, free_port, serving
+from tests.support.raw import read_all
 
 MODEL = "qwen2.5-mock"
 MSG: Any = [{"role": "user", "content": "hi"}]
@@ -160,6 +162,27 @@ def test_admin_routes_live_on_their_own_listener_behind_an_admin_key(stack: Stac
     )
     assert code == 200 and hist["data"]
     assert get(admin + "/v1/models", {"x-api-key": KEYS["adm"]})[0] == 404
+
+
+def test_history_names_the_key_never_the_key_itself(stack: Stack) -> None:
+    client(stack, KEYS["narrow"]).chat.completions.create(model=MODEL, messages=MSG)
+    headers = {"x-api-key": KEYS["adm"]}
+    _, _, hist = get(f"http://{stack.admin}/neutrino/v1/history?limit=1", headers)
+    assert hist["data"][0]["key"] == "narrow"
+    assert KEYS["narrow"] not in json.dumps(hist)
+
+
+def test_no_key_no_body_read(stack: Stack) -> None:
+    """An unauthenticated upload is refused from its head: no 100 Continue, no body."""
+    with socket.create_connection(("127.0.0.1", stack.server.port), timeout=10) as s:
+        s.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 8000000\r\n"
+            b"Expect: 100-continue\r\n\r\n"
+        )
+        answer = read_all(s)  # the server answers and closes without the body
+    assert answer.startswith(b"HTTP/1.1 401 "), answer[:200]
+    assert b"100 Continue" not in answer and b"WWW-Authenticate: Bearer" in answer
 
 
 def test_keys_never_reach_the_log(stack: Stack) -> None:

@@ -168,7 +168,7 @@ def test_installed_neutrino_serves_a_chat_completion(
         )
     try:
         deadline = time.monotonic() + 30
-        while "Neutrino listening on http" not in log_path.read_text(errors="replace"):
+        while "engine ready after" not in log_path.read_text(errors="replace"):
             assert proc.poll() is None, log_path.read_text(errors="replace")
             assert time.monotonic() < deadline, log_path.read_text(errors="replace")
             time.sleep(0.1)

@@ -9,6 +9,7 @@ reason "shutdown"; the process exits 0 with nothing left running.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import socket
@@ -113,3 +114,29 @@ async def test_sigterm_ends_twenty_live_streams_cleanly(
     assert len({(c["conn"], c["request_id"]) for c in cancels}) == STREAMS + 2
     assert 1.0 <= took < 8.0
     assert "ended 22 requests still running after the grace period" in server.log()
+
+
+def test_an_upload_still_dribbling_in_does_not_hold_the_shutdown(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    """A request relayed to aiohttp whose body keeps arriving, a byte at a time within
+    the body timeout, is cancelled a second after the grace, not after aiohttp's 60 s."""
+    mock = mock_factory()
+    server = neutrino_factory(
+        config=f'[[engines]]\nsocket = "{mock.socket}"\n[shutdown]\ngrace_s = 1.0\n'
+    )
+    with socket.create_connection(("127.0.0.1", server.port), timeout=15) as s:
+        s.sendall(
+            b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 1000\r\n\r\n{"model": "embed-mock", '
+        )
+        time.sleep(0.2)
+        assert server.proc is not None
+        t0 = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        while server.proc.poll() is None and time.monotonic() - t0 < 15:
+            with contextlib.suppress(OSError):
+                s.sendall(b" ")
+            time.sleep(0.2)
+        assert server.proc.wait(15) == 0
+    assert time.monotonic() - t0 < 6

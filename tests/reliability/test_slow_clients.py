@@ -307,3 +307,27 @@ async def test_a_grpc_stream_that_is_not_read_is_dropped_after_the_send_timeout(
     assert wait_for(lambda: state(server)["in_flight"] == 0)
     time.sleep(0.3)
     assert len(mock.events("cancel")) == 1
+
+
+def test_pipelined_answers_wait_for_a_client_that_does_not_read(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    """A client pipelines whole (non-streamed) requests with large answers and reads
+    none: the next answer starts only once the client reads the last, so memory stays
+    bounded, and after the send timeout its connection is reset."""
+    mock = mock_factory()
+    server = neutrino_factory(
+        config=f'[[engines]]\nsocket = "{mock.socket}"\n[limits]\nsend_timeout_s = 1.0\n'
+    )
+    fds = process(server)["open_fds"]
+    big = chat_request({"max_tokens": 200, "n": 8, "logprobs": True, "top_logprobs": 20})
+    s = slow_reader(server.port, big * 200)
+    try:
+        assert wait_for(lambda: counters(server)["slow_readers_dropped"] == 1, 20)
+        assert was_reset(s)
+    finally:
+        s.close()
+    queries = len(mock.events("query"))
+    assert queries < 8 * 20, queries  # a few answers at most, not 200 of them
+    assert wait_for(lambda: process(server)["open_fds"] <= fds)
+    assert state(server)["in_flight"] == 0

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import os
 import random
 import time
@@ -206,10 +205,11 @@ async def test_soak_of_mixed_requests_with_30_percent_cancels(
     )
     assert duplicates == 0
     assert set(reasons) <= {"client disconnected"}
-    assert len(cancels) <= tally.abandoned
+    # One cancel per abandoned request still running when left (most are: a few had
+    # ended just before), never more.
+    assert 0.75 * tally.abandoned <= len(cancels) <= tally.abandoned
     assert after["tasks"] <= before["tasks"]
     assert after["open_fds"] <= before["open_fds"]
     assert after["rss_bytes"] <= before["rss_bytes"] + 50 * MB
     states = collections.Counter(r["state"] for r in server.history(1000))
     assert set(states) <= {"complete", "cancelled"}, states
-    assert json.dumps(server.get_json("/neutrino/v1/app_state")["requests"])  # still answers

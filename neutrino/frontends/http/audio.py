@@ -17,7 +17,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import BodyPartReader, web
+from aiohttp import BodyPartReader, MultipartReader, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from neutrino.audio.subtitles import (
     Segment,
@@ -114,6 +115,7 @@ FORM_FIELDS = frozenset(
         "chunking_strategy",
     }
 )
+_MAX_PREAMBLE_LINES = 16
 MAX_PARTS = 32  # parts in one form (a known field may repeat, as timestamp_granularities[])
 MAX_FIELD_BYTES = 64 * 1024  # each text field
 
@@ -131,7 +133,7 @@ async def read_form(request: web.Request, max_bytes: int) -> Form:
     form = Form()
     total = 0
     try:
-        reader = await request.multipart()
+        reader = _FormReader(request.headers, request.content)
         for _ in range(MAX_PARTS + 1):
             part = await reader.next()
             if part is None:
@@ -148,8 +150,28 @@ async def read_form(request: web.Request, max_bytes: int) -> Form:
         raise
     except web.HTTPRequestEntityTooLarge:
         raise _too_large(max_bytes) from None
-    except (ValueError, LookupError, AssertionError, RuntimeError):
+    except (ValueError, LookupError, AssertionError, RuntimeError, HttpProcessingError):
+        # HttpProcessingError: a part's head too long or with too many lines.
         raise bad_request("the multipart/form-data body is malformed") from None
+
+
+class _FormReader(MultipartReader):
+    """aiohttp's reader, but the lines before the first boundary (a preamble, which no
+    client sends) are bounded: a body of a million empty lines took seconds of the
+    event loop, a line at a time."""
+
+    async def _read_until_first_boundary(self) -> None:
+        for _ in range(_MAX_PREAMBLE_LINES):
+            chunk = await self._readline()
+            if chunk == b"":
+                break
+            chunk = chunk.rstrip()
+            if chunk == self._boundary:
+                return
+            if chunk == self._boundary + b"--":
+                self._at_eof = True
+                return
+        raise ValueError("no boundary where the form should start")
 
 
 def _known_part(part: BodyPartReader) -> str:

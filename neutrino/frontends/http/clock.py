@@ -33,6 +33,7 @@ class Timeouts:
     head_s: float = 15.0
     body_s: float = 30.0
     keepalive_s: float = 75.0
+    send_s: float = 60.0  # how long writes may stay paused on a client that reads nothing
 
 
 class ConnectionClock:

@@ -39,6 +39,7 @@ from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.http.clock import ConnectionClock, Phase, Timeouts
 from neutrino.frontends.http.headers import error_headers
 from neutrino.frontends.http.render import SSE_OPEN
+from neutrino.frontends.http.reset import reset
 from neutrino.observability.counters import Counters
 
 log = logging.getLogger("neutrino.http")
@@ -159,6 +160,7 @@ class H1Exchange:
 
 
 Route = Callable[[H1Exchange], Awaitable[None]]
+AdmitHead = Callable[[dict[bytes, bytes]], NeutrinoError | None]
 
 
 class H1Protocol(asyncio.Protocol):
@@ -172,8 +174,10 @@ class H1Protocol(asyncio.Protocol):
         timeouts: Timeouts,
         connections: set[H1Protocol],
         counters: Counters | None = None,
+        admit_head: AdmitHead | None = None,
     ) -> None:
         self._routes = routes
+        self._admit_head = admit_head
         self._relay_factory = relay_factory
         self._max_body = max_body_bytes
         self._timeouts = timeouts
@@ -204,6 +208,9 @@ class H1Protocol(asyncio.Protocol):
         # When the client has waited too long (clock.py), and the timer that looks.
         self._clock = ConnectionClock(timeouts, 0.0)
         self._timer: asyncio.TimerHandle | None = None
+        # Writes wait on the client (pause_writing), and the timer that gives up on it.
+        self._write_paused = False
+        self._stall: asyncio.TimerHandle | None = None
         # Kept from connection_made: Python 3.11's get_running_loop() costs a getpid().
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -248,6 +255,9 @@ class H1Protocol(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
         self._queue.clear()
         if self._task is not None:
             self._task.cancel()  # the client left: the route cancels its engine request
@@ -256,12 +266,36 @@ class H1Protocol(asyncio.Protocol):
         self.transport = None
 
     def pause_writing(self) -> None:
+        """The client is not reading what we send: no next answer starts until it does,
+        and if it reads nothing for ``send_s`` the connection is reset. While a handler
+        is writing (a stream, aiohttp's), its own limits come first and know why: this
+        is then the backstop, at twice the time."""
+        self._write_paused = True
+        if self._stall is None and self._loop is not None:
+            idle = self._task is None and self._relay is None
+            delay = self._timeouts.send_s * (1 if idle else 2)
+            self._stall = self._loop.call_later(delay, self._write_stalled)
         if self._relay is not None:
             self._relay.pause_writing()
 
     def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
         if self._relay is not None:
             self._relay.resume_writing()
+        if self._task is None and self._queue:
+            self._next()
+
+    def _write_stalled(self) -> None:
+        self._stall = None
+        t = self.transport
+        if t is not None and self._write_paused:
+            if self._counters is not None:
+                self._counters.slow_readers_dropped += 1
+            self._closing = True
+            reset(t)
 
     def write(self, data: bytes) -> None:
         t = self.transport
@@ -328,6 +362,10 @@ class H1Protocol(asyncio.Protocol):
             self._start_relay()
             return
         self._route = route
+        refused = self._admit_head(self._headers) if self._admit_head is not None else None
+        if refused is not None:  # no key, no body: answered before a byte of it is read
+            self._answer_early(refused)
+            return
         length = self._headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self._max_body:
             self._answer_early(self._too_large())
@@ -368,7 +406,7 @@ class H1Protocol(asyncio.Protocol):
         self._queue.append((self._route, ex))
         if self._task is None:
             self._next()
-        elif len(self._queue) >= MAX_QUEUED and not self._paused and self.transport is not None:
+        if len(self._queue) >= MAX_QUEUED and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
 
@@ -381,6 +419,8 @@ class H1Protocol(asyncio.Protocol):
             if self._held and self._relay is not None:
                 self._flush_held()
             return
+        if self._write_paused:
+            return  # the client has not read the last answer: resume_writing goes on
         route, ex = self._queue.popleft()
         if self._paused and self.transport is not None:
             self._paused = False
@@ -544,12 +584,18 @@ async def serve(
     max_body_bytes: int,
     timeouts: Timeouts = _DEFAULT_TIMEOUTS,
     counters: Counters | None = None,
+    admit_head: AdmitHead | None = None,
 ) -> tuple[asyncio.Server, set[H1Protocol]]:
-    """Listen on ``host:port``; returns the server and its live connections."""
+    """Listen on ``host:port``; returns the server and its live connections.
+
+    ``admit_head`` sees each fast route's request head first: an error it returns is the
+    answer, before the body is read (an API key check)."""
     connections: set[H1Protocol] = set()
 
     def factory() -> H1Protocol:
-        return H1Protocol(routes, relay_factory, max_body_bytes, timeouts, connections, counters)
+        return H1Protocol(
+            routes, relay_factory, max_body_bytes, timeouts, connections, counters, admit_head
+        )
 
     server = await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)
     return server, connections

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from neutrino.config import Config
 from neutrino.config.checks import split_address
-from neutrino.errors import StartupError, os_reason
+from neutrino.errors import NeutrinoError, StartupError, os_reason
 from neutrino.frontends.http import h1
 from neutrino.frontends.http.admin import AdminRoutes
 from neutrino.frontends.http.audio import AudioRoutes
@@ -21,12 +21,14 @@ from neutrino.frontends.http.embeddings import EmbeddingRoutes
 from neutrino.frontends.http.openai import OpenAIRoutes
 from neutrino.observability.counters import Counters
 from neutrino.observability.logs import ClientErrorsQuiet
+from neutrino.pipeline.auth import KeyRing
 from neutrino.pipeline.orchestrator import Orchestrator
 
 log = logging.getLogger("neutrino.http")
 
 
 _FAST_ROUTES = web.AppKey("fast_routes", dict)
+_HANDLERS_AT_STOP_S = 1.0
 
 
 def build_admin_app(
@@ -52,6 +54,22 @@ def build_app(
     return app
 
 
+def _key_check(keys: KeyRing) -> h1.AdmitHead:
+    """The API key check of a fast route's request head (the route checks it again)."""
+
+    def check(headers: dict[bytes, bytes]) -> NeutrinoError | None:
+        try:
+            keys.authenticate(
+                headers.get(b"authorization", b"").decode("latin-1"),
+                headers.get(b"x-api-key", b"").decode("latin-1"),
+            )
+        except NeutrinoError as err:
+            return err
+        return None
+
+    return check
+
+
 class HttpServer:
     """The lean HTTP/1.1 server (generation routes) in front of the aiohttp app (the rest).
 
@@ -64,12 +82,16 @@ class HttpServer:
         app: web.Application,
         counters: Counters | None = None,
         admin_app: web.Application | None = None,
+        keys: KeyRing | None = None,
     ) -> None:
         self.cfg = cfg
         self.app = app
         self.counters = counters
+        self.keys = keys
         self.admin_runner = (
-            web.AppRunner(admin_app, access_log=None) if admin_app is not None else None
+            web.AppRunner(admin_app, access_log=None, shutdown_timeout=_HANDLERS_AT_STOP_S)
+            if admin_app is not None
+            else None
         )
         self.admin_port = 0
         self.runner = web.AppRunner(
@@ -77,6 +99,10 @@ class HttpServer:
             handler_cancellation=True,
             access_log=None,
             keepalive_timeout=cfg.http.keepalive_timeout_s,
+            # At stop, requests have had the shutdown's grace and been ended already:
+            # what is left (an upload still dribbling in, a write waiting on a client
+            # that reads nothing) is cancelled after this, not after aiohttp's 60 s.
+            shutdown_timeout=_HANDLERS_AT_STOP_S,
         )
         self.port = cfg.server.http_port
         self._server: asyncio.Server | None = None
@@ -92,7 +118,14 @@ class HttpServer:
         # Without the fast path every request is relayed to aiohttp, through the same
         # connection handling (its head, body and keep-alive timeouts).
         routes = self.app[_FAST_ROUTES] if http.fast_path else {}
-        timeouts = Timeouts(http.header_timeout_s, http.body_timeout_s, http.keepalive_timeout_s)
+        timeouts = Timeouts(
+            http.header_timeout_s,
+            http.body_timeout_s,
+            http.keepalive_timeout_s,
+            self.cfg.limits.send_timeout_s,
+        )
+        keys = self.keys
+        admit_head = _key_check(keys) if keys is not None and keys.enabled else None
         relay = self.runner.server
         assert relay is not None
         try:
@@ -104,6 +137,7 @@ class HttpServer:
                 self.cfg.limits.max_body_bytes,
                 timeouts,
                 self.counters,
+                admit_head,
             )
             sockets = list(self._server.sockets)
         except OSError as exc:

@@ -14,14 +14,12 @@ and ``[DONE]`` once every choice has ended, or with an error event at the first 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import socket
-import struct
 from collections.abc import Awaitable
 
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.render import SSE_DONE, SSE_KEEPALIVE, ChunkEncoder, sse_error
+from neutrino.frontends.http.reset import reset
 from neutrino.observability.counters import Counters
 from neutrino.observability.logs import RateLimited
 from neutrino.pipeline.generation import Generation, Outcome
@@ -32,18 +30,6 @@ log = logging.getLogger("neutrino.http")
 
 
 _NOT_READING = RateLimited(log)
-_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset
-
-
-def reset(t: asyncio.Transport) -> None:
-    """Abort a connection with a TCP reset: the kernel drops what it still holds for the
-    peer at once (a plain close would leave its send buffer, up to megabytes, queued for
-    a client that never reads, as the socket lingers on)."""
-    sock = t.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
-    t.abort()
 
 
 class SlowClient(ConnectionError):

@@ -82,7 +82,7 @@ def test_keys_file_of_digests(tmp_path: Path) -> None:
     assert f1 is not None and f1.name == "ops" and f1.key.max_concurrency == 3
     assert f1.allows("m2") and not f1.allows("m3")
     f2 = keys.authenticate("", "sk-f2")
-    assert f2 is not None and f2.allows("anything") and f2.name == "file-key1"
+    assert f2 is not None and f2.allows("anything") and f2.name == "keys:4"
     keys.authorize_admin("Bearer sk-adm", "", on_admin_listener=False)
     refused(ErrorKind.PERMISSION_DENIED, keys.authorize_admin, "Bearer sk-f1", "", False)
     refused(ErrorKind.UNAUTHENTICATED, keys.authorize_admin, "", "", False)
@@ -113,7 +113,7 @@ def test_a_bad_keys_file_line_names_its_place(tmp_path: Path) -> None:
     path.write_text(f"{sha('a')}\n{sha('b')} colour=red\n")
     with pytest.raises(ConfigError) as info:
         from_mapping({"auth": {"api_keys_file": str(path)}})
-    assert f"{path}:2: unknown field 'colour=red'" in str(info.value)
+    assert f"{path}:2: field 2 is not one of name=" in str(info.value)
 
 
 def test_admin_routes_without_admin_keys() -> None:
@@ -127,3 +127,30 @@ def test_admin_routes_without_admin_keys() -> None:
     assert admin_only.authenticate("", "") is None  # admin keys alone leave the API open
     refused(ErrorKind.UNAUTHENTICATED, admin_only.authorize_admin, "", "", False)
     admin_only.authorize_admin("", "sk-adm", False)
+
+
+def test_a_key_configured_twice_is_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        from_mapping({"auth": {"api_keys": ["sk"], "keys": [{"key": "sk", "models": ["m"]}]}})
+    message = str(info.value)
+    assert "the same key is configured twice (api_keys[0] and auth.keys[0])" in message
+    assert "'sk'" not in message and '"sk"' not in message
+
+
+def test_more_choices_than_a_key_may_have_is_a_400_not_a_retry() -> None:
+    keys, _ = ring({"keys": [{"key": "sk-a", "max_concurrency": 2}]})
+    a = keys.authenticate("Bearer sk-a", "")
+    err = refused(ErrorKind.BAD_REQUEST, keys.admit, a, "m", 3)
+    assert err.param == "n" and err.retry_after_s is None
+    keys.admit(a, "m", 2)
+
+
+def test_a_keys_file_never_echoes_a_field() -> None:
+    path_text = f"{sha('a')} sk-pasted-secret\n"
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".keys", delete=False) as fh:
+        fh.write(path_text)
+    with pytest.raises(ConfigError) as info:
+        from_mapping({"auth": {"api_keys_file": fh.name}})
+    assert "sk-pasted-secret" not in str(info.value) and "field 2" in str(info.value)

@@ -181,3 +181,21 @@ async def test_shutdown_ends_live_and_queued_requests_once_each() -> None:
     with pytest.raises(NeutrinoError) as info:
         await orch.start(chat("late", max_tokens=5))
     assert info.value.kind is ErrorKind.SHUTTING_DOWN
+
+
+async def test_a_request_handed_a_slot_as_the_shutdown_comes_never_reaches_the_engine() -> None:
+    """The queue hands the freed slot to a waiter, and the shutdown runs before that
+    waiter resumes: it is no longer queued, not yet live; it must not be submitted."""
+    script = Script.from_rules(
+        [{"match": "*", "fault": "stall", "fault_after": 1, "reply": "never ending"}]
+    )
+    orch, engine = make(script, max_inflight=1, max_queue=2)
+    first = await orch.start(chat("a", max_tokens=5))
+    queued = asyncio.ensure_future(orch.start(chat("b", max_tokens=5)))
+    await asyncio.sleep(0.01)
+    first.close()  # frees the slot: the waiter's future is resolved, it has not run yet
+    orch.shutdown()
+    with pytest.raises(NeutrinoError) as info:
+        await queued
+    assert info.value.kind is ErrorKind.SHUTTING_DOWN
+    assert len(engine.queries) == 1 and orch.inflight == 0
