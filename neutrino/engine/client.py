@@ -4,16 +4,102 @@
 served, and a way to submit a query whose results go to a sink. The real
 implementation is :class:`neutrino.engine.router.EngineRouter` (UNIX sockets);
 :class:`neutrino.engine.inprocess.InProcessEngineClient` runs an engine core in
-the same event loop for tests.
+the same event loop for tests. Both drive the same sans-IO
+:class:`neutrino.engine.link.EngineLink`, which holds the protocol's rules.
+
+The sink a query's results go to, the error a failing sink ends with and the
+classification of engine errors live here too: the pipeline imports only this
+module and ``messages``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from neutrino.engine.connection import StreamSink
-from neutrino.engine.messages import ModelInfo, Query
+from neutrino.engine.messages import (
+    EngineError,
+    ErrorCode,
+    ModalResult,
+    ModelInfo,
+    Query,
+    TextResult,
+)
+from neutrino.errors import ErrorKind, NeutrinoError
+
+log = logging.getLogger("neutrino.engine")
+
+
+class StreamSink(Protocol):
+    """Receives one request's results; called synchronously from the event loop.
+
+    A sink that cannot take what the engine sent raises from ``on_result``,
+    ``on_tokens`` or ``on_modal`` (a :class:`NeutrinoError` says why). The engine
+    link then cancels that request on the engine and ends the sink with the error
+    (see :func:`sink_failure`); the connection and its other requests go on.
+    """
+
+    def on_result(self, result: TextResult) -> bool:
+        """Take a result; True asks for ``flush()`` once the current batch is done."""
+        ...
+
+    def on_tokens(self, tokens: list[int]) -> bool:
+        """Take a mid-stream result that carries only token ids (the hot path)."""
+        ...
+
+    def on_error(self, error: NeutrinoError) -> None: ...
+
+    def on_modal(self, result: ModalResult) -> None:
+        """Take a modality result (embeddings, scores, transcript, audio chunk, boxes)."""
+        ...
+
+    def flush(self) -> None:
+        """Deliver what the batch produced (one write per stream per batch)."""
+        ...
+
+
+def sink_failure(exc: Exception) -> NeutrinoError:
+    """The error a request ends with when its sink raised while taking engine output."""
+    if isinstance(exc, NeutrinoError):
+        return exc
+    log.error("handling an engine result failed", exc_info=exc)
+    return NeutrinoError(ErrorKind.INTERNAL, "internal error while handling the engine's output")
+
+
+_ENGINE_ERRORS: dict[ErrorCode, ErrorKind] = {
+    ErrorCode.INVALID_REQUEST: ErrorKind.BAD_REQUEST,
+    ErrorCode.UNKNOWN_MODEL: ErrorKind.MODEL_NOT_FOUND,
+    ErrorCode.OVERLOADED: ErrorKind.ENGINE_OVERLOADED,
+    ErrorCode.CONTEXT_LENGTH: ErrorKind.CONTEXT_LENGTH,
+    ErrorCode.UNSUPPORTED: ErrorKind.UNSUPPORTED,
+}
+
+
+def classify_engine_error(err: EngineError, engine: str = "") -> NeutrinoError:
+    """The client-facing error for an engine's error frame.
+
+    A code that blames the request (invalid, unknown model, context length, unsupported,
+    overloaded) passes the engine's message on as one bounded line: it tells the client
+    what to change. An internal or protocol failure is the engine's own business: its
+    message, which may hold a trace or a path, is logged and the client gets a fixed text.
+    """
+    kind = _ENGINE_ERRORS.get(err.code)
+    if kind is not None:
+        return NeutrinoError(kind, f"engine error: {_one_line(err.message)}")
+    log.warning("engine %s failed a request (%s): %s", engine, err.code.name, err.message[:4000])
+    return NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine failed to process the request")
+
+
+def _one_line(message: str, limit: int = 300) -> str:
+    line = message.strip().partition("\n")[0]
+    line = "".join(c if c.isprintable() else " " for c in line[: limit + 1])
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def lost_connection() -> NeutrinoError:
+    """The error every request in flight on a lost engine connection ends with."""
+    return NeutrinoError(ErrorKind.ENGINE_DISCONNECTED, "the engine connection was lost")
 
 
 class Submission(Protocol):
@@ -26,6 +112,30 @@ class Submission(Protocol):
     def forget(self) -> None:
         """Drop the sink without telling the engine (the request already ended)."""
         ...
+
+
+class RequestOwner(Protocol):
+    """What holds a request id: an engine link's adapter (socket or in-process)."""
+
+    def cancel(self, rid: int, reason: str) -> bool: ...
+
+    def forget(self, rid: int) -> None: ...
+
+
+class LinkSubmission:
+    """A :class:`Submission` for request ``rid`` on ``owner``."""
+
+    __slots__ = ("owner", "rid")
+
+    def __init__(self, owner: RequestOwner, rid: int) -> None:
+        self.owner = owner
+        self.rid = rid
+
+    def cancel(self, reason: str) -> bool:
+        return self.owner.cancel(self.rid, reason)
+
+    def forget(self) -> None:
+        self.owner.forget(self.rid)
 
 
 class EngineClient(Protocol):

@@ -1,28 +1,32 @@
 """An :class:`EngineClient` that runs a sans-IO engine core in the same event loop.
 
 The in-process counterpart of the UNIX-socket router, like an HTTP client's mock
-transport: the pipeline above it runs unchanged, frames are not serialised, and
-the core (for example ``mocks.mock_ie.core.MockEngine``) decides every token.
-Each result is delivered from its own loop callback, as a socket would.
+transport: frames are not serialised, but they pass through the same
+:class:`neutrino.engine.link.EngineLink` as on a socket, so the protocol's rules
+(late frames, final frames, failing sinks, engine errors, a lost connection) are
+the real ones. The core (for example ``mocks.mock_ie.core.MockEngine``) decides
+every token; each engine frame is delivered from its own loop callback, as a
+socket read would be.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from neutrino.engine.connection import StreamSink, classify_engine_error, sink_failure
+from neutrino.engine.client import LinkSubmission, StreamSink
+from neutrino.engine.link import EngineLink, Handshaken
 from neutrino.engine.messages import (
+    Cancel,
     EngineError,
+    ErrorCode,
     FinishReason,
     HelloAck,
+    Message,
     ModalQuery,
-    ModalResult,
     ModelInfo,
     Query,
-    SpeechResult,
     TextQuery,
     TextResult,
 )
@@ -46,61 +50,40 @@ class EngineCore(Protocol):
 
 
 class _Run:
-    __slots__ = ("cancelled", "client", "gen", "handle", "rid", "sink")
+    """One query on the in-process engine: stepped one frame per loop callback."""
 
-    def __init__(
-        self, client: InProcessEngineClient, rid: int, gen: CoreGeneration, sink: StreamSink
-    ) -> None:
+    __slots__ = ("client", "gen", "handle", "rid")
+
+    def __init__(self, client: InProcessEngineClient, rid: int, gen: CoreGeneration) -> None:
         self.client = client
         self.rid = rid
         self.gen = gen
-        self.sink = sink
-        self.cancelled = False
-        self.handle: asyncio.Handle | None = None
+        self.handle: asyncio.Handle | None = asyncio.get_running_loop().call_soon(self.step)
 
     def step(self) -> None:
         self.handle = None
-        if self.cancelled:
-            return
         item = self.gen.next()
         if isinstance(item, TextResult):
-            final = item.finish_reason is not FinishReason.NONE
-            if final:
-                self.client.runs.pop(self.rid, None)
-            try:
-                if self.sink.on_result(item):
-                    self.sink.flush()
-            except Exception as exc:
-                self.cancel("output rejected")  # a no-op once the engine has finished
-                self.sink.on_error(sink_failure(exc))
-                return
-            if not final:
+            if item.finish_reason is FinishReason.NONE:
                 self.handle = asyncio.get_running_loop().call_soon(self.step)
+            else:
+                self.client.runs.pop(self.rid, None)
+            self.client.deliver(self.rid, item)
             return
         kind = getattr(item, "kind", "error")
         if kind == "stall":
             return  # still in flight as far as the engine is concerned
         self.client.runs.pop(self.rid, None)
-        if kind == "drop":
-            self.sink.on_error(
-                NeutrinoError(ErrorKind.ENGINE_DISCONNECTED, "the engine connection was lost")
-            )
-            return
-        self.sink.on_error(
-            classify_engine_error(EngineError(item.code, item.message), "in-process")
-        )
+        if kind == "drop":  # the connection breaks; the client reconnects, as a pool does
+            self.client.disconnect()
+            self.client.link = self.client._connect()
+        else:
+            self.client.deliver(self.rid, EngineError(item.code, item.message))
 
-    def cancel(self, reason: str) -> bool:
-        if self.client.runs.pop(self.rid, None) is None:
-            return False
-        self.cancelled = True
+    def stop(self) -> None:
         if self.handle is not None:
             self.handle.cancel()
-        self.client.cancels.append((self.rid, reason))
-        return True
-
-    def forget(self) -> None:
-        self.client.runs.pop(self.rid, None)
+            self.handle = None
 
 
 class InProcessEngineClient:
@@ -108,11 +91,21 @@ class InProcessEngineClient:
         self.core = core
         self.hello = core.hello_ack()
         self._models = {m.name: m for m in self.hello.models}
-        self._ids = itertools.count(1)
         self.runs: dict[int, _Run] = {}
         self.queries: list[Query] = []
         self.cancels: list[tuple[int, str]] = []
-        self.connected = True
+        self.link = self._connect()
+
+    def _connect(self) -> EngineLink:
+        link = EngineLink("in-process")
+        link.messages_to_send()  # the hello, which the core answers at once
+        if not isinstance(link.receive_messages([(0, self.hello)]), Handshaken):
+            raise ConnectionError("the in-process engine refused the hello")
+        return link
+
+    @property
+    def connected(self) -> bool:
+        return self.link.ready
 
     def models(self) -> Mapping[str, ModelInfo]:
         return self._models if self.connected else {}
@@ -123,61 +116,73 @@ class InProcessEngineClient:
     def capacity(self) -> int:
         return self.hello.capacity if self.connected else 0
 
-    def submit(self, query: Query, sink: StreamSink) -> _Run:
+    # ------------------------------------------------------------------ client side
+
+    def submit(self, query: Query, sink: StreamSink) -> LinkSubmission:
         if not self.connected:
             raise NeutrinoError(ErrorKind.NO_ENGINE, "no inference engine is connected")
-        self.queries.append(query)
-        rid = next(self._ids)
-        if not isinstance(query, TextQuery):
-            return self._answer(rid, query, sink)
+        rid = self.link.submit(query, sink)
+        self._pump()
+        return LinkSubmission(self, rid)
+
+    def cancel(self, rid: int, reason: str) -> bool:
+        sent = self.link.cancel(rid, reason)
+        self._pump()
+        return sent
+
+    def forget(self, rid: int) -> None:
+        self.link.forget(rid)
+
+    def deliver(self, rid: int, msg: Message) -> None:
+        """An engine frame reaches the link (a 'read')."""
+        self.receive([(rid, msg)])
+
+    def receive(self, frames: list[tuple[int, Message]]) -> None:
+        """Engine frames that reach the link together, as in one socket read."""
+        self.link.receive_messages(frames)
+        self._pump()
+
+    def _pump(self) -> None:
+        """Hand what the link sends to the engine core."""
+        for rid, msg in self.link.messages_to_send():
+            if isinstance(msg, TextQuery):
+                self.queries.append(msg)
+                self._start(rid, msg)
+            elif isinstance(msg, ModalQuery):
+                self.queries.append(msg)
+                self._answer(rid, msg)
+            elif isinstance(msg, Cancel):
+                self.cancels.append((rid, msg.reason))
+                run = self.runs.pop(rid, None)
+                if run is not None:
+                    run.stop()
+
+    # ------------------------------------------------------------------ engine side
+
+    def _start(self, rid: int, query: TextQuery) -> None:
         started = self.core.start(query)
         if isinstance(started, EngineError):
-            err = classify_engine_error(started, "in-process")
-            run = _Run(self, rid, _Failed(), sink)
-            asyncio.get_running_loop().call_soon(sink.on_error, err)
-            return run
-        run = _Run(self, rid, started, sink)
-        self.runs[rid] = run
-        run.handle = asyncio.get_running_loop().call_soon(run.step)
-        return run
+            asyncio.get_running_loop().call_soon(self.deliver, rid, started)
+        else:
+            self.runs[rid] = _Run(self, rid, started)
 
-    def _answer(self, rid: int, query: ModalQuery, sink: StreamSink) -> _Run:
+    def _answer(self, rid: int, query: ModalQuery) -> None:
         """Modality queries: the core's ``answer(query)`` gives every frame at once."""
         answer = getattr(self.core, "answer", None)
-        loop = asyncio.get_running_loop()
-        run = _Run(self, rid, _Failed(), sink)
         got = answer(query) if answer is not None else None
         if got is None:
-            err = NeutrinoError(ErrorKind.UNSUPPORTED, "this engine does not serve that query")
-            loop.call_soon(sink.on_error, err)
-        elif isinstance(got, EngineError):
-            loop.call_soon(sink.on_error, classify_engine_error(got, "in-process"))
-        else:
-            self.runs[rid] = run
-            for frame in got:
-                loop.call_soon(self._deliver, run, frame)
-        return run
-
-    def _deliver(self, run: _Run, frame: ModalResult) -> None:
-        if run.cancelled or self.runs.get(run.rid) is not run:
-            return
-        if not isinstance(frame, SpeechResult) or frame.final:
-            self.runs.pop(run.rid, None)
-        try:
-            run.sink.on_modal(frame)
-        except Exception as exc:
-            run.cancel("output rejected")
-            run.sink.on_error(sink_failure(exc))
+            got = EngineError(ErrorCode.UNSUPPORTED, "this engine does not serve that query")
+        frames = [got] if isinstance(got, EngineError) else got
+        loop = asyncio.get_running_loop()
+        for frame in frames:
+            loop.call_soon(self.deliver, rid, frame)
 
     def disconnect(self) -> None:
         """Fail every request in flight, as a lost engine connection does."""
-        self.connected = False
         runs, self.runs = self.runs, {}
         for run in runs.values():
-            run.cancelled = True
-            run.sink.on_error(
-                NeutrinoError(ErrorKind.ENGINE_DISCONNECTED, "the engine connection was lost")
-            )
+            run.stop()
+        self.link.connection_lost()
 
     def snapshot(self) -> list[dict[str, Any]]:
         return [{"name": "in-process", "connected": self.connected, "inflight": len(self.runs)}]
@@ -187,11 +192,3 @@ class InProcessEngineClient:
 
     async def close(self) -> None:
         self.disconnect()
-
-
-class _Failed:
-    def next(self) -> Any:  # pragma: no cover - never stepped
-        raise RuntimeError("failed run")
-
-    def cancel(self) -> TextResult:  # pragma: no cover
-        return TextResult([], FinishReason.CANCELLED)

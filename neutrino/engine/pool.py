@@ -75,9 +75,13 @@ class EnginePool:
         return sum(c.inflight for c in self.connections)
 
     def pick(self) -> EngineConnection | None:
+        """The open connection with the fewest requests in flight, preferring one whose
+        writes are not paused (an engine slow to read a connection's queries)."""
         best: EngineConnection | None = None
         for c in self._slots:
-            if c is not None and c.is_open and (best is None or c.inflight < best.inflight):
+            if c is None or not c.is_open:
+                continue
+            if best is None or (c.write_paused, c.inflight) < (best.write_paused, best.inflight):
                 best = c
         return best
 

@@ -7,24 +7,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from neutrino.config import EngineConfig, EngineLinkConfig
-from neutrino.engine.connection import EngineConnection, StreamSink
+from neutrino.engine.client import LinkSubmission, StreamSink
+from neutrino.engine.connection import EngineConnection
 from neutrino.engine.messages import ModelInfo, Query
 from neutrino.engine.pool import EnginePool
 from neutrino.errors import ErrorKind, NeutrinoError
-
-
-class _Submission:
-    __slots__ = ("conn", "rid")
-
-    def __init__(self, conn: EngineConnection, rid: int) -> None:
-        self.conn = conn
-        self.rid = rid
-
-    def cancel(self, reason: str) -> bool:
-        return self.conn.cancel(self.rid, reason)
-
-    def forget(self) -> None:
-        self.conn.forget(self.rid)
 
 
 def _load(pool: EnginePool) -> float:
@@ -86,7 +73,7 @@ class EngineRouter:
     def capacity(self) -> int:
         return self._capacity
 
-    def submit(self, query: Query, sink: StreamSink) -> _Submission:
+    def submit(self, query: Query, sink: StreamSink) -> LinkSubmission:
         pools = self._by_model.get(query.model)
         conn: EngineConnection | None = None
         if pools:
@@ -102,7 +89,7 @@ class EngineRouter:
                 f"the model {query.model!r} does not exist",
                 param="model",
             )
-        return _Submission(conn, conn.submit(query, sink))
+        return LinkSubmission(conn, conn.submit(query, sink))
 
     def snapshot(self) -> list[dict[str, Any]]:
         return [p.snapshot() for p in self.pools]

@@ -17,8 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from neutrino.engine.client import Submission
-from neutrino.engine.connection import sink_failure
+from neutrino.engine.client import Submission, sink_failure
 from neutrino.engine.messages import FinishReason, ModalResult, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.auth import Principal

@@ -14,12 +14,15 @@ from typing import Any
 
 import pytest
 
+from neutrino.engine.client import LinkSubmission, StreamSink
 from neutrino.engine.codec import decode, encode
-from neutrino.engine.connection import EngineConnection, StreamSink
+from neutrino.engine.connection import EngineConnection
 from neutrino.engine.framing import FrameDecoder
 from neutrino.engine.messages import (
     Cancel,
     FinishReason,
+    Hello,
+    HelloAck,
     Message,
     ModalResult,
     Sampling,
@@ -27,7 +30,7 @@ from neutrino.engine.messages import (
     TextResult,
     TokenBatch,
 )
-from neutrino.engine.router import _Submission
+from neutrino.engine.schema import PROTOCOL_VERSION
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.deadlines import DeadlineWheel
 from neutrino.pipeline.generation import Generation, TextStream
@@ -99,7 +102,11 @@ async def link() -> AsyncIterator[Link]:
     theirs.setblocking(False)
     conn = EngineConnection("test")
     await asyncio.get_running_loop().create_unix_connection(lambda: conn, sock=ours)
-    yield Link(conn, theirs)
+    link = Link(conn, theirs)
+    assert [type(m) for _, m in await link.received()] == [Hello]
+    await link.send((0, HelloAck("test-engine", PROTOCOL_VERSION, [], 8)))
+    assert conn.is_open
+    yield link
     conn.close()
     theirs.close()
 
@@ -215,7 +222,7 @@ async def test_a_generation_whose_text_cannot_be_rendered_ends_with_the_error(
         on_done=lambda g: None,
     )
     (rid,) = _submit(link, gen)
-    gen.attach(_Submission(link.conn, rid), 30.0, DeadlineWheel())
+    gen.attach(LinkSubmission(link.conn, rid), 30.0, DeadlineWheel())
     front = BrokenFrontEnd()
     gen.push_to(front)
     await link.received()
