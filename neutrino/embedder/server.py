@@ -1,6 +1,7 @@
-"""The embedding engine's asyncio adapter: ie.capnp frames on a UNIX socket.
+"""The embedding engine: its model code and engine handler (the protocol's rules and
+the socket are the shared engine side's, ``neutrino/engines/``).
 
-It answers hello, ping, embed and rerank queries (rerank: cosine similarity of the
+It answers embed and rerank queries (rerank: cosine similarity of the
 query's and each document's embedding). The forward pass runs in a worker thread so
 the socket stays responsive; a cancel that arrives in time drops the answer.
 """
@@ -9,16 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import cast
 
 import numpy as np
 
 from neutrino.embedder.bert import BertEncoder
-from neutrino.engine.batching import WriteBatcher
-from neutrino.engine.codec import DecodeError, decode, encode
-from neutrino.engine.framing import FrameDecoder, FrameTooLarge, FramingError
 from neutrino.engine.messages import (
-    Cancel,
     Capability,
     EmbedQuery,
     EmbedResult,
@@ -26,14 +22,14 @@ from neutrino.engine.messages import (
     ErrorCode,
     Hello,
     HelloAck,
-    Message,
     ModelInfo,
-    Ping,
-    Pong,
+    Query,
     RerankQuery,
     RerankResult,
 )
 from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engines.serve import ServerConnection
+from neutrino.engines.session import EngineHandler
 
 log = logging.getLogger("neutrino.embedder")
 ENGINE_NAME = "neutrino-embedder/0.1.0"
@@ -88,60 +84,36 @@ class Embedder:
         return RerankResult([float(s) for s in scores], tokens)
 
 
-class EngineProtocol(asyncio.Protocol):
+class EmbedderHandler(EngineHandler):
+    """One client connection's queries; the protocol's rules are the engine session's."""
+
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
-        self._decoder = FrameDecoder()
-        self._out = WriteBatcher()
-        self._transport: asyncio.Transport | None = None
-        self._hello = False
+        self.conn: ServerConnection | None = None
         self._running: dict[int, asyncio.Task[None]] = {}
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = cast(asyncio.Transport, transport)  # uvloop's do not subclass it
-        self._out.transport = self._transport
+    def hello_ack(self, hello: Hello) -> HelloAck:
+        return self.embedder.hello_ack()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._out.transport = None
-        for task in self._running.values():
+    def start(self, rid: int, query: Query) -> EngineError | None:
+        if not isinstance(query, EmbedQuery | RerankQuery):
+            return EngineError(
+                ErrorCode.UNSUPPORTED, f"{type(query).__name__} is not served by this engine"
+            )
+        if len(self._running) >= self.embedder.capacity:
+            return EngineError(ErrorCode.OVERLOADED, "at capacity")
+        self._running[rid] = asyncio.get_running_loop().create_task(self._answer(rid, query))
+        return None
+
+    def cancel(self, rid: int, reason: str) -> None:
+        task = self._running.pop(rid, None)
+        if task is not None:
             task.cancel()
 
-    def data_received(self, data: bytes) -> None:
-        try:
-            for frame in self._decoder.feed(data):
-                self._dispatch(*decode(frame))
-        except (FrameTooLarge, FramingError, DecodeError) as exc:
-            self._out.send(encode(0, EngineError(ErrorCode.PROTOCOL, str(exc))))
-            self._out.flush()
-            if self._transport is not None:
-                self._transport.close()
-
-    def _dispatch(self, rid: int, msg: Message) -> None:
-        if isinstance(msg, Hello):
-            self._hello = msg.protocol_version == PROTOCOL_VERSION
-            reply: Message = (
-                self.embedder.hello_ack()
-                if self._hello
-                else EngineError(ErrorCode.PROTOCOL, "unsupported protocol version")
-            )
-            self._out.send(encode(0, reply))
-        elif isinstance(msg, Ping):
-            self._out.send(encode(0, Pong(msg.nonce)))
-        elif isinstance(msg, Cancel):
-            task = self._running.pop(rid, None)
-            if task is not None:
-                task.cancel()
-        elif isinstance(msg, EmbedQuery | RerankQuery) and self._hello:
-            if len(self._running) >= self.embedder.capacity:
-                self._out.send(encode(rid, EngineError(ErrorCode.OVERLOADED, "at capacity")))
-                return
-            task = asyncio.get_running_loop().create_task(self._answer(rid, msg))
-            self._running[rid] = task
-        elif isinstance(msg, Pong):
-            pass
-        else:
-            text = f"{type(msg).__name__} is not served by this engine"
-            self._out.send(encode(rid, EngineError(ErrorCode.UNSUPPORTED, text)))
+    def lost(self) -> None:
+        for task in self._running.values():
+            task.cancel()
+        self._running.clear()
 
     async def _answer(self, rid: int, q: EmbedQuery | RerankQuery) -> None:
         work = self.embedder.embed if isinstance(q, EmbedQuery) else self.embedder.rerank
@@ -150,5 +122,12 @@ class EngineProtocol(asyncio.Protocol):
         except Exception as exc:
             log.exception("query %d failed", rid)
             result = EngineError(ErrorCode.INTERNAL, f"embedder failed: {type(exc).__name__}")
-        if self._running.pop(rid, None) is not None:
-            self._out.send(encode(rid, result))
+        if self._running.pop(rid, None) is not None and self.conn is not None:
+            self.conn.send(rid, result)
+
+
+def connection(embedder: Embedder) -> ServerConnection:
+    """A client connection's protocol object."""
+    handler = EmbedderHandler(embedder)
+    handler.conn = ServerConnection(handler, batch_tokens=False)
+    return handler.conn

@@ -303,3 +303,4 @@ ModalResult = EmbedResult | RerankResult | AudioResult | SpeechResult | DetectRe
 MODAL_RESULTS = (EmbedResult, RerankResult, AudioResult, SpeechResult, DetectResult)
 Result = TextResult | EmbedResult | RerankResult | AudioResult | SpeechResult | DetectResult
 Message = Hello | HelloAck | Query | Result | TokenBatch | Cancel | EngineError | Ping | Pong
+MODAL_QUERIES = (EmbedQuery, RerankQuery, AudioQuery, SpeechQuery, DetectQuery)

@@ -102,10 +102,10 @@ async def test_backpressure_pauses_streams(server: MockServer, tmp_path: Path) -
     for _ in range(500):  # the client does not read: the server must pause
         await asyncio.sleep(0.002)
         conn = next(iter(server.connections), None)
-        if conn is not None and conn._paused:
+        if conn is not None and conn.paused:
             break
-    assert conn is not None and conn._paused
-    transport = conn._transport
+    assert conn is not None and conn.paused
+    transport = conn.transport
     assert transport is not None
     buffered = transport.get_write_buffer_size()
     await asyncio.sleep(0.05)

@@ -1,0 +1,150 @@
+"""asyncio adapter: an :class:`EngineSession` per client connection on a UNIX socket.
+
+The connection feeds the session the bytes it reads and writes what the session
+queues, once per loop iteration (an iteration is an engine step: the frames its
+requests produced leave together). Handlers write through :meth:`send` and may
+wait for :meth:`writable` while the client's socket is full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import stat
+from collections.abc import Callable
+from typing import cast
+
+from neutrino.engine.messages import Message
+from neutrino.engines.session import EngineHandler, EngineSession
+
+_BACKLOG = 1024
+
+
+class ServerConnection(asyncio.Protocol):
+    """One client of an engine: transport, write batching and flow control."""
+
+    def __init__(self, handler: EngineHandler, *, batch_tokens: bool = True) -> None:
+        self.session = EngineSession(handler, batch_tokens=batch_tokens)
+        self.transport: asyncio.Transport | None = None
+        self.paused = False
+        self._drain: asyncio.Future[None] | None = None
+        self._flush_due = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
+        self._loop = asyncio.get_running_loop()
+
+    def data_received(self, data: bytes) -> None:
+        self.session.receive_data(data)
+        if self.session.closing is not None:
+            self.flush()
+            if self.transport is not None:
+                self.transport.close()
+        elif self.session.wants_to_send:
+            self._flush_soon()
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self._wake()
+        self.session.connection_lost()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._wake()
+
+    # ------------------------------------------------------------------ for handlers
+
+    def send(self, rid: int, msg: Message) -> None:
+        """Queue a frame; everything queued in one loop iteration leaves in one write."""
+        self.session.send(rid, msg)
+        if self.session.wants_to_send:
+            self._flush_soon()
+
+    def flush(self) -> None:
+        """Write what is queued now (also before closing or aborting)."""
+        self._flush_due = False
+        t = self.transport
+        if t is not None and self.session.wants_to_send and not t.is_closing():
+            t.write(self.session.data_to_send())
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    @property
+    def closed(self) -> bool:
+        return self.transport is None or self.session.closing is not None
+
+    async def writable(self) -> None:
+        """Return once the client's socket takes writes again (or is gone)."""
+        while self.paused and self.transport is not None:
+            if self._drain is None or self._drain.done():
+                self._drain = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._drain)
+
+    def _flush_soon(self) -> None:
+        if not self._flush_due and self._loop is not None:
+            self._flush_due = True
+            self._loop.call_soon(self.flush)
+
+    def _wake(self) -> None:
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_result(None)
+        self._drain = None
+
+
+async def listen_unix(
+    path: str, factory: Callable[[], asyncio.Protocol], mode: int = 0o600
+) -> asyncio.AbstractServer:
+    """Serve ``factory``'s protocols on ``path`` (replacing a stale socket).
+
+    The socket gets ``mode`` (the owner only, by default) before anyone can connect,
+    and is bound and listening under a temporary name first, then renamed: ``path``
+    appears only once connections to it succeed.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            raise FileExistsError(f"{path} exists and is not a socket")
+        os.unlink(path)
+    folder = os.path.dirname(path) or "."
+    tmp = os.path.join(folder, f".engine.{os.getpid()}.{id(factory)}.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        try:
+            sock.bind(tmp)
+        except OSError:  # e.g. the temporary name is too long: bind in place
+            tmp = path
+            sock.bind(path)
+        os.chmod(tmp, mode)
+        sock.listen(_BACKLOG)
+        sock.setblocking(False)
+        server = await asyncio.get_running_loop().create_unix_server(
+            factory, sock=sock, backlog=_BACKLOG
+        )
+    except BaseException:
+        sock.close()
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if tmp != path:
+        os.replace(tmp, path)
+    return server
+
+
+def remove_socket(path: str, inode: int) -> None:
+    """Remove our socket file, unless another process has replaced it since."""
+    with contextlib.suppress(OSError):
+        if os.lstat(path).st_ino == inode:
+            os.unlink(path)
