@@ -431,6 +431,8 @@ class MockEngine:
         Guided decoding wins over a scripted reply, as a grammar would over a model's wish.
         """
         guided = query.guided
+        if rule is not None and rule.unguided:
+            guided = None  # an engine that ignores the requested format
         if guided is not None and guided.mode is not GuidedMode.NONE:  # "constrained decoding"
             offset = int.from_bytes(key[0:8], "little") % len(corpus.WORDS)
             words = [w.strip(".,;:!?") for w in corpus.passage(offset, 6).split()]

@@ -9,8 +9,9 @@ A script is a JSON object ``{"rules": [...]}``. Each rule::
       "fault": "drop" | "error" | "stall" | null,         # misbehave after fault_after tokens
       "fault_after": 0,
       "error_code": "overloaded" | "internal" | ...,      # for fault "error"
-      "error_message": "..."
-    }
+      "error_message": "...",
+      "unguided": false                                   # true: the reply wins over a
+    }                                                     # guided query's format
 
 The first rule whose ``match`` occurs in the prompt text wins. A rule with neither
 ``reply`` nor ``reply_tokens`` keeps the engine's default generated reply (useful to
@@ -42,6 +43,7 @@ _KEYS = frozenset(
         "fault_after",
         "error_code",
         "error_message",
+        "unguided",
     }
 )
 _MAX_ID = 2**32 - 1
@@ -61,6 +63,7 @@ class Rule:
     fault_after: int = 0
     error_code: ErrorCode = ErrorCode.INTERNAL
     error_message: str = "injected fault"
+    unguided: bool = False  # an engine that ignores the requested format
 
     def matches(self, prompt_text: str) -> bool:
         return self.match == "*" or self.match in prompt_text
@@ -124,6 +127,9 @@ def _parse_rule(raw: Any) -> Rule:
         raise ValueError("'error_message' must be a string")
     if ("error_code" in raw or "error_message" in raw) and fault != "error":
         raise ValueError("'error_code'/'error_message' need \"fault\": \"error\"")
+    unguided = raw.get("unguided", False)
+    if not isinstance(unguided, bool):
+        raise ValueError("'unguided' must be true or false")
     return Rule(
         match=match,
         reply=reply,
@@ -133,6 +139,7 @@ def _parse_rule(raw: Any) -> Rule:
         fault_after=fault_after,
         error_code=code,
         error_message=message,
+        unguided=unguided,
     )
 
 

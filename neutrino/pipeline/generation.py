@@ -353,7 +353,11 @@ class Generation:
                 self._take_delta(parser.finish())
                 if parser.calls and finish == "stop":
                     finish = "tool_calls"
-            problem = self._validator("".join(self._text)) if self._validator else None
+            # Only an answer the model finished can break the format: one cut by
+            # max_tokens is a 200 with finish_reason "length" (SDKs raise their own
+            # length error for it; a 5xx would make them retry in vain).
+            check = self._validator if finish == "stop" else None
+            problem = check("".join(self._text)) if check is not None else None
             if problem is not None:
                 self.on_error(
                     NeutrinoError(
