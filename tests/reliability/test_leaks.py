@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
+import json
 import socket
 import time
 from collections.abc import Callable
@@ -104,4 +106,31 @@ def test_a_reused_keepalive_connection_gets_nothing_between_responses(
                 extra = sock.recv(65536)
                 pytest.fail(f"bytes after the response ended: {extra[:60]!r}")
             sock.settimeout(10)
+    _clean_log(server)
+
+
+def test_a_stream_after_a_plain_request_on_one_connection_leaves_nothing_behind(
+    mock_factory: Callable[..., MockIE],
+    neutrino_factory: Callable[..., NeutrinoProc],
+) -> None:
+    """A new user's reproduction: on one ``http.client`` connection, GET /v1/models, then
+    a streamed chat, then wait past the keepalive interval. Nothing may be logged (a
+    stray keepalive task raised ``Cannot call write() after write_eof()``) and the
+    connection must still carry a clean next response."""
+    mock = mock_factory()
+    server = neutrino_factory(config=_config(mock))
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("GET", "/v1/models")
+        assert conn.getresponse().status == 200
+        body = json.dumps(_stream_body())
+        conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        assert r.status == 200 and r.read().rstrip().endswith(b"data: [DONE]")
+        time.sleep(0.7)  # three keepalive intervals
+        conn.request("GET", "/v1/models")
+        r = conn.getresponse()
+        assert r.status == 200 and json.loads(r.read())["object"] == "list"
+    finally:
+        conn.close()
     _clean_log(server)
