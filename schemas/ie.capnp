@@ -125,12 +125,20 @@ struct TextQuery {
 struct Guided {
   mode @0 :GuidedMode;
   jsonSchema @1 :Text;        # mode jsonSchema: the JSON Schema, serialised
+  choices @2 :List(Text);     # mode choice: the output is exactly one of these
+  pattern @3 :Text;           # mode regex: a regular expression the whole output matches;
+                              # mode grammar: the grammar (GBNF, EBNF or Lark) it derives from
 }
 
+# An engine must refuse (error code unsupported) a mode it cannot decode under, never
+# ignore it: a client asked for that constraint.
 enum GuidedMode {
   none @0;
   jsonObject @1;              # any JSON object
   jsonSchema @2;              # a JSON value valid against jsonSchema
+  choice @3;                  # one of choices, verbatim
+  regex @4;                   # text matching pattern
+  grammar @5;                 # text derived from the grammar in pattern
 }
 
 struct Image {

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import time
 from array import array
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from typing import Literal, Protocol
 
 from mocks.mock_ie import corpus
 from mocks.mock_ie.json_instance import instance
+from mocks.mock_ie.regex_instance import RegexTooHard, regex_instance
 from mocks.mock_ie.script import Rule, Script
 from neutrino.engine.arrays import pack_u32
 from neutrino.engine.messages import (
@@ -30,6 +32,7 @@ from neutrino.engine.messages import (
     EngineError,
     ErrorCode,
     FinishReason,
+    Guided,
     GuidedMode,
     HelloAck,
     Message,
@@ -83,6 +86,22 @@ class Fault:
 def _f32(values: list[float]) -> list[float]:
     """Round to float32 so in-process values equal the ones that cross the wire."""
     return array("f", values).tolist()
+
+
+def _guided_refusal(guided: Guided | None) -> EngineError | None:
+    """The error for a constraint the mock cannot decode under (never ignore one)."""
+    if guided is None:
+        return None
+    if guided.mode is GuidedMode.GRAMMAR:
+        return EngineError(ErrorCode.UNSUPPORTED, "mock_ie cannot decode under a grammar")
+    if guided.mode is GuidedMode.CHOICE and not guided.choices:
+        return EngineError(ErrorCode.INVALID_REQUEST, "a choice constraint needs choices")
+    if guided.mode is GuidedMode.REGEX:
+        try:
+            regex_instance(guided.pattern)
+        except (RegexTooHard, re.error) as exc:
+            return EngineError(ErrorCode.UNSUPPORTED, str(exc))
+    return None
 
 
 def _request_key(prompt: Sequence[int], seed: int | None) -> bytes:
@@ -372,6 +391,9 @@ class MockEngine:
                 f"prompt ({len(prompt)} tokens) + max_tokens ({s.max_tokens}) exceeds the "
                 f"context length {model.context_length} of model {model.name!r}",
             )
+        refused = _guided_refusal(query.guided)
+        if refused is not None:
+            return refused
         tok = self._tokenizers[model.tokenizer]
         key = _request_key(prompt, s.seed)
         rule: Rule | None = None
@@ -436,6 +458,10 @@ class MockEngine:
         if guided is not None and guided.mode is not GuidedMode.NONE:  # "constrained decoding"
             offset = int.from_bytes(key[0:8], "little") % len(corpus.WORDS)
             words = [w.strip(".,;:!?") for w in corpus.passage(offset, 6).split()]
+            if guided.mode is GuidedMode.CHOICE:
+                return tok.encode(guided.choices[offset % len(guided.choices)])
+            if guided.mode is GuidedMode.REGEX:
+                return tok.encode(regex_instance(guided.pattern))
             schema = json.loads(guided.json_schema) if guided.json_schema else {}
             value = (
                 instance(schema, words)

@@ -122,6 +122,10 @@ def encode_capnp(request_id: int, msg: Message) -> bytes:
             g = q.init("guided")
             g.mode = int(msg.guided.mode)
             g.jsonSchema = msg.guided.json_schema
+            if msg.guided.choices:
+                g.choices = msg.guided.choices
+            if msg.guided.pattern:
+                g.pattern = msg.guided.pattern
     elif isinstance(msg, TokenBatch):
         b = body.init("tokenBatch")
         b.requestIds = pack_u64(msg.request_ids)
@@ -185,6 +189,14 @@ def _sampling(s: Any) -> Sampling:
     )
 
 
+def _guided(g: Any) -> Guided:
+    try:
+        mode = GuidedMode(g.mode.raw)
+    except ValueError:
+        raise DecodeError(f"unknown guided mode {g.mode.raw}") from None
+    return Guided(mode, g.jsonSchema, list(g.choices), g.pattern)
+
+
 def _slow_body(body: Any) -> Message:
     kind = body.which()
     if kind == "textResult":
@@ -214,9 +226,7 @@ def _slow_body(body: Any) -> Message:
             deadline_ms=q.deadlineMs,
             traceparent=q.traceparent,
             images=[read_image(img) for img in q.images],
-            guided=Guided(GuidedMode(q.guided.mode.raw), q.guided.jsonSchema)
-            if q._has("guided") and q.guided.mode.raw
-            else None,
+            guided=_guided(q.guided) if q._has("guided") and q.guided.mode.raw else None,
         )
     if kind == "tokenBatch":
         b = body.tokenBatch

@@ -97,12 +97,17 @@ class GuidedMode(enum.IntEnum):
     NONE = 0
     JSON_OBJECT = 1
     JSON_SCHEMA = 2
+    CHOICE = 3
+    REGEX = 4
+    GRAMMAR = 5
 
 
 @dataclass(slots=True)
 class Guided:
     mode: GuidedMode = GuidedMode.NONE
     json_schema: str = ""
+    choices: list[str] = field(default_factory=list)  # mode CHOICE
+    pattern: str = ""  # mode REGEX: the regular expression; GRAMMAR: the grammar
 
 
 @dataclass(slots=True)

@@ -1,4 +1,7 @@
-"""Structured output: ``response_format`` checked on the way in and the result on the way out.
+"""Structured output: the constraint checked on the way in and the result on the way out.
+
+The constraint comes from OpenAI's ``response_format`` or vLLM's ``structured_outputs``
+(or its older ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar``).
 
 The engine constrains decoding (the schema travels in ``TextQuery.guided``); Neutrino
 checks the request's schema before sending it, and with ``strict`` validates the final
@@ -8,6 +11,7 @@ text against it, so a client never gets a "valid" response the engine broke.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -15,9 +19,13 @@ import jsonschema
 import orjson
 
 from neutrino.engine.messages import Guided, GuidedMode
-from neutrino.errors import bad_request
+from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 
 Validator = Callable[[str], str | None]  # final text -> problem, or None when it is valid
+
+
+def unsupported(message: str, param: str) -> NeutrinoError:
+    return NeutrinoError(ErrorKind.UNSUPPORTED, message, param=param)
 
 
 def parse_response_format(fmt: Any) -> tuple[Guided | None, Validator | None]:
@@ -41,19 +49,7 @@ def parse_response_format(fmt: Any) -> tuple[Guided | None, Validator | None]:
         raise bad_request(
             "response_format.json_schema needs a name and a schema", "response_format.json_schema"
         )
-    schema = spec.get("schema", {})
-    if not isinstance(schema, dict):
-        raise bad_request(
-            "response_format.json_schema.schema must be an object",
-            "response_format.json_schema.schema",
-        )
-    try:
-        cls = jsonschema.validators.validator_for(schema)
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise bad_request(
-            f"the JSON schema is invalid: {exc.message}", "response_format.json_schema.schema"
-        ) from None
+    cls, schema = _checked_schema(spec.get("schema", {}), "response_format.json_schema.schema")
     strict = spec.get("strict", False)
     if not isinstance(strict, bool):
         raise bad_request(
@@ -62,6 +58,84 @@ def parse_response_format(fmt: Any) -> tuple[Guided | None, Validator | None]:
         )
     guided = Guided(GuidedMode.JSON_SCHEMA, json.dumps(schema, ensure_ascii=False))
     return guided, (_schema_validator(cls(schema)) if strict else None)
+
+
+def _checked_schema(schema: Any, param: str) -> tuple[Any, dict[str, Any]]:
+    """The validator class for a client's JSON schema, once the schema is known valid."""
+    if not isinstance(schema, dict):
+        raise bad_request(f"{param} must be an object", param)
+    try:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise bad_request(f"the JSON schema is invalid: {exc.message}", param) from None
+    return cls, schema
+
+
+# vLLM's structured outputs (``structured_outputs`` and the older ``guided_*`` fields).
+VLLM_KINDS = ("json", "regex", "choice", "grammar", "json_object")
+MAX_CHOICES = 256
+MAX_CHOICE_CHARS = 4096
+MAX_PATTERN_CHARS = 65536
+# Options that change the constraint: refused rather than dropped when set.
+_VLLM_REFUSED = ("whitespace_pattern", "structural_tag")
+_VLLM_REFUSED_IF_TRUE = ("disable_any_whitespace", "disable_additional_properties")
+_VLLM_IGNORED = ("disable_fallback", "backend", "_backend")  # how, not what, to decode
+
+
+def parse_structured_outputs(spec: Any, param: str = "structured_outputs") -> Guided:
+    """The engine constraint for vLLM's ``structured_outputs`` object."""
+    if not isinstance(spec, dict):
+        raise bad_request(f"{param} must be an object", param)
+    known = {*VLLM_KINDS, *_VLLM_REFUSED, *_VLLM_REFUSED_IF_TRUE, *_VLLM_IGNORED}
+    for key, value in spec.items():
+        if key not in known:
+            raise bad_request(f"{param}.{key} is not a structured output option", param)
+        if value not in (None, False) and (key in _VLLM_REFUSED or key in _VLLM_REFUSED_IF_TRUE):
+            raise unsupported(f"{param}.{key} is not supported", f"{param}.{key}")
+    given = [k for k in VLLM_KINDS if spec.get(k) not in (None, False)]
+    if len(given) != 1:
+        raise bad_request(f"{param} needs exactly one of {', '.join(VLLM_KINDS)}", param)
+    return vllm_constraint(given[0], spec[given[0]], f"{param}.{given[0]}")
+
+
+def vllm_constraint(kind: str, value: Any, param: str) -> Guided:
+    """One vLLM constraint (``json``, ``regex``, ``choice``, ``grammar``, ``json_object``)."""
+    if kind == "json":
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise bad_request(f"{param} must be a JSON schema", param) from None
+        _, schema = _checked_schema(value, param)
+        return Guided(GuidedMode.JSON_SCHEMA, json.dumps(schema, ensure_ascii=False))
+    if kind == "json_object":
+        if value is not True:
+            raise bad_request(f"{param} must be true", param)
+        return Guided(GuidedMode.JSON_OBJECT)
+    if kind == "choice":
+        if (
+            not isinstance(value, list)
+            or not 0 < len(value) <= MAX_CHOICES
+            or not all(isinstance(c, str) and 0 < len(c) <= MAX_CHOICE_CHARS for c in value)
+        ):
+            raise bad_request(
+                f"{param} must be 1 to {MAX_CHOICES} non-empty strings "
+                f"of at most {MAX_CHOICE_CHARS} characters",
+                param,
+            )
+        return Guided(GuidedMode.CHOICE, choices=list(value))
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_PATTERN_CHARS:
+        raise bad_request(
+            f"{param} must be a non-empty string of at most {MAX_PATTERN_CHARS} characters", param
+        )
+    if kind == "regex":
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise bad_request(f"{param} is not a valid regular expression: {exc}", param) from None
+        return Guided(GuidedMode.REGEX, pattern=value)
+    return Guided(GuidedMode.GRAMMAR, pattern=value)
 
 
 def _json_object(text: str) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -147,3 +148,101 @@ def test_bad_response_formats(client: openai.OpenAI, fmt: Any, param: str) -> No
         client.chat.completions.create(model=MODEL, messages=MESSAGES, response_format=fmt)
     body: Any = info.value.body
     assert body["param"] == param
+
+
+# ---------------------------------------------------------------- vLLM's fields
+
+
+def _chat(client: openai.OpenAI, extra: dict[str, Any], **kw: Any) -> str:
+    r = client.chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=100, extra_body=extra, **kw
+    )
+    assert r.choices[0].finish_reason == "stop"
+    return r.choices[0].message.content or ""
+
+
+@pytest.mark.parametrize("new", [True, False], ids=["structured_outputs", "guided_"])
+def test_vllm_constraints_reach_the_engine(client: openai.OpenAI, new: bool) -> None:
+    def extra(kind: str, value: Any) -> dict[str, Any]:
+        return {"structured_outputs": {kind: value}} if new else {f"guided_{kind}": value}
+
+    assert _chat(client, extra("choice", ["sunny", "cloudy", "rain"])) in {
+        "sunny",
+        "cloudy",
+        "rain",
+    }
+    pattern = r"\d{2} degrees in [A-Z][a-z]+"
+    assert re.fullmatch(pattern, _chat(client, extra("regex", pattern)))
+    value = json.loads(_chat(client, extra("json", SCHEMA)))
+    jsonschema.validate(value, SCHEMA)
+    as_text = json.loads(_chat(client, extra("json", json.dumps(SCHEMA))))
+    assert as_text == value
+    r = client.completions.create(
+        model=MODEL, prompt="Pick one:", max_tokens=20, extra_body=extra("choice", ["a b", "c"])
+    )
+    assert r.choices[0].text in {"a b", "c"}
+
+
+def test_json_object_through_structured_outputs(client: openai.OpenAI) -> None:
+    text = _chat(client, {"structured_outputs": {"json_object": True}})
+    assert isinstance(json.loads(text), dict)
+
+
+def test_a_constraint_the_engine_cannot_honour_is_refused_not_dropped(
+    client: openai.OpenAI,
+) -> None:
+    for extra in (
+        {"guided_grammar": 'root ::= "yes" | "no"'},
+        {"structured_outputs": {"grammar": "root ::= 'a'"}},
+    ):
+        with pytest.raises(openai.BadRequestError) as info:
+            _chat(client, extra)
+        assert "grammar" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("extra", "param", "says"),
+    [
+        ({"guided_regex": "(unclosed"}, "guided_regex", "not a valid regular expression"),
+        ({"guided_choice": []}, "guided_choice", "1 to 256"),
+        ({"guided_choice": ["a", 3]}, "guided_choice", "strings"),
+        ({"guided_json": "{not json"}, "guided_json", "JSON schema"),
+        ({"guided_json": {"type": "nope"}}, "guided_json", "schema is invalid"),
+        ({"structured_outputs": {}}, "structured_outputs", "exactly one"),
+        (
+            {"structured_outputs": {"regex": "a", "choice": ["a"]}},
+            "structured_outputs",
+            "exactly one",
+        ),
+        (
+            {"structured_outputs": {"choice": ["a"], "color": 1}},
+            "structured_outputs",
+            "not a structured",
+        ),
+        (
+            {"structured_outputs": {"json": SCHEMA, "whitespace_pattern": " "}},
+            "structured_outputs.whitespace_pattern",
+            "not supported",
+        ),
+        (
+            {"guided_choice": ["a"], "guided_whitespace_pattern": " "},
+            "guided_whitespace_pattern",
+            "not supported",
+        ),
+        ({"guided_choice": ["a"], "guided_regex": "a"}, None, "one output constraint"),
+        (
+            {"guided_choice": ["a"], "response_format": {"type": "json_object"}},
+            None,
+            "one output constraint",
+        ),
+    ],
+)
+def test_bad_vllm_constraints_are_400s(
+    client: openai.OpenAI, extra: dict[str, Any], param: str | None, says: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        _chat(client, extra)
+    body: Any = info.value.body
+    assert says in body["message"]
+    if param is not None:
+        assert body["param"] == param

@@ -23,7 +23,12 @@ from neutrino.engine.messages import Guided, GuidedMode, Image
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.pipeline.images import MAX_IMAGES, decode_image_url
 from neutrino.pipeline.request import GenerateRequest, check_stops
-from neutrino.pipeline.structured import parse_response_format
+from neutrino.pipeline.structured import (
+    Validator,
+    parse_response_format,
+    parse_structured_outputs,
+    vllm_constraint,
+)
 from neutrino.text.parsers.forced import forced_schema
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -190,7 +195,50 @@ def _max_completion_tokens(req: GenerateRequest, v: Any, limits: LimitsConfig) -
     req.max_tokens = _integer("max_completion_tokens", v, 1)
 
 
+def _constrain(
+    req: GenerateRequest, guided: Guided | None, validator: Validator | None, param: str
+) -> None:
+    """Set the request's output constraint; a second one is refused, never merged."""
+    if guided is None:
+        return
+    if req.guided is not None:
+        raise bad_request(
+            "give one output constraint: response_format, structured_outputs or a guided_ field",
+            param,
+        )
+    req.guided, req.validator = guided, validator
+
+
+def _structured_outputs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    _constrain(req, parse_structured_outputs(v), None, "structured_outputs")
+
+
+def _guided_field(kind: str) -> Setter:
+    """vLLM's older ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar``."""
+    key = f"guided_{kind}"
+
+    def put(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+        _constrain(req, vllm_constraint(kind, v, key), None, key)
+
+    return put
+
+
+def _guided_whitespace(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    raise _unsupported("guided_whitespace_pattern is not supported", "guided_whitespace_pattern")
+
+
+_GUIDED: dict[str, Setter] = {
+    "structured_outputs": _structured_outputs,
+    "guided_json": _guided_field("json"),
+    "guided_regex": _guided_field("regex"),
+    "guided_choice": _guided_field("choice"),
+    "guided_grammar": _guided_field("grammar"),
+    "guided_whitespace_pattern": _guided_whitespace,
+    # guided_decoding_backend picks how, not what, to decode: the engine's business.
+}
+
 _COMMON: dict[str, Setter] = {
+    **_GUIDED,
     "model": _model,
     "n": _n,
     "best_of": _best_of,
@@ -297,7 +345,8 @@ def _top_logprobs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
 
 
 def _response_format(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    req.guided, req.validator = parse_response_format(v)
+    guided, validator = parse_response_format(v)
+    _constrain(req, guided, validator, "response_format")
 
 
 def _tools(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
@@ -461,7 +510,9 @@ def _tool_choice(req: GenerateRequest, choice: Any) -> None:
     if req.tool_choice == "required" or req.tool_choice.startswith("function:"):
         if req.guided is not None:
             raise bad_request(
-                "a forced tool_choice cannot be combined with response_format", "tool_choice"
+                "a forced tool_choice cannot be combined with an output constraint "
+                "(response_format, structured_outputs or a guided_ field)",
+                "tool_choice",
             )
         assert req.tools is not None
         schema = forced_schema(req.tools, req.tool_choice.partition(":")[2] or None)
