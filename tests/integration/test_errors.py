@@ -298,3 +298,24 @@ def test_not_now_refusals_say_when_to_retry(tmp_path: Path) -> None:
             assert trailing["grpc-retry-pushback-ms"] == "2000"
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (1e30, "max_tokens must be an integer between 1 and "),
+        (-1.0, "max_tokens must be an integer between 1 and "),
+        (2.5, "max_tokens must be an integer"),
+    ],
+)
+def test_a_float_max_tokens_hears_the_limit(
+    tiny: tuple[MockIE, NeutrinoProc], value: float, says: str
+) -> None:
+    """A whole number sent as a float is taken as an integer (as vLLM does); one beyond
+    the range is told the range, not that it is no integer."""
+    _, server = tiny
+    got, body = post(server, "/v1/chat/completions", chat(max_tokens=value))
+    assert got == 400 and body["error"]["param"] == "max_tokens"
+    assert body["error"]["message"].startswith(says), body
+    got, body = post(server, "/v1/chat/completions", chat(max_tokens=2.0))
+    assert got == 200 and body["usage"]["completion_tokens"] <= 2

@@ -72,6 +72,12 @@ def _number(key: str, v: Any, lo: float, hi: float) -> float:
 
 
 def _integer(key: str, v: Any, lo: int, hi: int = _MAX_INT) -> int:
+    """An integer field; a whole number written as a float (``100.0``, ``1e30``) is
+    taken as its integer, as vLLM's validation does, so a huge one hears the limit."""
+    if isinstance(v, float) and v.is_integer():
+        if not lo <= v <= hi:
+            raise bad_request(f"{key} must be an integer between {lo} and {hi}", key)
+        v = int(v)
     if not _is_int(v):
         raise bad_request(f"{key} must be an integer", key)
     if not lo <= v <= hi:
