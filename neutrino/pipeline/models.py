@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from neutrino.config import ModelConfig
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.text.families import UnknownFamily
 from neutrino.text.local_files import load_local_tokenizer, read_chat_template
 from neutrino.text.parsers import reasoning_parser_names, tool_parser_names
 from neutrino.text.registry import load_tokenizer
@@ -16,6 +17,7 @@ from neutrino.text.templates import ChatTemplate, ModelFamily, family_for_model,
 from neutrino.text.tokenizer import Tokenizer
 
 log = logging.getLogger("neutrino.models")
+_MAX_WARNED = 1024  # model names the fallback warning remembers
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +54,28 @@ class ModelTexts:
         self._templates = {m: self._read_template(m, p) for m, p in cfg.chat_templates.items()}
         self._cache: dict[str, ModelText] = {}
         self._failed: set[str] = set()
+        self._fell_back: set[str] = set()  # model names already logged as unmatched
         self._lock = threading.Lock()
 
     def family_name(self, model: str) -> str:
         explicit = self._cfg.families.get(model)
         if explicit:
             return explicit
-        return family_for_model(model, self._families, self._cfg.default_family).name
+        try:
+            return family_for_model(model, self._families).name
+        except UnknownFamily:
+            pass
+        default = self._cfg.default_family
+        if model not in self._fell_back and len(self._fell_back) < _MAX_WARNED:
+            self._fell_back.add(model)
+            log.warning(
+                "model %s matches no known model family: it gets the default family %s "
+                "(its chat template, tokenizer and stop tokens); name its family in "
+                "[model] families if that is wrong",
+                model,
+                default,
+            )
+        return default
 
     def get(self, model: str) -> ModelText:
         """The model's text assets; may take a second on first use (loads a tokenizer)."""

@@ -172,6 +172,16 @@ def test_each_match_selects_its_own_family(name: str) -> None:
         ("zai-org/GLM-4.5-Air", "glm45"),
         ("zai-org/GLM-4.5-Air-FP8", "glm45"),
         ("unsloth/GLM-4.5-Air-GGUF", "glm45"),
+        # Names that only carry a family's obvious stem (Groq's, Ollama's, older releases)
+        ("llama3-70b-8192", "llama3"),
+        ("meta-llama/Meta-Llama-3-8B-Instruct", "llama3"),
+        ("llama3:8b", "llama3"),
+        ("Qwen/Qwen2-7B-Instruct", "qwen2.5"),
+        ("qwen2:7b", "qwen2.5"),
+        ("mistralai/Mistral-7B-Instruct-v0.2", "mistral-v3"),
+        ("mistral:7b", "mistral-v3"),
+        ("google/gemma-7b-it", "gemma3"),
+        ("Qwen-3-8B", "qwen3"),
     ],
 )
 def test_real_model_names(model: str, family: str) -> None:
@@ -379,3 +389,20 @@ def test_mistral_tekken_control_tokens() -> None:
     assert tok.token_to_id("[TOOL_CALLS]") == 9
     assert tok.token_to_id("<SPECIAL_999>") == 999
     assert tok.decode(tok.encode("</s>[SYSTEM_PROMPT]x"), skip_special=True) == "x"
+
+
+def test_a_name_no_family_matches_falls_back_once_in_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from neutrino.config import ModelConfig
+    from neutrino.pipeline.models import ModelTexts
+
+    texts = ModelTexts(ModelConfig())
+    with caplog.at_level("WARNING", logger="neutrino.models"):
+        for _ in range(3):
+            assert texts.family_name("acme-house-model-7b") == "chatml"
+        assert texts.family_name("llama3-70b-8192") == "llama3"
+    warnings = [r.getMessage() for r in caplog.records if r.name == "neutrino.models"]
+    assert len(warnings) == 1
+    assert "acme-house-model-7b" in warnings[0] and "chatml" in warnings[0]
+    assert "[model] families" in warnings[0]
