@@ -122,7 +122,8 @@ def test_a_stream_after_a_plain_request_on_one_connection_leaves_nothing_behind(
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     try:
         conn.request("GET", "/v1/models")
-        assert conn.getresponse().status == 200
+        r = conn.getresponse()
+        assert r.status == 200 and json.loads(r.read())["object"] == "list"
         body = json.dumps(_stream_body())
         conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
         r = conn.getresponse()
