@@ -122,10 +122,12 @@ class GrpcServer:
         reflection.enable_server_reflection(
             (*NEUTRINO_SERVICES, HEALTH_SERVICE, reflection.SERVICE_NAME), server
         )
+        # An engine that connects while the server starts sets the event; the watcher
+        # then updates at once instead of one health interval later.
+        self._refresh = asyncio.Event()
         await self._update()  # NOT_SERVING until an engine is there
         await server.start()
         self._server = server
-        self._refresh = asyncio.Event()
         self._task = asyncio.create_task(self._watch(), name="grpc-health")
         host = self.address.rpartition(":")[0]
         log.info("Neutrino gRPC listening on %s:%d", host, self.port)
