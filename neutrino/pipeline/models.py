@@ -35,6 +35,7 @@ class ModelTexts:
 
     def __init__(self, cfg: ModelConfig) -> None:
         self._cfg = cfg
+        self._fell_back: set[str] = set()  # model names already logged as unmatched
         self._families = load_families()
         for name, fam in cfg.families.items():
             if fam not in self._families:
@@ -54,7 +55,6 @@ class ModelTexts:
         self._templates = {m: self._read_template(m, p) for m, p in cfg.chat_templates.items()}
         self._cache: dict[str, ModelText] = {}
         self._failed: set[str] = set()
-        self._fell_back: set[str] = set()  # model names already logged as unmatched
         self._lock = threading.Lock()
 
     def family_name(self, model: str) -> str:

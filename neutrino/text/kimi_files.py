@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from neutrino.text.errors import TokenizerError
-from neutrino.text.local_files import (
+from neutrino.text.tiktoken_tokenizer import TiktokenTokenizer, read_tiktoken_ranks
+from neutrino.text.tokenizer_config import (
     MAX_SPECIAL_IDS,
     LocalTokenizer,
     added_tokens,
     token_content,
 )
-from neutrino.text.tiktoken_tokenizer import TiktokenTokenizer, read_tiktoken_ranks
 
 __all__ = ["KIMI_CLASS", "kimi_tokenizer", "read_class_constants"]
 
