@@ -14,7 +14,7 @@ import warnings
 
 from PIL import Image as PILImage
 
-from neutrino.engine.messages import Image
+from neutrino.engine.messages import Image as Image  # re-exported for front ends
 from neutrino.errors import bad_request
 
 MAX_IMAGE_BYTES = 20 * 1024 * 1024

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from neutrino.engine.messages import ModelInfo, SpeechQuery
+from neutrino.engine.messages import ModelInfo
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.pipeline.models import ModelText
 
@@ -27,17 +25,3 @@ def checked_tokens(
             param=param,
         )
     return ids
-
-
-def speech_builder(
-    model: str, text: str, voice: str, speed: float, traceparent: str
-) -> Callable[[ModelText, ModelInfo], tuple[SpeechQuery, int]]:
-    """The ``build`` step of a text-to-speech call (the input's tokens count as its prompt)."""
-
-    def build(assets: ModelText, info: ModelInfo) -> tuple[SpeechQuery, int]:
-        query = SpeechQuery(
-            model=model, text=text, voice=voice, speed=speed, traceparent=traceparent
-        )
-        return query, len(assets.tokenizer.encode(text))
-
-    return build

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from neutrino.config import Config
 from neutrino.engine.client import EngineClient, Submission
@@ -28,7 +29,7 @@ from neutrino.pipeline.history import History, HistoryEntry
 from neutrino.pipeline.logprobs import LogprobRecorder
 from neutrino.pipeline.models import ModelText, ModelTexts
 from neutrino.pipeline.output import OutputParser
-from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.request import GenerateRequest, tool_guided
 from neutrino.pipeline.state import Lifecycle, State
 from neutrino.text.bounded import tokens_at_least
 from neutrino.text.chat_messages import images_for_template
@@ -75,6 +76,18 @@ def _opens_think(text: ModelText, prompt: list[int]) -> bool:
     writes ``<think>`` only in thinking mode (``thinking`` true)."""
     tail = text.tokenizer.decode(prompt[-8:], skip_special=False)
     return tail.rstrip().endswith("<think>")
+
+
+class ModalJob(Protocol):
+    """A modality request: ``pipeline/modalities.py``'s Embed, Rerank, Transcribe ..."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def capability(self) -> Capability: ...
+
+    def build(self, text: ModelText, info: ModelInfo) -> tuple[ModalQuery, int]: ...
 
 
 class Orchestrator:
@@ -148,7 +161,7 @@ class Orchestrator:
                 deadline_ms=int(1000 * timeout),
                 traceparent=req.traceparent,
                 images=req.images,
-                guided=req.guided,
+                guided=tool_guided(req),
             )
             lifecycle.advance(State.QUEUED)
             deadline = time.monotonic() + timeout
@@ -190,20 +203,18 @@ class Orchestrator:
 
     async def call(
         self,
+        job: ModalJob,
         *,
         request_id: str,
-        model: str,
-        capability: Capability,
-        build: Callable[[ModelText, ModelInfo], tuple[ModalQuery, int]],
         timeout_s: float | None = None,
         on_queued: Callable[[], Awaitable[None]] | None = None,
         principal: Principal | None = None,
     ) -> ModalCall:
-        """Validate and submit a modality query; returns its live call.
-
-        ``build`` turns the model's text assets and engine info into the query and
-        its prompt token count; it raises NeutrinoError for bad input.
+        """Validate and submit a modality request (``pipeline/modalities.py``); returns
+        its live call. The job's ``build`` turns the model's text assets and engine info
+        into the query and its prompt token count; it raises NeutrinoError for bad input.
         """
+        model, capability, build = job.model, job.capability, job.build
         lifecycle = Lifecycle()
         self.started += 1
         admitted = False
@@ -262,14 +273,14 @@ class Orchestrator:
         if req.kind != "chat":
             return None
         family = text.family
-        tools = family.tool_parser if req.tools and req.tool_choice != "none" else None
+        choice = req.tool_choice
+        tools = family.tool_parser if req.tools and choice.mode != "none" else None
         forced: ForcedToolParser | None = None
         id_prefix: CallIds = f"call_{req.request_id.rpartition('-')[2]}_"
         if family.tool_call_ids == "alnum9":  # the template accepts only such ids
             id_prefix = alnum9_ids(req.request_id)
-        if req.tool_choice == "required" or req.tool_choice.startswith("function:"):
-            name = req.tool_choice.partition(":")[2] or None
-            forced = ForcedToolParser(tools=req.tools, id_prefix=id_prefix, name=name)
+        if choice.forced:
+            forced = ForcedToolParser(tools=req.tools, id_prefix=id_prefix, name=choice.name)
         if family.reasoning_parser is None and tools is None and forced is None:
             return None
         tokenizer = text.tokenizer

@@ -15,17 +15,9 @@ import asyncio
 import math
 from dataclasses import dataclass
 
-from neutrino.audio.subtitles import Segment, language_code, transcript
+from neutrino.audio.subtitles import language_code, transcript
 from neutrino.audio.wav import Audio, WavError, read_wav, wav_header
 from neutrino.config import Config
-from neutrino.engine.messages import (
-    AudioQuery,
-    AudioResult,
-    AudioTask,
-    Capability,
-    ModelInfo,
-    SpeechResult,
-)
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.frontends.grpc.calls import (
     Context,
@@ -37,13 +29,11 @@ from neutrino.frontends.grpc.calls import (
     timeout_s,
 )
 from neutrino.frontends.grpc.convert import new_id
-from neutrino.frontends.grpc.modal import one_result, usage
+from neutrino.frontends.grpc.modal import usage
 from neutrino.frontends.grpc.stubs import audio_pb2, audio_pb2_grpc
 from neutrino.pipeline.call import ModalCall
-from neutrino.pipeline.inputs import speech_builder
-from neutrino.pipeline.models import ModelText
+from neutrino.pipeline.modalities import AudioTask, Speak, SpeechAudio, Transcribe
 from neutrino.pipeline.orchestrator import Orchestrator
-from neutrino.text.tokenizer import Tokenizer
 
 SPEECH_FORMATS = ("wav", "pcm")  # as over HTTP
 OPENAI_SPEECH_FORMATS = ("mp3", "opus", "aac", "flac")  # OpenAI's, not served here
@@ -174,50 +164,31 @@ class AudioService(audio_pb2_grpc.AudioServicer):
             audio = await asyncio.to_thread(decode_audio, data)
         else:
             audio = decode_audio(data)
-        traceparent = metadata(context, "traceparent")
-        tokenizers: list[Tokenizer] = []
-
-        def build(text: ModelText, info: ModelInfo) -> tuple[AudioQuery, int]:
-            tokenizers.append(text.tokenizer)
-            ids = text.tokenizer.encode(req.prompt) if req.prompt else []
-            # Like Whisper, keep the end of a prompt longer than half the context.
-            room = info.context_length // 2
-            if room and len(ids) > room:
-                ids = ids[-room:]
-            query = AudioQuery(
-                model=req.model,
-                task=task,
-                pcm=audio.pcm,
-                sample_rate=audio.sample_rate,
-                language=req.language,
-                prompt_tokens=ids,
-                temperature=req.temperature,
-                traceparent=traceparent,
-            )
-            return query, len(ids)
-
+        job = Transcribe(
+            model=req.model,
+            task=task,
+            pcm=audio.pcm,
+            sample_rate=audio.sample_rate,
+            language=req.language,
+            prompt=req.prompt,
+            temperature=req.temperature,
+            traceparent=metadata(context, "traceparent"),
+        )
         prefix = "trsc" if task is AudioTask.TRANSCRIBE else "trsl"
         call = await self.orch.call(
+            job,
             request_id=new_id(prefix),
-            model=req.model,
-            capability=Capability.TRANSCRIBE,
-            build=build,
             timeout_s=timeout_s(context, self.cfg),
             principal=principal,
         )
-        result = await closing(context, call, lambda: one_result(call, AudioResult))
-        tok = tokenizers[0]
-        segments = [
-            Segment(s.start_s, s.end_s, tok.decode(s.tokens), tuple(s.tokens))
-            for s in result.segments
-        ]
-        translate = task is AudioTask.TRANSLATE
+        result = job.transcript(await closing(context, call, call.result))
+        segments = result.segments
         return audio_pb2.TranscriptionResponse(
             id=call.request_id,
             model=req.model,
             created=call.created,
             text=transcript(segments),
-            language="en" if translate else (result.language or req.language),
+            language=result.language,
             duration=result.duration_s,
             segments=[
                 audio_pb2.TranscriptionSegment(
@@ -235,13 +206,10 @@ class AudioService(audio_pb2_grpc.AudioServicer):
             req = speech_request(request)
             traceparent = metadata(context, "traceparent")
 
-            build = speech_builder(req.model, req.text, req.voice, req.speed, traceparent)
-
+            job = Speak(req.model, req.text, req.voice, req.speed, traceparent)
             call = await self.orch.call(
+                job,
                 request_id=new_id("speech"),
-                model=req.model,
-                capability=Capability.SPEECH,
-                build=build,
                 timeout_s=timeout_s(context, self.cfg),
                 principal=principal,
             )
@@ -252,38 +220,12 @@ class AudioService(audio_pb2_grpc.AudioServicer):
     async def _stream(self, call: ModalCall, fmt: str, context: Context) -> None:
         """Write the audio as it comes; every write is awaited, so a slow client holds
         the stream back instead of growing a buffer."""
-        await call.wait()
-        results = call.take()
-        if not results:  # the engine failed before sending any audio
-            raise (
-                call.error.fresh()
-                if call.error
-                else NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine sent no audio")
-            )
-        first = results[0]
-        if not isinstance(first, SpeechResult) or first.sample_rate <= 0:
-            raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")
-        rate = first.sample_rate
-        out = bytearray(wav_header(rate) if fmt == "wav" else b"")
-        while True:
-            done = False
-            for r in results:
-                if not isinstance(r, SpeechResult) or r.sample_rate != rate:
-                    raise NeutrinoError(
-                        ErrorKind.ENGINE_ERROR, "the engine changed the audio format"
-                    )
-                out += r.pcm
-                done = done or r.final
-            for chunk in _chunks(bytes(out), rate):
+        audio = SpeechAudio(call)
+        rate = await audio.start()
+        head = wav_header(rate) if fmt == "wav" else b""
+        done = False
+        while not done:
+            pcm, done = await audio.next()
+            for chunk in _chunks(head + pcm, rate):
                 await send(context, chunk, self.cfg.limits.send_timeout_s)
-            out.clear()
-            if done:
-                return
-            await call.wait()
-            results = call.take()
-            if not results:
-                raise (
-                    call.error.fresh()
-                    if call.error
-                    else NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine ended the audio early")
-                )
+            head = b""

@@ -11,10 +11,10 @@ import secrets
 from typing import Any, Literal
 
 from neutrino.config import LimitsConfig
-from neutrino.engine.messages import ModelInfo
 from neutrino.errors import bad_request
 from neutrino.frontends.grpc.stubs import common_pb2, inference_pb2
 from neutrino.pipeline.generation import Outcome
+from neutrino.pipeline.modalities import ModelInfo
 from neutrino.pipeline.request import GenerateRequest, check_stops
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})

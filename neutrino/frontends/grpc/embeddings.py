@@ -10,15 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from neutrino.config import Config
-from neutrino.engine.messages import (
-    Capability,
-    EmbedQuery,
-    EmbedResult,
-    ModelInfo,
-    RerankQuery,
-    RerankResult,
-)
-from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.errors import bad_request
 from neutrino.frontends.grpc.calls import (
     Context,
     caller,
@@ -28,10 +20,11 @@ from neutrino.frontends.grpc.calls import (
     timeout_s,
 )
 from neutrino.frontends.grpc.convert import new_id
-from neutrino.frontends.grpc.modal import one_result, usage
+from neutrino.frontends.grpc.modal import usage
 from neutrino.frontends.grpc.stubs import embeddings_pb2, embeddings_pb2_grpc
-from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS, checked_tokens
-from neutrino.pipeline.models import ModelText
+from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS
+from neutrino.pipeline.modalities import Embed
+from neutrino.pipeline.modalities import Rerank as RerankJob
 from neutrino.pipeline.orchestrator import Orchestrator
 
 # ----------------------------------------------------------------------------- validation
@@ -116,32 +109,14 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
             dims = dimensions(request)
             traceparent = metadata(context, "traceparent")
 
-            def build(text: ModelText, info: ModelInfo) -> tuple[EmbedQuery, int]:
-                native = info.embedding_dimensions
-                if dims is not None and native and dims > native:
-                    raise bad_request(
-                        f"dimensions must be at most {native} for {model}", "dimensions"
-                    )
-                ids = [checked_tokens(text, info, item, "input") for item in items]
-                query = EmbedQuery(
-                    model, ids, dimensions=dims or 0, normalize=True, traceparent=traceparent
-                )
-                return query, sum(len(i) for i in ids)
-
+            job = Embed(model, items, dims, traceparent)
             call = await self.orch.call(
+                job,
                 request_id=new_id("embd"),
-                model=model,
-                capability=Capability.EMBED,
-                build=build,
                 timeout_s=timeout_s(context, self.cfg),
                 principal=principal,
             )
-            result = await closing(context, call, lambda: one_result(call, EmbedResult))
-            rows = result.rows()
-            if len(rows) != len(items):
-                raise NeutrinoError(
-                    ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape"
-                )
+            rows = job.rows(await closing(context, call, call.result))
             return embeddings_pb2.EmbedResponse(
                 id=call.request_id,
                 model=model,
@@ -162,34 +137,19 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
             req = rerank_request(request)
             traceparent = metadata(context, "traceparent")
 
-            def build(text: ModelText, info: ModelInfo) -> tuple[RerankQuery, int]:
-                q = checked_tokens(text, info, req.query, "query")
-                ids = [
-                    checked_tokens(text, info, d, "documents") if d else [] for d in req.documents
-                ]
-                query = RerankQuery(req.model, q, ids, traceparent)
-                return query, len(q) * len(ids) + sum(map(len, ids))
-
+            job = RerankJob(req.model, req.query, req.documents, req.top_n, traceparent)
             call = await self.orch.call(
+                job,
                 request_id=new_id("rerank"),
-                model=req.model,
-                capability=Capability.RERANK,
-                build=build,
                 timeout_s=timeout_s(context, self.cfg),
                 principal=principal,
             )
-            result = await closing(context, call, lambda: one_result(call, RerankResult))
-            docs = req.documents
-            if len(result.scores) != len(docs):
-                raise NeutrinoError(
-                    ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape"
-                )
-            order = sorted(range(len(docs)), key=lambda i: -result.scores[i])[: req.top_n]
+            ranked = job.ranked(await closing(context, call, call.result))
             results = []
-            for i in order:
-                r = embeddings_pb2.RerankResult(index=i, relevance_score=result.scores[i])
+            for i, score in ranked:
+                r = embeddings_pb2.RerankResult(index=i, relevance_score=score)
                 if req.return_documents:
-                    r.document = docs[i]
+                    r.document = req.documents[i]
                 results.append(r)
             return embeddings_pb2.RerankResponse(
                 id=call.request_id,

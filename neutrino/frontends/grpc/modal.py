@@ -1,15 +1,9 @@
-"""Shared by the modality services: a modality call's ``usage`` and its one result."""
+"""Shared by the modality services: a modality call's ``usage``."""
 
 from __future__ import annotations
 
-from typing import TypeVar
-
-from neutrino.engine.messages import ModalResult
-from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.grpc.stubs import common_pb2
 from neutrino.pipeline.call import ModalCall
-
-R = TypeVar("R", bound=ModalResult)
 
 
 def usage(call: ModalCall, completion_tokens: int = 0) -> common_pb2.Usage:
@@ -24,11 +18,3 @@ def usage(call: ModalCall, completion_tokens: int = 0) -> common_pb2.Usage:
         completion_time=t["completion_time"],
         total_time=t["total_time"],
     )
-
-
-async def one_result(call: ModalCall, kind: type[R]) -> R:
-    """The call's single result, checked to be a ``kind`` (else an engine error)."""
-    result = await call.result()
-    if not isinstance(result, kind):
-        raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")
-    return result

@@ -11,7 +11,6 @@ import asyncio
 import math
 
 from neutrino.config import Config
-from neutrino.engine.messages import Capability, DetectQuery, DetectResult, Image, ModelInfo
 from neutrino.errors import bad_request
 from neutrino.frontends.grpc.calls import (
     Context,
@@ -22,10 +21,9 @@ from neutrino.frontends.grpc.calls import (
     timeout_s,
 )
 from neutrino.frontends.grpc.convert import new_id
-from neutrino.frontends.grpc.modal import one_result
 from neutrino.frontends.grpc.stubs import vision_pb2, vision_pb2_grpc
 from neutrino.pipeline.images import MAX_IMAGE_BYTES, check_image
-from neutrino.pipeline.models import ModelText
+from neutrino.pipeline.modalities import Detect, Image
 from neutrino.pipeline.orchestrator import Orchestrator
 
 _OFFLOAD_BYTES = 256 * 1024  # check bigger images off the event loop
@@ -72,18 +70,14 @@ class VisionService(vision_pb2_grpc.VisionServicer):
             score = threshold(request)
             traceparent = metadata(context, "traceparent")
 
-            def build(text: ModelText, info: ModelInfo) -> tuple[DetectQuery, int]:
-                return DetectQuery(name, img, score, traceparent), 0
-
+            job = Detect(name, img, score, traceparent)
             call = await self.orch.call(
+                job,
                 request_id=new_id("det"),
-                model=name,
-                capability=Capability.DETECT,
-                build=build,
                 timeout_s=timeout_s(context, self.cfg),
                 principal=principal,
             )
-            result = await closing(context, call, lambda: one_result(call, DetectResult))
+            boxes = job.boxes(await closing(context, call, call.result))
             return vision_pb2.DetectResponse(
                 id=call.request_id,
                 model=name,
@@ -93,7 +87,7 @@ class VisionService(vision_pb2_grpc.VisionServicer):
                     vision_pb2.DetectBox(
                         label=b.label, score=b.score, x0=b.x0, y0=b.y0, x1=b.x1, y1=b.y1
                     )
-                    for b in result.boxes
+                    for b in boxes
                 ],
             )
 

@@ -21,7 +21,6 @@ from aiohttp import BodyPartReader, MultipartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from neutrino.audio.subtitles import (
-    Segment,
     language_code,
     language_name,
     to_srt,
@@ -32,24 +31,14 @@ from neutrino.audio.subtitles import (
 )
 from neutrino.audio.wav import Audio, WavError, read_wav, wav_header
 from neutrino.config import Config
-from neutrino.engine.messages import (
-    AudioQuery,
-    AudioResult,
-    AudioTask,
-    Capability,
-    ModelInfo,
-    SpeechResult,
-)
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.frontends.http.guard import caller, guarded
 from neutrino.frontends.http.openai import json_response, read_json
 from neutrino.frontends.http.parse import new_id
 from neutrino.frontends.http.sse import SlowClient, within
 from neutrino.pipeline.call import ModalCall
-from neutrino.pipeline.inputs import speech_builder
-from neutrino.pipeline.models import ModelText
+from neutrino.pipeline.modalities import AudioTask, Speak, SpeechAudio, Transcribe, Transcript
 from neutrino.pipeline.orchestrator import Orchestrator
-from neutrino.text.tokenizer import Tokenizer
 
 log = logging.getLogger("neutrino.http")
 
@@ -371,59 +360,33 @@ class AudioRoutes:
             audio = await asyncio.to_thread(_decode_audio, data)
         else:
             audio = _decode_audio(data)
-        prompt = form.text("prompt") or ""
-        traceparent = request.headers.get("traceparent", "")
-        tokenizers: list[Tokenizer] = []
-
-        def build(text: ModelText, info: ModelInfo) -> tuple[AudioQuery, int]:
-            tokenizers.append(text.tokenizer)
-            ids = text.tokenizer.encode(prompt) if prompt else []
-            # Like Whisper, keep the end of a prompt longer than half the context.
-            room = info.context_length // 2
-            if room and len(ids) > room:
-                ids = ids[-room:]
-            query = AudioQuery(
-                model=model,
-                task=task,
-                pcm=audio.pcm,
-                sample_rate=audio.sample_rate,
-                language=language,
-                prompt_tokens=ids,
-                temperature=temperature,
-                traceparent=traceparent,
-            )
-            return query, len(ids)
-
-        prefix = "trsc" if task is AudioTask.TRANSCRIBE else "trsl"
-        call = await self.orch.call(
-            principal=principal,
-            request_id=new_id(prefix),
+        job = Transcribe(
             model=model,
-            capability=Capability.TRANSCRIBE,
-            build=build,
+            task=task,
+            pcm=audio.pcm,
+            sample_rate=audio.sample_rate,
+            language=language,
+            prompt=form.text("prompt") or "",
+            temperature=temperature,
+            traceparent=request.headers.get("traceparent", ""),
         )
+        prefix = "trsc" if task is AudioTask.TRANSCRIBE else "trsl"
+        call = await self.orch.call(job, principal=principal, request_id=new_id(prefix))
         try:
-            result = await call.result()
+            result = job.transcript(await call.result())
         finally:
             call.close()
-        if not isinstance(result, AudioResult):
-            raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")
-        tok = tokenizers[0]
-        segments = [
-            Segment(s.start_s, s.end_s, tok.decode(s.tokens), tuple(s.tokens))
-            for s in result.segments
-        ]
-        return self._render(fmt, task, result, segments, language, temperature)
+        return self._render(fmt, task, result, language, temperature)
 
     def _render(
         self,
         fmt: str,
         task: AudioTask,
-        result: AudioResult,
-        segments: list[Segment],
+        result: Transcript,
         language: str,
         temperature: float,
     ) -> web.Response:
+        segments = result.segments
         ctype = _CONTENT_TYPES[fmt]
         usage = {"type": "duration", "seconds": math.ceil(result.duration_s)}
         translate = task is AudioTask.TRANSLATE
@@ -435,7 +398,7 @@ class AudioRoutes:
         if fmt == "verbose_json":
             body = verbose_json(
                 task="translate" if translate else "transcribe",
-                language="english" if translate else language_name(result.language or language),
+                language="english" if translate else language_name(result.language),
                 duration=result.duration_s,
                 segments=segments,
                 temperature=temperature,
@@ -454,15 +417,8 @@ class AudioRoutes:
         req = parse_speech(body)
         traceparent = request.headers.get("traceparent", "")
 
-        build = speech_builder(req.model, req.text, req.voice, req.speed, traceparent)
-
-        call = await self.orch.call(
-            principal=principal,
-            request_id=new_id("speech"),
-            model=req.model,
-            capability=Capability.SPEECH,
-            build=build,
-        )
+        job = Speak(req.model, req.text, req.voice, req.speed, traceparent)
+        call = await self.orch.call(job, principal=principal, request_id=new_id("speech"))
         try:
             return await self._stream_speech(request, call, req.fmt)
         finally:
@@ -471,44 +427,25 @@ class AudioRoutes:
     async def _stream_speech(
         self, request: web.Request, call: ModalCall, fmt: str
     ) -> web.StreamResponse:
-        await call.wait()
-        results = call.take()
-        if not results:  # the engine failed before sending any audio: a plain error
-            raise (
-                call.error.fresh()
-                if call.error
-                else NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine sent no audio")
-            )
-        first = results[0]
-        if not isinstance(first, SpeechResult) or first.sample_rate <= 0:
-            raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")
-        rate = first.sample_rate
+        audio = SpeechAudio(call)
+        rate = await audio.start()  # an error before any audio is a plain error answer
         resp = web.StreamResponse(
             headers={"Content-Type": _SPEECH_TYPES[fmt], "X-Sample-Rate": str(rate)}
         )
         await resp.prepare(request)
-        out = bytearray(wav_header(rate) if fmt == "wav" else b"")
+        head = wav_header(rate) if fmt == "wav" else b""
         try:
-            while True:
-                done = False
-                for r in results:
-                    if not isinstance(r, SpeechResult) or r.sample_rate != rate:
-                        self._abort(request, resp, "the engine changed the audio format")
-                        return resp
-                    out += r.pcm
-                    done = done or r.final
-                if out:
-                    send = resp.write(bytes(out))
-                    await within(send, request.transport, self.cfg.limits.send_timeout_s)
-                    out.clear()
-                if done:
-                    break
-                await call.wait()
-                results = call.take()
-                if not results:
-                    err = call.error
-                    self._abort(request, resp, err.message if err else "no audio")
+            done = False
+            while not done:
+                try:
+                    pcm, done = await audio.next()
+                except NeutrinoError as exc:
+                    self._abort(request, resp, exc.message)
                     return resp
+                if head or pcm:
+                    send = resp.write(head + pcm)
+                    await within(send, request.transport, self.cfg.limits.send_timeout_s)
+                    head = b""
             await resp.write_eof()
         except SlowClient:
             call.close("client too slow")  # its connection is reset: it read nothing

@@ -9,13 +9,12 @@ from typing import Any
 from aiohttp import web
 
 from neutrino.config import Config
-from neutrino.engine.messages import Capability, DetectQuery, DetectResult, ModelInfo
-from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.errors import bad_request
 from neutrino.frontends.http.guard import caller, guarded
 from neutrino.frontends.http.openai import json_response, read_json
 from neutrino.frontends.http.parse import new_id
 from neutrino.pipeline.images import decode_image_url
-from neutrino.pipeline.models import ModelText
+from neutrino.pipeline.modalities import Detect
 from neutrino.pipeline.orchestrator import Orchestrator
 
 
@@ -50,26 +49,15 @@ class DetectRoutes:
             raise bad_request("threshold must be a number between 0 and 1", "threshold")
         traceparent = request.headers.get("traceparent", "")
 
-        def build(text: ModelText, info: ModelInfo) -> tuple[DetectQuery, int]:
-            return DetectQuery(model, image, float(threshold), traceparent), 0
-
+        job = Detect(model, image, float(threshold), traceparent)
         rid = new_id("det")
-        call = await self.orch.call(
-            principal=principal,
-            request_id=rid,
-            model=model,
-            capability=Capability.DETECT,
-            build=build,
-        )
+        call = await self.orch.call(job, principal=principal, request_id=rid)
         try:
-            result = await call.result()
+            boxes = job.boxes(await call.result())
         finally:
             call.close()
-        if not isinstance(result, DetectResult):
-            raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")
         data: list[dict[str, Any]] = [
-            {"label": b.label, "score": b.score, "box": [b.x0, b.y0, b.x1, b.y1]}
-            for b in result.boxes
+            {"label": b.label, "score": b.score, "box": [b.x0, b.y0, b.x1, b.y1]} for b in boxes
         ]
         return json_response(
             {

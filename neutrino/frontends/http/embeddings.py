@@ -10,20 +10,12 @@ from typing import Any
 from aiohttp import web
 
 from neutrino.config import Config
-from neutrino.engine.messages import (
-    Capability,
-    EmbedQuery,
-    EmbedResult,
-    ModelInfo,
-    RerankQuery,
-    RerankResult,
-)
-from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.errors import bad_request
 from neutrino.frontends.http.guard import caller, guarded
 from neutrino.frontends.http.openai import json_response, read_json
 from neutrino.frontends.http.parse import new_id
-from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS, checked_tokens
-from neutrino.pipeline.models import ModelText
+from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS
+from neutrino.pipeline.modalities import Embed, Rerank
 from neutrino.pipeline.orchestrator import Orchestrator
 
 
@@ -89,35 +81,14 @@ class EmbeddingRoutes:
         if dims is not None and (not _is_int(dims) or dims < 1):
             raise bad_request("dimensions must be a positive integer", "dimensions")
 
-        def build(text: ModelText, info: ModelInfo) -> tuple[EmbedQuery, int]:
-            native = info.embedding_dimensions
-            if dims is not None and native and dims > native:
-                raise bad_request(f"dimensions must be at most {native} for {model}", "dimensions")
-            ids = [checked_tokens(text, info, item, "input") for item in items]
-            query = EmbedQuery(
-                model,
-                ids,
-                dimensions=dims or 0,
-                normalize=True,
-                traceparent=request.headers.get("traceparent", ""),
-            )
-            return query, sum(len(i) for i in ids)
-
-        call = await self.orch.call(
-            principal=principal,
-            request_id=new_id("embd"),
-            model=model,
-            capability=Capability.EMBED,
-            build=build,
-        )
+        job = Embed(model, items, dims, request.headers.get("traceparent", ""))
+        call = await self.orch.call(job, principal=principal, request_id=new_id("embd"))
         try:
-            result = await call.result()
+            rows = job.rows(await call.result())
         finally:
             call.close()
-        if not isinstance(result, EmbedResult) or len(result.rows()) != len(items):
-            raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")
         data = []
-        for i, row in enumerate(result.rows()):
+        for i, row in enumerate(rows):
             vector: Any = row
             if fmt == "base64":
                 vector = base64.b64encode(array("f", row).tobytes()).decode()
@@ -159,30 +130,16 @@ class EmbeddingRoutes:
         if not isinstance(return_documents, bool):
             raise bad_request("return_documents must be a boolean", "return_documents")
 
-        def build(text: ModelText, info: ModelInfo) -> tuple[RerankQuery, int]:
-            q = checked_tokens(text, info, query, "query")
-            ids = [checked_tokens(text, info, d, "documents") if d else [] for d in docs]
-            traceparent = request.headers.get("traceparent", "")
-            return RerankQuery(model, q, ids, traceparent), len(q) * len(ids) + sum(map(len, ids))
-
+        job = Rerank(model, query, docs, top_n, request.headers.get("traceparent", ""))
         rid = new_id("rerank")
-        call = await self.orch.call(
-            principal=principal,
-            request_id=rid,
-            model=model,
-            capability=Capability.RERANK,
-            build=build,
-        )
+        call = await self.orch.call(job, principal=principal, request_id=rid)
         try:
-            result = await call.result()
+            ranked = job.ranked(await call.result())
         finally:
             call.close()
-        if not isinstance(result, RerankResult) or len(result.scores) != len(docs):
-            raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")
-        order = sorted(range(len(docs)), key=lambda i: -result.scores[i])[:top_n]
         results = []
-        for i in order:
-            item: dict[str, Any] = {"index": i, "relevance_score": result.scores[i]}
+        for i, score in ranked:
+            item: dict[str, Any] = {"index": i, "relevance_score": score}
             if return_documents:
                 item["document"] = {"text": docs[i]}
             results.append(item)
