@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from neutrino.config import LimitsConfig
-from neutrino.engine.messages import Guided, Image
+from neutrino.engine.messages import Guided, GuidedMode, Image
 from neutrino.errors import bad_request
 from neutrino.pipeline.auth import Principal
+from neutrino.text.parsers.forced import forced_schema
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """``tool_choice``: the model may call tools (auto), must not (none), must call one
+    (required), or must call the one ``name``d (named)."""
+
+    mode: Literal["auto", "none", "required", "named"] = "auto"
+    name: str | None = None
+
+    @property
+    def forced(self) -> bool:
+        """Whether the engine decodes under a schema of the call(s) it must make."""
+        return self.mode in ("required", "named")
+
+
+AUTO_TOOLS = ToolChoice()
 
 
 @dataclass(slots=True)
@@ -43,13 +62,13 @@ class GenerateRequest:
     add_generation_prompt: bool = True
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     tools: list[dict[str, Any]] | None = None
-    tool_choice: str = "auto"  # "auto", "none", "required" or "function:NAME"
+    tool_choice: ToolChoice = AUTO_TOOLS
     parallel_tool_calls: bool = True
     reasoning_format: Literal["parsed", "raw", "hidden"] = "parsed"
     traceparent: str = ""
     timeout_s: float | None = None
     images: list[Image] = field(default_factory=list)  # in the order they appear
-    guided: Guided | None = None  # response_format constraint for the engine
+    guided: Guided | None = None  # the client's output constraint (response_format ...)
     validator: Callable[[str], str | None] | None = None  # strict check of the final text
     principal: Principal | None = None  # the caller's API key (None: keys are off)
 
@@ -66,3 +85,18 @@ def check_stops(stops: list[str], limits: LimitsConfig) -> None:
             raise bad_request(
                 f"each stop sequence must be at most {limits.max_stop_chars} characters", "stop"
             )
+
+
+def tool_guided(req: GenerateRequest) -> Guided | None:
+    """The constraint the engine decodes under: the client's own, or for a forced
+    ``tool_choice`` the JSON schema of the call(s) it must make (never both)."""
+    if not req.tool_choice.forced:
+        return req.guided
+    if req.guided is not None:
+        raise bad_request(
+            "a forced tool_choice cannot be combined with an output constraint "
+            "(response_format, structured_outputs or a guided_ field)",
+            "tool_choice",
+        )
+    schema = forced_schema(req.tools or [], req.tool_choice.name)
+    return Guided(GuidedMode.JSON_SCHEMA, json.dumps(schema, ensure_ascii=False))

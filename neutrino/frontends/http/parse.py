@@ -13,23 +13,20 @@ the API knows. Rules that join two fields run afterwards, only when one is prese
 from __future__ import annotations
 
 import itertools
-import json
 import secrets
 from collections.abc import Callable
 from typing import Any
 
 from neutrino.config import LimitsConfig
-from neutrino.engine.messages import Guided, GuidedMode, Image
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
-from neutrino.pipeline.images import MAX_IMAGES, decode_image_url
-from neutrino.pipeline.request import GenerateRequest, check_stops
+from neutrino.pipeline.images import MAX_IMAGES, Image, decode_image_url
+from neutrino.pipeline.request import GenerateRequest, ToolChoice, check_stops, tool_guided
 from neutrino.pipeline.structured import (
-    Validator,
+    constrain,
     parse_response_format,
     parse_structured_outputs,
     vllm_constraint,
 )
-from neutrino.text.parsers.forced import forced_schema
 
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _MAX_INT = (1 << 31) - 1
@@ -201,22 +198,8 @@ def _max_completion_tokens(req: GenerateRequest, v: Any, limits: LimitsConfig) -
     req.max_tokens = _integer("max_completion_tokens", v, 1)
 
 
-def _constrain(
-    req: GenerateRequest, guided: Guided | None, validator: Validator | None, param: str
-) -> None:
-    """Set the request's output constraint; a second one is refused, never merged."""
-    if guided is None:
-        return
-    if req.guided is not None:
-        raise bad_request(
-            "give one output constraint: response_format, structured_outputs or a guided_ field",
-            param,
-        )
-    req.guided, req.validator = guided, validator
-
-
 def _structured_outputs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    _constrain(req, parse_structured_outputs(v), None, "structured_outputs")
+    constrain(req, parse_structured_outputs(v), None, "structured_outputs")
 
 
 def _guided_field(kind: str) -> Setter:
@@ -224,7 +207,7 @@ def _guided_field(kind: str) -> Setter:
     key = f"guided_{kind}"
 
     def put(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-        _constrain(req, vllm_constraint(kind, v, key), None, key)
+        constrain(req, vllm_constraint(kind, v, key), None, key)
 
     return put
 
@@ -352,7 +335,7 @@ def _top_logprobs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
 
 def _response_format(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
     guided, validator = parse_response_format(v)
-    _constrain(req, guided, validator, "response_format")
+    constrain(req, guided, validator, "response_format")
 
 
 def _tools(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
@@ -491,7 +474,7 @@ def parse_chat(body: Any, limits: LimitsConfig) -> GenerateRequest:
 
 
 def _tool_choice(req: GenerateRequest, choice: Any) -> None:
-    """``tool_choice``, checked against ``tools``; a forced choice becomes a JSON schema."""
+    """``tool_choice``, checked against ``tools``."""
     names = {t["function"]["name"] for t in req.tools or ()}
     if isinstance(choice, dict):
         fn = choice.get("function")
@@ -504,25 +487,16 @@ def _tool_choice(req: GenerateRequest, choice: Any) -> None:
             )
         if name not in names:
             raise bad_request(f"tool_choice names {name!r}, which is not in tools", "tool_choice")
-        req.tool_choice = f"function:{name}"
+        req.tool_choice = ToolChoice("named", name)
     elif choice in ("auto", "none", "required"):
         if choice == "required" and not names:
             raise bad_request("tool_choice 'required' needs tools", "tool_choice")
-        req.tool_choice = choice
+        req.tool_choice = ToolChoice(choice)
     else:
         raise bad_request(
             "tool_choice must be 'auto', 'none', 'required' or a function", "tool_choice"
         )
-    if req.tool_choice == "required" or req.tool_choice.startswith("function:"):
-        if req.guided is not None:
-            raise bad_request(
-                "a forced tool_choice cannot be combined with an output constraint "
-                "(response_format, structured_outputs or a guided_ field)",
-                "tool_choice",
-            )
-        assert req.tools is not None
-        schema = forced_schema(req.tools, req.tool_choice.partition(":")[2] or None)
-        req.guided = Guided(GuidedMode.JSON_SCHEMA, json.dumps(schema, ensure_ascii=False))
+    tool_guided(req)  # a forced choice beside another constraint is refused here
 
 
 def parse_completion(body: Any, limits: LimitsConfig) -> GenerateRequest:

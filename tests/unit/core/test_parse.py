@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.http.parse import parse_chat, parse_completion
+from neutrino.pipeline.request import ToolChoice, tool_guided
 
 LIMITS = LimitsConfig()
 MSG = [{"role": "user", "content": "hi"}]
@@ -71,10 +73,19 @@ def test_reasoning_effort_joins_template_kwargs() -> None:
     assert req.template_kwargs == {"reasoning_effort": "high"}
 
 
-def test_forced_tool_choice_becomes_a_schema() -> None:
+def test_tool_choice_is_typed_and_the_pipeline_builds_its_schema() -> None:
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     req = parse_chat(chat(tool_choice="required", tools=tools), LIMITS)
-    assert req.tool_choice == "required" and req.guided is not None
+    assert req.tool_choice == ToolChoice("required") and req.guided is None
+    guided = tool_guided(req)
+    assert guided is not None and json.loads(guided.json_schema)["type"] == "array"
+    named = {"type": "function", "function": {"name": "f"}}
+    req = parse_chat(chat(tool_choice=named, tools=tools), LIMITS)
+    assert req.tool_choice == ToolChoice("named", "f")
+    guided = tool_guided(req)
+    assert guided is not None and json.loads(guided.json_schema) == {"type": "object"}
+    req = parse_chat(chat(tool_choice="none", tools=tools), LIMITS)
+    assert req.tool_choice == ToolChoice("none") and tool_guided(req) is None
 
 
 def test_completion_fields() -> None:
