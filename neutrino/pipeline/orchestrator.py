@@ -24,13 +24,14 @@ from neutrino.pipeline.admission import Admission
 from neutrino.pipeline.auth import KeyRing, Principal
 from neutrino.pipeline.call import ModalCall
 from neutrino.pipeline.deadlines import DeadlineWheel
-from neutrino.pipeline.generation import Generation, TextStream
+from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.history import History, HistoryEntry
 from neutrino.pipeline.logprobs import LogprobRecorder
 from neutrino.pipeline.models import ModelText, ModelTexts
 from neutrino.pipeline.output import OutputParser
 from neutrino.pipeline.request import GenerateRequest, tool_guided
 from neutrino.pipeline.state import Lifecycle, State
+from neutrino.pipeline.text_stream import TextStream
 from neutrino.text.bounded import tokens_at_least
 from neutrino.text.chat_messages import images_for_template
 from neutrino.text.parsers import CallIds

@@ -28,6 +28,7 @@ from neutrino.frontends.grpc.calls import (
 from neutrino.frontends.grpc.stubs import common_pb2, inference_pb2, inference_pb2_grpc
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.orchestrator import Orchestrator
+from neutrino.pipeline.pull import Pull, collect
 from neutrino.pipeline.request import GenerateRequest
 
 __all__ = ["InferenceService", "error_metadata", "status_code"]
@@ -63,7 +64,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             gen = await self.orch.start(req)
             reason = "client disconnected"
             try:
-                text, outcome = await gen.collect()
+                text, outcome = await collect(gen)
             except asyncio.CancelledError:
                 reason = end_reason(context)
                 raise
@@ -110,9 +111,14 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             )
 
         limit = self.cfg.limits.send_timeout_s
+        pull = Pull(gen)
         while True:
-            await gen.wait()
-            text, _ = gen.take()
+            await pull.wait()
+            text, _ = pull.take()
+            if not pull.ended:
+                if text:
+                    await send(context, chunk(text), limit)
+                continue
             err = gen.error
             if err is not None:
                 if text:
@@ -128,8 +134,6 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
                     last.stop_reason.CopyFrom(stop)
                 await send(context, last, limit)
                 return
-            if text:
-                await send(context, chunk(text), limit)
 
     # ---------------------------------------------------------------- ListModels
 

@@ -10,8 +10,8 @@ from aiohttp import web
 
 from neutrino import __version__
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.frontends.http.exchange import json_response
 from neutrino.frontends.http.guard import caller, error_response, guarded
-from neutrino.frontends.http.openai import json_response
 from neutrino.observability.process import process_stats
 from neutrino.pipeline.orchestrator import Orchestrator
 

@@ -32,8 +32,8 @@ from neutrino.audio.subtitles import (
 from neutrino.audio.wav import Audio, WavError, read_wav, wav_header
 from neutrino.config import Config
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.frontends.http.exchange import json_response, read_json
 from neutrino.frontends.http.guard import caller, guarded
-from neutrino.frontends.http.openai import json_response, read_json
 from neutrino.frontends.http.parse import new_id
 from neutrino.frontends.http.sse import SlowClient, within
 from neutrino.pipeline.call import ModalCall

@@ -109,7 +109,13 @@ _SSE_HEAD = (
     b"X-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n"
 )
 
-_SSE_OPEN_CHUNK = b"%x\r\n%b\r\n" % (len(SSE_OPEN), SSE_OPEN)
+
+def chunk(data: bytes) -> bytes:
+    """``data`` as one chunk of a chunked body (the one place chunks are framed)."""
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+_SSE_OPEN_CHUNK = chunk(SSE_OPEN)
 
 
 class H1Exchange:
@@ -144,19 +150,56 @@ class H1Exchange:
     def fail(self, err: NeutrinoError) -> None:
         self._conn.write(error_reply(err, self.close))
 
-    async def open_stream(self) -> asyncio.Transport | None:
+    async def open_stream(self) -> H1Body:
         self.streaming = True
         self._conn.write(response_head(200, _SSE_HEAD, self.close) + _SSE_OPEN_CHUNK)
-        return self._conn.transport
+        return H1Body(self)
 
-    async def write(self, data: bytes) -> None:
+    def write_chunk(self, data: bytes) -> None:
         if data and not self.ended:  # nothing may follow the body's last chunk
-            self._conn.write(b"%x\r\n%b\r\n" % (len(data), data))
+            self._conn.write(chunk(data))
 
-    async def end(self) -> None:
+    def end_body(self) -> None:
         if not self.ended:
             self.ended = True
             self._conn.write(b"0\r\n\r\n")
+
+    @property
+    def transport(self) -> asyncio.Transport | None:
+        return self._conn.transport
+
+
+class H1Body:
+    """A streamed body in chunked encoding, written straight to the connection."""
+
+    __slots__ = ("_ex", "on_lost")
+
+    def __init__(self, ex: H1Exchange) -> None:
+        self._ex = ex
+        self.on_lost: Callable[[str], None] | None = None
+
+    def write(self, data: bytes) -> None:
+        self._ex.write_chunk(data)
+
+    def pending(self) -> int:
+        t = self._ex.transport
+        return t.get_write_buffer_size() if t is not None else 0
+
+    @property
+    def closing(self) -> bool:
+        t = self._ex.transport
+        return t is None or t.is_closing()
+
+    def reset(self) -> None:
+        t = self._ex.transport
+        if t is not None:
+            reset(t)
+
+    async def end(self) -> None:
+        self._ex.end_body()
+
+    def close(self) -> None:
+        pass  # nothing runs beside the connection's own writes
 
 
 Route = Callable[[H1Exchange], Awaitable[None]]
@@ -380,7 +423,7 @@ class H1Protocol(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         if self._relay is not None:
-            self._forward(b"%x\r\n%b\r\n" % (len(body), body) if self._chunked else body)
+            self._forward(chunk(body) if self._chunked else body)
             return
         if self._stopped:
             return

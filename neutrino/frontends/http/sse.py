@@ -1,10 +1,12 @@
 """Push-mode SSE output: events written from the engine callbacks, no task wake-ups.
 
-Once the response headers are out (chunked transfer encoding), each batch of text
-becomes one chunk written straight to the client's transport. The handler task
-sleeps until the stream ends. The transport's write buffer is bounded: a client
-that stops reading is dropped, and its engine requests cancelled, rather than
-letting output pile up in memory.
+Once the response headers are out, each batch of text becomes one piece of the body,
+handed to the exchange's :class:`Body` (which frames it: chunked encoding over the
+lean HTTP/1.1 server, aiohttp's own writer otherwise). The handler task sleeps until
+the stream ends. What the client has not read is bounded: a client that stops
+reading is dropped, and its engine requests cancelled, rather than letting output
+pile up in memory. One keepalive timer serves the response from the moment it opens,
+while the request waits in the queue as while it generates.
 
 One :class:`SSEStream` serves a response; each choice (``n`` > 1 gives several)
 writes through its own :class:`ChoiceWriter`. The stream ends with the usage chunk
@@ -15,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.render import SSE_DONE, SSE_KEEPALIVE, ChunkEncoder, sse_error
@@ -51,6 +54,37 @@ async def within(
         raise SlowClient("client too slow") from None
 
 
+class Body(Protocol):
+    """A streamed response body, as the exchange that owns the connection writes it."""
+
+    on_lost: Callable[[str], None] | None  # told why, when the body can take no more
+
+    def write(self, data: bytes) -> None:
+        """Queue ``data`` as the next piece of the body (never waits)."""
+        ...
+
+    def pending(self) -> int:
+        """Bytes written that the client has not taken yet."""
+        ...
+
+    @property
+    def closing(self) -> bool:
+        """The client is gone: nothing written will reach it."""
+        ...
+
+    def reset(self) -> None:
+        """Abort the connection (a client that stopped reading)."""
+        ...
+
+    async def end(self) -> None:
+        """End the body properly, once what is queued has been written."""
+        ...
+
+    def close(self) -> None:
+        """Stop whatever the body runs (the response is over, however it ended)."""
+        ...
+
+
 class SSEStream:
     __slots__ = (
         "_counters",
@@ -61,20 +95,21 @@ class SSEStream:
         "_remaining",
         "_request_id",
         "_timer",
-        "_transport",
+        "body",
         "done",
         "gone",
     )
 
     def __init__(
         self,
-        transport: asyncio.Transport,
+        body: Body,
         choices: int,
         limit_bytes: int,
         request_id: str = "",
         counters: Counters | None = None,
     ) -> None:
-        self._transport: asyncio.Transport | None = transport
+        self.body: Body | None = body
+        body.on_lost = self._lost
         self._limit = limit_bytes
         self._request_id = request_id
         self._counters = counters
@@ -87,7 +122,7 @@ class SSEStream:
         self.gone: str | None = None  # why the client can no longer be written to
 
     def keep_alive(self, interval: float) -> None:
-        """Write a comment after each ``interval`` in which no choice wrote anything."""
+        """Write a comment after each ``interval`` in which nothing was written."""
         if interval > 0 and not self.done.done():
             self._interval = interval
             self._quiet = True
@@ -102,31 +137,31 @@ class SSEStream:
         self._timer = asyncio.get_running_loop().call_later(self._interval, self._tick)
 
     def write(self, data: bytes) -> None:
-        """Write one chunk of the chunked response body."""
+        """Write one piece of the body."""
         self._quiet = False
-        t = self._transport
-        if t is None:
+        body = self.body
+        if body is None:
             return
-        if t.is_closing():
+        if body.closing:
             self._lost("client disconnected")
             return
-        t.write(b"%x\r\n%b\r\n" % (len(data), data))
-        if t.get_write_buffer_size() > self._limit:
-            self._drop_slow_reader(t)
+        body.write(data)
+        if body.pending() > self._limit:
+            self._drop_slow_reader(body)
 
-    def _drop_slow_reader(self, t: asyncio.Transport) -> None:
+    def _drop_slow_reader(self, body: Body) -> None:
         """The client left ``limit`` bytes unread: abort its connection (a graceful close
         would wait, with the socket and its buffers, for a client that never reads)."""
         _NOT_READING.warning(
             "request %s: the client is not reading its stream (%d bytes unread); "
             "aborting its connection",
             self._request_id,
-            t.get_write_buffer_size(),
+            body.pending(),
         )
         if self._counters is not None:
             self._counters.slow_readers_dropped += 1
         self._lost("client too slow")  # first: the handler learns why before it is cancelled
-        reset(t)
+        body.reset()
 
     def fail(self, err: NeutrinoError) -> None:
         if not self.done.done():
@@ -142,14 +177,26 @@ class SSEStream:
             self._finish()
 
     def _lost(self, why: str) -> None:
-        self.gone = why
-        self._transport = None
+        if self.gone is None:
+            self.gone = why
+        body, self.body = self.body, None
         self._finish()
+        if body is not None:
+            body.close()
+
+    async def end(self) -> None:
+        """End the body once the stream is done (not for a client that is gone)."""
+        body = self.body
+        if body is not None and self.gone is None:
+            await body.end()
 
     def stop(self) -> None:
         """The response is over (also when its handler was cancelled: a client that
-        left): no keepalive timer outlives it."""
+        left): no keepalive timer or writer outlives it."""
         self._finish()
+        body, self.body = self.body, None
+        if body is not None:
+            body.close()
 
     def _finish(self) -> None:
         if self._timer is not None:

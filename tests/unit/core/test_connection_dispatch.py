@@ -33,8 +33,9 @@ from neutrino.engine.messages import (
 from neutrino.engine.schema import PROTOCOL_VERSION
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.deadlines import DeadlineWheel
-from neutrino.pipeline.generation import Generation, TextStream
+from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.state import Lifecycle, State
+from neutrino.pipeline.text_stream import TextStream
 from neutrino.text.registry import load_tokenizer
 
 

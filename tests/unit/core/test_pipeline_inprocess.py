@@ -15,6 +15,7 @@ from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.history import History
 from neutrino.pipeline.models import ModelTexts
 from neutrino.pipeline.orchestrator import Orchestrator
+from neutrino.pipeline.pull import Pull, collect
 from neutrino.pipeline.request import GenerateRequest
 from neutrino.pipeline.state import State
 
@@ -42,7 +43,7 @@ def chat(text: str, **kw: Any) -> GenerateRequest:
 async def test_complete_generation_and_history() -> None:
     orch, engine = make()
     gen = await orch.start(chat("hello", max_tokens=12, seed=1))
-    text, outcome = await gen.collect()
+    text, outcome = await collect(gen)
     assert text and outcome.finish_reason in {"stop", "length"}
     assert outcome.completion_tokens <= 12
     assert gen.lifecycle.state is State.COMPLETE
@@ -55,7 +56,7 @@ async def test_scripted_text_and_stop_string_cancels_engine_once() -> None:
     script = Script.from_rules([{"match": "*", "reply": "alpha beta STOP gamma delta epsilon"}])
     orch, engine = make(script)
     gen = await orch.start(chat("x", max_tokens=50, stop=["STOP"]))
-    text, outcome = await gen.collect()
+    text, outcome = await collect(gen)
     assert text == "alpha beta "
     assert outcome.finish_reason == "stop" and outcome.stop_reason == "STOP"
     # The engine was still generating: exactly one cancel frame.
@@ -68,7 +69,7 @@ async def test_undecodable_output_fails_the_request_and_cancels_the_engine_once(
     orch, engine = make(script)
     gen = await orch.start(chat("x", max_tokens=50))
     with pytest.raises(NeutrinoError) as info:
-        await asyncio.wait_for(gen.collect(), 1.0)
+        await asyncio.wait_for(collect(gen), 1.0)
     assert info.value.kind is ErrorKind.ENGINE_ERROR
     assert "2147483648" in info.value.message
     assert gen.lifecycle.state is State.FAILED
@@ -82,7 +83,9 @@ async def test_client_close_sends_exactly_one_cancel() -> None:
     )
     orch, engine = make(script)
     gen = await orch.start(chat("x", max_tokens=50))
-    await asyncio.wait_for(gen.wait(), 1.0)
+    pull = Pull(gen)
+    await asyncio.wait_for(pull.wait(), 1.0)
+    assert pull.take()[0]
     gen.close()
     gen.close()
     assert len(engine.cancels) == 1
@@ -98,7 +101,7 @@ async def test_engine_disconnect_fails_request() -> None:
     gen = await orch.start(chat("x", max_tokens=20))
     engine.disconnect()
     with pytest.raises(NeutrinoError) as info:
-        await asyncio.wait_for(gen.collect(), 1)
+        await asyncio.wait_for(collect(gen), 1)
     assert info.value.kind is ErrorKind.ENGINE_DISCONNECTED
     assert gen.lifecycle.state is State.FAILED
 
@@ -112,7 +115,7 @@ async def test_timeout_cancels_and_fails() -> None:
     req.timeout_s = 0.05
     gen = await orch.start(req)
     with pytest.raises(NeutrinoError) as info:
-        await gen.collect()
+        await collect(gen)
     assert info.value.kind is ErrorKind.TIMEOUT
     assert len(engine.cancels) == 1 and engine.cancels[0][1] == "timeout"
 
@@ -167,7 +170,7 @@ async def test_shutdown_ends_live_and_queued_requests_once_each() -> None:
     assert orch.shutdown() == 5
     for gen in live:
         with pytest.raises(NeutrinoError) as info:
-            await gen.collect()
+            await collect(gen)
         assert info.value.kind is ErrorKind.SHUTTING_DOWN
         gen.close()  # the front end's own close afterwards sends nothing more
     for fut in queued:

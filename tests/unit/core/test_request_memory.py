@@ -12,6 +12,7 @@ import pytest
 from mocks.mock_ie.script import Script
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.orchestrator import Orchestrator
+from neutrino.pipeline.pull import collect
 from neutrino.pipeline.request import GenerateRequest
 from tests.unit.core.test_pipeline_inprocess import chat, make
 
@@ -53,7 +54,7 @@ async def _serve(orch: Orchestrator, req: GenerateRequest) -> ErrorKind | None:
     frame holds the request: a traceback kept past the request would keep it too."""
     gen = await orch.start(req)
     try:
-        await gen.collect()
+        await collect(gen)
     except NeutrinoError as exc:
         return exc.kind
     finally:

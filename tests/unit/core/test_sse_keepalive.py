@@ -4,9 +4,37 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.http.sse import SSEStream
+
+
+class TransportBody:
+    """A body written straight to a socket's transport, as H1Body writes (unframed)."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        self.on_lost: Callable[[str], None] | None = None
+
+    def write(self, data: bytes) -> None:
+        self.transport.write(data)
+
+    def pending(self) -> int:
+        return self.transport.get_write_buffer_size()
+
+    @property
+    def closing(self) -> bool:
+        return self.transport.is_closing()
+
+    def reset(self) -> None:
+        self.transport.abort()
+
+    async def end(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 async def _stream_pair(
@@ -17,7 +45,7 @@ async def _stream_pair(
     transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
     reader, writer = await asyncio.open_connection(sock=theirs)  # kept: dropping it closes
     assert isinstance(transport, asyncio.Transport)
-    return SSEStream(transport, choices, 1 << 20), reader, writer
+    return SSEStream(TransportBody(transport), choices, 1 << 20), reader, writer
 
 
 async def _received(reader: asyncio.StreamReader, quiet: float = 0.05) -> bytes:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from neutrino.engine.messages import TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.pipeline.generation import TextStream
+from neutrino.pipeline.text_stream import TextStream
 from neutrino.text.registry import load_tokenizer
 
 TOK = load_tokenizer("qwen2")
