@@ -40,6 +40,7 @@ class EngineConnection(asyncio.Protocol):
         self._flush_due = False
         self._ack: asyncio.Future[HelloAck] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        self._open = False  # handshaken and not lost (the pool asks on every request)
         # The engine is not reading as fast as we write: the pool sends new queries to
         # another connection while it can (what is queued here is bounded by admission).
         self.write_paused = False
@@ -89,6 +90,7 @@ class EngineConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        self._open = False
         if self._heartbeat is not None:
             self._heartbeat.cancel()
         if self._ack is not None and not self._ack.done():
@@ -108,11 +110,11 @@ class EngineConnection(asyncio.Protocol):
 
     @property
     def is_open(self) -> bool:
-        return self._transport is not None and self.link.ready
+        return self._open
 
     @property
     def inflight(self) -> int:
-        return self.link.inflight
+        return len(self.link.streams)
 
     # ------------------------------------------------------------------ requests
 
@@ -164,9 +166,11 @@ class EngineConnection(asyncio.Protocol):
 
     def _on_event(self, event: LinkEvent) -> None:
         if isinstance(event, Handshaken):
+            self._open = True
             if self._ack is not None and not self._ack.done():
                 self._ack.set_result(event.ack)
             return
+        self._open = False
         if isinstance(event, Refused) and self._ack is not None and not self._ack.done():
             self._ack.set_exception(ConnectionError(event.reason))
         self.abort()

@@ -81,7 +81,11 @@ class EnginePool:
         for c in self._slots:
             if c is None or not c.is_open:
                 continue
-            if best is None or (c.write_paused, c.inflight) < (best.write_paused, best.inflight):
+            if (
+                best is None
+                or c.write_paused < best.write_paused
+                or (c.write_paused == best.write_paused and c.inflight < best.inflight)
+            ):
                 best = c
         return best
 

@@ -19,6 +19,7 @@ from neutrino.audio.subtitles import language_code, transcript
 from neutrino.audio.wav import Audio, WavError, read_wav, wav_header
 from neutrino.config import Config
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.frontends.common import new_id
 from neutrino.frontends.grpc.calls import (
     Context,
     caller,
@@ -28,7 +29,6 @@ from neutrino.frontends.grpc.calls import (
     send,
     timeout_s,
 )
-from neutrino.frontends.grpc.convert import new_id
 from neutrino.frontends.grpc.modal import usage
 from neutrino.frontends.grpc.stubs import audio_pb2, audio_pb2_grpc
 from neutrino.pipeline.call import ModalCall

@@ -6,12 +6,11 @@ Validation mirrors the HTTP front end's ranges; a bad field raises a BAD_REQUEST
 
 from __future__ import annotations
 
-import itertools
-import secrets
 from typing import Any, Literal
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import bad_request
+from neutrino.frontends.common import new_id
 from neutrino.frontends.grpc.stubs import common_pb2, inference_pb2
 from neutrino.pipeline.generation import Outcome
 from neutrino.pipeline.modalities import ModelInfo
@@ -20,13 +19,6 @@ from neutrino.pipeline.request import GenerateRequest, check_stops
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _MAX_INT = (1 << 31) - 1
 _COMPLETION_MAX_TOKENS = 16  # OpenAI's default for completions, as over HTTP
-
-_PROCESS_TAG = secrets.token_hex(8)
-_COUNTER = itertools.count(1)
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{_PROCESS_TAG}{next(_COUNTER):08x}"
 
 
 def _number(

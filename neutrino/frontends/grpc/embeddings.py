@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from neutrino.config import Config
 from neutrino.errors import bad_request
+from neutrino.frontends.common import new_id
 from neutrino.frontends.grpc.calls import (
     Context,
     caller,
@@ -19,7 +20,6 @@ from neutrino.frontends.grpc.calls import (
     metadata,
     timeout_s,
 )
-from neutrino.frontends.grpc.convert import new_id
 from neutrino.frontends.grpc.modal import usage
 from neutrino.frontends.grpc.stubs import embeddings_pb2, embeddings_pb2_grpc
 from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS

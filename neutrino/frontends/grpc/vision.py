@@ -12,6 +12,7 @@ import math
 
 from neutrino.config import Config
 from neutrino.errors import bad_request
+from neutrino.frontends.common import new_id
 from neutrino.frontends.grpc.calls import (
     Context,
     caller,
@@ -20,7 +21,6 @@ from neutrino.frontends.grpc.calls import (
     metadata,
     timeout_s,
 )
-from neutrino.frontends.grpc.convert import new_id
 from neutrino.frontends.grpc.stubs import vision_pb2, vision_pb2_grpc
 from neutrino.pipeline.images import MAX_IMAGE_BYTES, check_image
 from neutrino.pipeline.modalities import Detect, Image

@@ -32,9 +32,9 @@ from neutrino.audio.subtitles import (
 from neutrino.audio.wav import Audio, WavError, read_wav, wav_header
 from neutrino.config import Config
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.frontends.common import is_num, new_id
 from neutrino.frontends.http.exchange import json_response, read_json
 from neutrino.frontends.http.guard import caller, guarded
-from neutrino.frontends.http.parse import new_id
 from neutrino.frontends.http.sse import SlowClient, within
 from neutrino.pipeline.call import ModalCall
 from neutrino.pipeline.modalities import AudioTask, Speak, SpeechAudio, Transcribe, Transcript
@@ -237,10 +237,6 @@ def _decode_audio(data: bytes) -> Audio:
 # ----------------------------------------------------------------------------- speech input
 
 
-def _is_num(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
 @dataclass(frozen=True, slots=True)
 class SpeechRequest:
     model: str
@@ -284,7 +280,7 @@ def parse_speech(body: Any) -> SpeechRequest:
     speed = body.get("speed", 1.0)
     if speed is None:
         speed = 1.0
-    if not _is_num(speed) or not 0.25 <= speed <= 4.0:
+    if not is_num(speed) or not 0.25 <= speed <= 4.0:
         raise bad_request("speed must be a number between 0.25 and 4.0", "speed")
     stream_format = body.get("stream_format")
     if stream_format not in (None, "audio"):

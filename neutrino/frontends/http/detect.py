@@ -10,9 +10,9 @@ from aiohttp import web
 
 from neutrino.config import Config
 from neutrino.errors import bad_request
+from neutrino.frontends.common import new_id
 from neutrino.frontends.http.exchange import json_response, read_json
 from neutrino.frontends.http.guard import caller, guarded
-from neutrino.frontends.http.parse import new_id
 from neutrino.pipeline.images import decode_image_url
 from neutrino.pipeline.modalities import Detect
 from neutrino.pipeline.orchestrator import Orchestrator

@@ -11,16 +11,12 @@ from aiohttp import web
 
 from neutrino.config import Config
 from neutrino.errors import bad_request
+from neutrino.frontends.common import is_int, new_id
 from neutrino.frontends.http.exchange import json_response, read_json
 from neutrino.frontends.http.guard import caller, guarded
-from neutrino.frontends.http.parse import new_id
 from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS
 from neutrino.pipeline.modalities import Embed, Rerank
 from neutrino.pipeline.orchestrator import Orchestrator
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _model(body: Any) -> str:
@@ -36,7 +32,7 @@ def _inputs(raw: Any) -> list[str | list[int]]:
     """OpenAI's ``input``: a string, strings, a token array, or token arrays."""
     if isinstance(raw, str):
         items: list[Any] = [raw]
-    elif isinstance(raw, list) and raw and all(_is_int(t) for t in raw):
+    elif isinstance(raw, list) and raw and all(is_int(t) for t in raw):
         items = [raw]
     elif isinstance(raw, list):
         items = raw
@@ -50,7 +46,7 @@ def _inputs(raw: Any) -> list[str | list[int]]:
         if isinstance(item, str):
             if not item:
                 raise bad_request(f"input[{i}] is an empty string", "input")
-        elif isinstance(item, list) and item and all(_is_int(t) and t >= 0 for t in item):
+        elif isinstance(item, list) and item and all(is_int(t) and t >= 0 for t in item):
             continue
         else:
             raise bad_request(
@@ -78,7 +74,7 @@ class EmbeddingRoutes:
         if fmt not in ("float", "base64"):
             raise bad_request("encoding_format must be 'float' or 'base64'", "encoding_format")
         dims = body.get("dimensions")
-        if dims is not None and (not _is_int(dims) or dims < 1):
+        if dims is not None and (not is_int(dims) or dims < 1):
             raise bad_request("dimensions must be a positive integer", "dimensions")
 
         job = Embed(model, items, dims, request.headers.get("traceparent", ""))
@@ -124,7 +120,7 @@ class EmbeddingRoutes:
                 )
             docs.append(text)
         top_n = body.get("top_n", len(docs))
-        if not _is_int(top_n) or top_n < 1:
+        if not is_int(top_n) or top_n < 1:
             raise bad_request("top_n must be a positive integer", "top_n")
         return_documents = body.get("return_documents", True)
         if not isinstance(return_documents, bool):

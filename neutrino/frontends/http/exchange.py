@@ -16,16 +16,12 @@ import orjson
 from aiohttp import web
 
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.frontends.common import SSE_HEADERS
 from neutrino.frontends.http.guard import error_response
 from neutrino.frontends.http.render import SSE_OPEN
 from neutrino.frontends.http.reset import reset
 from neutrino.frontends.http.sse import Body, SlowClient, within
 
-_SSE_HEADERS = {
-    "Content-Type": "text/event-stream",
-    "Cache-Control": "no-cache",
-    "X-Accel-Buffering": "no",
-}
 _JSON = "application/json"
 
 # What aiohttp raises when the client went away while we were writing.
@@ -99,7 +95,7 @@ class AiohttpExchange:
         self.response = error_response(err)
 
     async def open_stream(self) -> Body:
-        resp = self.response = web.StreamResponse(headers=_SSE_HEADERS)
+        resp = self.response = web.StreamResponse(headers=SSE_HEADERS)
         await resp.prepare(self.request)
         body = AiohttpBody(resp, self.request.transport, self.send_timeout_s)
         body.write(SSE_OPEN)
@@ -130,18 +126,17 @@ class AiohttpBody:
         )
         self.on_lost: Callable[[str], None] | None = None
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> int:
+        t = self._transport
+        if t is None or t.is_closing() or self._task is None:
+            return -1
         self._buf += data
         self._wake.set()
+        return len(self._buf) + t.get_write_buffer_size()
 
     def pending(self) -> int:
         t = self._transport
         return len(self._buf) + (t.get_write_buffer_size() if t is not None else 0)
-
-    @property
-    def closing(self) -> bool:
-        t = self._transport
-        return t is None or t.is_closing() or self._task is None
 
     def reset(self) -> None:
         if self._transport is not None:

@@ -36,6 +36,7 @@ import httptools
 import orjson
 
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.frontends.common import SSE_HEADERS
 from neutrino.frontends.http.clock import ConnectionClock, Phase, Timeouts
 from neutrino.frontends.http.headers import error_headers
 from neutrino.frontends.http.render import SSE_OPEN
@@ -104,10 +105,8 @@ def error_reply(err: NeutrinoError, close: bool) -> bytes:
     return json_head(err.http_status, len(body), close, extra) + body
 
 
-_SSE_HEAD = (
-    b"Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-    b"X-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n"
-)
+_SSE_HEAD = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in SSE_HEADERS.items())
+_SSE_HEAD += b"Transfer-Encoding: chunked\r\n"
 
 
 def chunk(data: bytes) -> bytes:
@@ -155,10 +154,6 @@ class H1Exchange:
         self._conn.write(response_head(200, _SSE_HEAD, self.close) + _SSE_OPEN_CHUNK)
         return H1Body(self)
 
-    def write_chunk(self, data: bytes) -> None:
-        if data and not self.ended:  # nothing may follow the body's last chunk
-            self._conn.write(chunk(data))
-
     def end_body(self) -> None:
         if not self.ended:
             self.ended = True
@@ -170,30 +165,31 @@ class H1Exchange:
 
 
 class H1Body:
-    """A streamed body in chunked encoding, written straight to the connection."""
+    """A streamed body in chunked encoding, written straight to the connection's
+    transport (the per-token path: one write per batch of engine frames)."""
 
-    __slots__ = ("_ex", "on_lost")
+    __slots__ = ("_ex", "_transport", "on_lost")
 
     def __init__(self, ex: H1Exchange) -> None:
         self._ex = ex
+        self._transport = ex.transport
         self.on_lost: Callable[[str], None] | None = None
 
-    def write(self, data: bytes) -> None:
-        self._ex.write_chunk(data)
+    def write(self, data: bytes) -> int:
+        t = self._transport
+        if t is None or t.is_closing():
+            return -1
+        if data and not self._ex.ended:  # nothing may follow the body's last chunk
+            t.write(chunk(data))
+        return t.get_write_buffer_size()
 
     def pending(self) -> int:
-        t = self._ex.transport
+        t = self._transport
         return t.get_write_buffer_size() if t is not None else 0
 
-    @property
-    def closing(self) -> bool:
-        t = self._ex.transport
-        return t is None or t.is_closing()
-
     def reset(self) -> None:
-        t = self._ex.transport
-        if t is not None:
-            reset(t)
+        if self._transport is not None:
+            reset(self._transport)
 
     async def end(self) -> None:
         self._ex.end_body()

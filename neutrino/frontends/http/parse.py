@@ -12,13 +12,12 @@ the API knows. Rules that join two fields run afterwards, only when one is prese
 
 from __future__ import annotations
 
-import itertools
-import secrets
 from collections.abc import Callable
 from typing import Any
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.frontends.common import is_int, is_num, new_id
 from neutrino.pipeline.images import MAX_IMAGES, Image, decode_image_url
 from neutrino.pipeline.request import GenerateRequest, ToolChoice, check_stops, tool_guided
 from neutrino.pipeline.structured import (
@@ -37,31 +36,15 @@ _RESERVED_KWARGS = frozenset(
 
 
 # Request ids: a random per-process prefix and a counter (unique, and cheap to make).
-_PROCESS_TAG = secrets.token_hex(8)
-_COUNTER = itertools.count(1)
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{_PROCESS_TAG}{next(_COUNTER):08x}"
-
-
 def _unsupported(message: str, param: str) -> NeutrinoError:
     return NeutrinoError(ErrorKind.UNSUPPORTED, message, param=param)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 # ---------------------------------------------------------------- checked values
 
 
 def _number(key: str, v: Any, lo: float, hi: float) -> float:
-    if not _is_num(v):
+    if not is_num(v):
         raise bad_request(f"{key} must be a number", key)
     if not lo <= v <= hi:
         raise bad_request(f"{key} must be between {lo:g} and {hi:g}", key)
@@ -75,7 +58,7 @@ def _integer(key: str, v: Any, lo: int, hi: int = _MAX_INT) -> int:
         if not lo <= v <= hi:
             raise bad_request(f"{key} must be an integer between {lo} and {hi}", key)
         v = int(v)
-    if not _is_int(v):
+    if not is_int(v):
         raise bad_request(f"{key} must be an integer", key)
     if not lo <= v <= hi:
         raise bad_request(f"{key} must be between {lo} and {hi}", key)
@@ -95,7 +78,7 @@ def _string(key: str, v: Any) -> str:
 
 
 def _token_ids(v: Any, key: str) -> list[int]:
-    if not isinstance(v, list) or not all(_is_int(t) and 0 <= t <= _MAX_INT for t in v):
+    if not isinstance(v, list) or not all(is_int(t) and 0 <= t <= _MAX_INT for t in v):
         raise bad_request(f"{key} must be a list of non-negative integers", key)
     return list(v)
 
@@ -149,7 +132,7 @@ def _stream_options(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
 
 
 def _seed(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    if not _is_int(v) or not -(1 << 63) <= v < (1 << 64):
+    if not is_int(v) or not -(1 << 63) <= v < (1 << 64):
         raise bad_request("seed must be an integer", "seed")
     req.seed = v % (1 << 64)
 
@@ -414,7 +397,7 @@ def _prompt(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
         v = v[0]  # a batch of one
     if isinstance(v, str):
         req.prompt = v
-    elif isinstance(v, list) and v and all(_is_int(t) for t in v):
+    elif isinstance(v, list) and v and all(is_int(t) for t in v):
         req.prompt = _token_ids(v, "prompt")
     elif isinstance(v, list) and len(v) > 1:
         raise _unsupported("batched prompts are not supported; send one prompt", "prompt")

@@ -59,17 +59,13 @@ class Body(Protocol):
 
     on_lost: Callable[[str], None] | None  # told why, when the body can take no more
 
-    def write(self, data: bytes) -> None:
-        """Queue ``data`` as the next piece of the body (never waits)."""
+    def write(self, data: bytes) -> int:
+        """Queue ``data`` as the next piece of the body (never waits); the bytes the
+        client has not taken yet, or -1 when it is gone (nothing was written)."""
         ...
 
     def pending(self) -> int:
         """Bytes written that the client has not taken yet."""
-        ...
-
-    @property
-    def closing(self) -> bool:
-        """The client is gone: nothing written will reach it."""
         ...
 
     def reset(self) -> None:
@@ -142,12 +138,11 @@ class SSEStream:
         body = self.body
         if body is None:
             return
-        if body.closing:
-            self._lost("client disconnected")
-            return
-        body.write(data)
-        if body.pending() > self._limit:
+        pending = body.write(data)
+        if pending > self._limit:
             self._drop_slow_reader(body)
+        elif pending < 0:
+            self._lost("client disconnected")
 
     def _drop_slow_reader(self, body: Body) -> None:
         """The client left ``limit`` bytes unread: abort its connection (a graceful close

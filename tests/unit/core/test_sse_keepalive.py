@@ -17,15 +17,14 @@ class TransportBody:
         self.transport = transport
         self.on_lost: Callable[[str], None] | None = None
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes) -> int:
+        if self.transport.is_closing():
+            return -1
         self.transport.write(data)
+        return self.transport.get_write_buffer_size()
 
     def pending(self) -> int:
         return self.transport.get_write_buffer_size()
-
-    @property
-    def closing(self) -> bool:
-        return self.transport.is_closing()
 
     def reset(self) -> None:
         self.transport.abort()
