@@ -226,6 +226,8 @@ class EngineLink:
             frames = self._decoder.feed(data)
         except (FrameTooLarge, FramingError) as exc:
             return self._broken(f"invalid stream: {exc}")
+        if len(frames) == 1:  # one engine step per read: the usual pace
+            return self._receive_one(frames[0])
         return self._receive_frames(frames)
 
     def receive_messages(self, messages: Iterable[tuple[int, Message]]) -> LinkEvent | None:
@@ -237,8 +239,6 @@ class EngineLink:
         return self._end_read(read)
 
     def _receive_frames(self, frames: list[bytes]) -> LinkEvent | None:
-        if len(frames) == 1:  # one engine step per read: the usual pace
-            return self._receive_one(frames[0])
         read = _Read()
         for frame in frames:
             fast = decode_tokens(frame)  # the per-token path, without building a message
@@ -281,13 +281,17 @@ class EngineLink:
             self._hand_over((fast,), dirty)
         else:
             try:
-                rid, msg = _decode(frame)
+                batch = decode_token_batch(frame)
+                rid, msg = (0, batch) if batch is not None else decode(frame)
             except DecodeError as exc:
                 return self._broken(f"malformed frame: {exc}")
-            if type(msg) is TokenBatch:
+            if type(msg) is TextResult:  # a stream's end, or a result with logprobs
+                if msg.plain:
+                    self._hand_over(((rid, msg.tokens),), dirty)
+                else:
+                    self._on_text(rid, msg, dirty)
+            elif type(msg) is TokenBatch:
                 self._on_batch(msg, dirty)
-            elif type(msg) is TextResult and msg.plain:
-                self._hand_over(((rid, msg.tokens),), dirty)
             else:
                 event = self._on_message(rid, msg, dirty)
         self._flush(dirty)
