@@ -188,6 +188,8 @@ class MockHandler(EngineHandler):
     async def _stream(self, req: _Request) -> None:
         server = self._server
         gen = req.gen
+        conn = self.conn
+        assert conn is not None
         try:
             if server.ttft_s > 0:
                 await asyncio.sleep(server.ttft_s)
@@ -196,13 +198,14 @@ class MockHandler(EngineHandler):
                 if not first:
                     await asyncio.sleep(server.itl_s)  # 0: just yield so streams interleave
                 first = False
-                await self._writable()
+                if conn.paused:
+                    await conn.writable()
                 item = gen.next()
                 if isinstance(item, Fault):
                     if await self._fault(req, item):
                         return
                     continue  # pragma: no cover - a stall only ends by cancellation
-                self._send(req.rid, item)
+                conn.send(req.rid, item)
                 if item.finish_reason != FinishReason.NONE:
                     self._end(
                         req,

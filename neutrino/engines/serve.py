@@ -69,8 +69,9 @@ class ServerConnection(asyncio.Protocol):
     def send(self, rid: int, msg: Message) -> None:
         """Queue a frame; everything queued in one loop iteration leaves in one write."""
         self.session.send(rid, msg)
-        if self.session.wants_to_send:
-            self._flush_soon()
+        if not self._flush_due and self._loop is not None:  # one write per loop iteration
+            self._flush_due = True
+            self._loop.call_soon(self.flush)
 
     def flush(self) -> None:
         """Write what is queued now (also before closing or aborting)."""

@@ -106,10 +106,14 @@ class EngineSession:
         if self.closing is not None:
             return
         if rid:
-            if rid not in self.active:
+            active = self.active
+            if rid not in active:
                 return
-            if is_final(msg):
-                self.active.discard(rid)
+            if type(msg) is TextResult:  # the per-token path: no call for the common case
+                if msg.finish_reason is not FinishReason.NONE:
+                    active.discard(rid)
+            elif is_final(msg):
+                active.discard(rid)
         self._out.append((rid, msg))
 
     @property
@@ -123,11 +127,16 @@ class EngineSession:
             return b"".join([encode(rid, msg) for rid, msg in out])
         frames: list[bytes] = []
         step = _Step()
+        ids, counts, tokens = step.ids, step.counts, step.tokens
         for rid, msg in out:
             if type(msg) is TextResult and msg.plain:
-                step.add(rid, msg.tokens)
+                ids.append(rid)
+                counts.append(len(msg.tokens))
+                tokens += msg.tokens
                 continue
-            self.batches += step.seal(frames)  # a request's tokens stay ahead of its end
+            if ids:  # a request's tokens stay ahead of its end
+                self.batches += step.seal(frames)
+                ids, counts, tokens = step.ids, step.counts, step.tokens
             frames.append(encode(rid, msg))
         self.batches += step.seal(frames)
         return b"".join(frames)
@@ -226,11 +235,6 @@ class _Step:
         self.ids: list[int] = []
         self.counts: list[int] = []
         self.tokens: list[int] = []
-
-    def add(self, rid: int, tokens: list[int]) -> None:
-        self.ids.append(rid)
-        self.counts.append(len(tokens))
-        self.tokens += tokens
 
     def seal(self, frames: list[bytes]) -> int:
         """Append the gathered frame, if any; 1 if it was a tokenBatch."""
