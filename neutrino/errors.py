@@ -156,6 +156,11 @@ def bad_request(message: str, param: str | None = None) -> NeutrinoError:
     return NeutrinoError(ErrorKind.BAD_REQUEST, message, param=param)
 
 
+def unsupported(message: str, param: str | None = None) -> NeutrinoError:
+    """A valid request for something this server does not do (400 unsupported_parameter)."""
+    return NeutrinoError(ErrorKind.UNSUPPORTED, message, param=param)
+
+
 class StartupError(Exception):
     """Neutrino cannot start: a port is taken, the embedded engine cannot be run. Not a
     request error: the ``neutrino`` command prints the message, which names what failed and

@@ -74,9 +74,8 @@ class _Run:
         if kind == "stall":
             return  # still in flight as far as the engine is concerned
         self.client.runs.pop(self.rid, None)
-        if kind == "drop":  # the connection breaks; the client reconnects, as a pool does
-            self.client.disconnect()
-            self.client.link = self.client._connect()
+        if kind == "drop":
+            self.client.drop()
         else:
             self.client.deliver(self.rid, EngineError(item.code, item.message))
 
@@ -183,6 +182,11 @@ class InProcessEngineClient:
         for run in runs.values():
             run.stop()
         self.link.connection_lost()
+
+    def drop(self) -> None:
+        """The connection breaks and the client reconnects at once, as a pool does."""
+        self.disconnect()
+        self.link = self._connect()
 
     def snapshot(self) -> list[dict[str, Any]]:
         return [{"name": "in-process", "connected": self.connected, "inflight": len(self.runs)}]

@@ -40,9 +40,9 @@ from neutrino.engine.messages import (
     Ping,
     Pong,
     Query,
-    SpeechResult,
     TextResult,
     TokenBatch,
+    is_final,
 )
 from neutrino.engine.reader import decode_token_batch, decode_tokens
 from neutrino.engine.schema import MAX_FRAME_BYTES, PROTOCOL_VERSION
@@ -121,10 +121,6 @@ class EngineLink:
     @property
     def ready(self) -> bool:
         return self.state is LinkState.READY
-
-    @property
-    def inflight(self) -> int:
-        return len(self.streams)
 
     # ------------------------------------------------------------------ outbox
 
@@ -360,7 +356,7 @@ class EngineLink:
         sink = self.streams.get(rid)
         if sink is None:
             return
-        if not isinstance(msg, SpeechResult) or msg.final:
+        if is_final(msg):
             del self.streams[rid]
         try:
             sink.on_modal(msg)

@@ -309,3 +309,13 @@ MODAL_RESULTS = (EmbedResult, RerankResult, AudioResult, SpeechResult, DetectRes
 Result = TextResult | EmbedResult | RerankResult | AudioResult | SpeechResult | DetectResult
 Message = Hello | HelloAck | Query | Result | TokenBatch | Cancel | EngineError | Ping | Pong
 MODAL_QUERIES = (EmbedQuery, RerankQuery, AudioQuery, SpeechQuery, DetectQuery)
+
+
+def is_final(msg: Message) -> bool:
+    """Whether ``msg`` is the last frame of its request: a text result with a finish
+    reason, a modality result (speech: its final chunk), an error."""
+    if type(msg) is TextResult:
+        return msg.finish_reason is not FinishReason.NONE
+    if isinstance(msg, SpeechResult):
+        return msg.final
+    return isinstance(msg, (EngineError, *MODAL_RESULTS))

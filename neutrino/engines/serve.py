@@ -84,10 +84,6 @@ class ServerConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    @property
-    def closed(self) -> bool:
-        return self.transport is None or self.session.closing is not None
-
     async def writable(self) -> None:
         """Return once the client's socket takes writes again (or is gone)."""
         while self.paused and self.transport is not None:

@@ -18,7 +18,6 @@ from neutrino.engine.codec import DecodeError, decode, encode
 from neutrino.engine.framing import FrameDecoder, FrameTooLarge, FramingError
 from neutrino.engine.messages import (
     MODAL_QUERIES,
-    MODAL_RESULTS,
     Cancel,
     EngineError,
     ErrorCode,
@@ -29,10 +28,10 @@ from neutrino.engine.messages import (
     Ping,
     Pong,
     Query,
-    SpeechResult,
     TextQuery,
     TextResult,
     TokenBatch,
+    is_final,
 )
 from neutrino.engine.schema import MAX_FRAME_BYTES, PROTOCOL_VERSION
 
@@ -67,15 +66,6 @@ class EngineHandler:
 
     def lost(self) -> None:
         """The connection is gone: stop every request of it."""
-
-
-def is_final(msg: Message) -> bool:
-    """Whether ``msg`` is the last frame of its request."""
-    if type(msg) is TextResult:
-        return msg.finish_reason is not FinishReason.NONE
-    if isinstance(msg, SpeechResult):
-        return msg.final
-    return isinstance(msg, (EngineError, *MODAL_RESULTS))
 
 
 class EngineSession:

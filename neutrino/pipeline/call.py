@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 
 from neutrino.engine.client import Submission
-from neutrino.engine.messages import ModalResult, SpeechResult, TextResult
+from neutrino.engine.messages import ModalResult, TextResult, is_final
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
@@ -57,7 +57,7 @@ class ModalCall:
         if self.lifecycle.state is State.PROCESSING:
             self.lifecycle.advance(State.GENERATING)
         self._pending.append(result)
-        if not isinstance(result, SpeechResult) or result.final:
+        if is_final(result):
             self._finished = True
             self._end(State.COMPLETE)
         self._wake()

@@ -19,14 +19,10 @@ import jsonschema
 import orjson
 
 from neutrino.engine.messages import Guided, GuidedMode
-from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.errors import bad_request, unsupported
 from neutrino.pipeline.request import GenerateRequest
 
 Validator = Callable[[str], str | None]  # final text -> problem, or None when it is valid
-
-
-def unsupported(message: str, param: str) -> NeutrinoError:
-    return NeutrinoError(ErrorKind.UNSUPPORTED, message, param=param)
 
 
 def constrain(

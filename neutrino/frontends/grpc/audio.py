@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from neutrino.audio.subtitles import language_code, transcript
 from neutrino.audio.wav import Audio, WavError, read_wav, wav_header
 from neutrino.config import Config
-from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.errors import bad_request, unsupported
 from neutrino.frontends.common import new_id
 from neutrino.frontends.grpc.calls import (
     Context,
@@ -41,10 +41,6 @@ MAX_SPEECH_CHARS = 4096
 MAX_VOICE_CHARS = 256
 MAX_CHUNK_BYTES = 1024 * 1024  # per SpeechChunk, far below the message size limit
 _OFFLOAD_BYTES = 256 * 1024  # decode bigger uploads off the event loop
-
-
-def _unsupported(message: str, param: str) -> NeutrinoError:
-    return NeutrinoError(ErrorKind.UNSUPPORTED, message, param=param)
 
 
 # ----------------------------------------------------------------------------- speech to text
@@ -115,7 +111,7 @@ def speech_request(msg: audio_pb2.SpeechRequest) -> Speech:
     if fmt not in SPEECH_FORMATS:
         supported = "'wav' or 'pcm'"
         if fmt in OPENAI_SPEECH_FORMATS:
-            raise _unsupported(
+            raise unsupported(
                 f"format {fmt!r} is not supported by this server; use {supported}", "format"
             )
         raise bad_request(f"format must be {supported}", "format")

@@ -31,7 +31,7 @@ from neutrino.audio.subtitles import (
 )
 from neutrino.audio.wav import Audio, WavError, read_wav, wav_header
 from neutrino.config import Config
-from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.errors import ErrorKind, NeutrinoError, bad_request, unsupported
 from neutrino.frontends.common import is_num, new_id
 from neutrino.frontends.http.exchange import json_response, read_json
 from neutrino.frontends.http.guard import caller, guarded
@@ -58,10 +58,6 @@ _CONTENT_TYPES = {
     "vtt": "text/vtt; charset=utf-8",
 }
 _SPEECH_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm"}
-
-
-def _unsupported(message: str, param: str) -> NeutrinoError:
-    return NeutrinoError(ErrorKind.UNSUPPORTED, message, param=param)
 
 
 def _too_large(max_bytes: int) -> NeutrinoError:
@@ -220,7 +216,7 @@ def _response_format(form: Form) -> str:
         return fmt
     supported = ", ".join(TRANSCRIPT_FORMATS)
     if fmt == "diarized_json":
-        raise _unsupported(
+        raise unsupported(
             f"response_format 'diarized_json' is not supported; use one of {supported}",
             "response_format",
         )
@@ -272,7 +268,7 @@ def parse_speech(body: Any) -> SpeechRequest:
     if fmt not in SPEECH_FORMATS:
         supported = "'wav' or 'pcm'"
         if fmt in OPENAI_SPEECH_FORMATS:
-            raise _unsupported(
+            raise unsupported(
                 f"response_format {fmt!r} is not supported by this server; use {supported}",
                 "response_format",
             )
@@ -285,7 +281,7 @@ def parse_speech(body: Any) -> SpeechRequest:
     stream_format = body.get("stream_format")
     if stream_format not in (None, "audio"):
         if stream_format == "sse":
-            raise _unsupported("stream_format 'sse' is not supported; use 'audio'", "stream_format")
+            raise unsupported("stream_format 'sse' is not supported; use 'audio'", "stream_format")
         raise bad_request("stream_format must be 'audio'", "stream_format")
     instructions = body.get("instructions")
     if instructions is not None and (
@@ -337,10 +333,10 @@ class AudioRoutes:
                 )
             language = code
         if (form.text("stream") or "").strip().lower() in ("true", "1"):
-            raise _unsupported("streaming transcription is not supported", "stream")
+            raise unsupported("streaming transcription is not supported", "stream")
         for g in form.all("timestamp_granularities[]", "timestamp_granularities"):
             if g == "word":
-                raise _unsupported(
+                raise unsupported(
                     "word timestamps are not supported; segment timestamps are",
                     "timestamp_granularities",
                 )

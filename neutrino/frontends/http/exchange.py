@@ -22,8 +22,6 @@ from neutrino.frontends.http.render import SSE_OPEN
 from neutrino.frontends.http.reset import reset
 from neutrino.frontends.http.sse import Body, SlowClient, within
 
-_JSON = "application/json"
-
 # What aiohttp raises when the client went away while we were writing.
 GONE = ConnectionError
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from neutrino.config import LimitsConfig
-from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.errors import bad_request, unsupported
 from neutrino.frontends.common import is_int, is_num, new_id
 from neutrino.pipeline.images import MAX_IMAGES, Image, decode_image_url
 from neutrino.pipeline.request import GenerateRequest, ToolChoice, check_stops, tool_guided
@@ -36,10 +36,6 @@ _RESERVED_KWARGS = frozenset(
 
 
 # Request ids: a random per-process prefix and a counter (unique, and cheap to make).
-def _unsupported(message: str, param: str) -> NeutrinoError:
-    return NeutrinoError(ErrorKind.UNSUPPORTED, message, param=param)
-
-
 # ---------------------------------------------------------------- checked values
 
 
@@ -116,7 +112,7 @@ def _n(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
 
 def _best_of(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
     if _integer("best_of", v, 1) > 1:
-        raise _unsupported("best_of > 1 is not supported", "best_of")
+        raise unsupported("best_of > 1 is not supported", "best_of")
 
 
 def _stream_options(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
@@ -196,7 +192,7 @@ def _guided_field(kind: str) -> Setter:
 
 
 def _guided_whitespace(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    raise _unsupported("guided_whitespace_pattern is not supported", "guided_whitespace_pattern")
+    raise unsupported("guided_whitespace_pattern is not supported", "guided_whitespace_pattern")
 
 
 _GUIDED: dict[str, Setter] = {
@@ -302,7 +298,7 @@ def _content_part(part: Any, where: str, images: list[Image]) -> None:
         images.append(decode_image_url(url, where))
         return
     if kind != "text":
-        raise _unsupported(f"content parts of type {kind!r} are not supported yet", where)
+        raise unsupported(f"content parts of type {kind!r} are not supported yet", where)
     if not isinstance(part.get("text"), str):
         raise bad_request(f"{where}.text must be a string", f"{where}.text")
 
@@ -400,7 +396,7 @@ def _prompt(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
     elif isinstance(v, list) and v and all(is_int(t) for t in v):
         req.prompt = _token_ids(v, "prompt")
     elif isinstance(v, list) and len(v) > 1:
-        raise _unsupported("batched prompts are not supported; send one prompt", "prompt")
+        raise unsupported("batched prompts are not supported; send one prompt", "prompt")
     else:
         raise bad_request("prompt must be a string or an array of token ids", "prompt")
 
@@ -412,7 +408,7 @@ def _completion_logprobs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> 
 
 
 def _suffix(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    raise _unsupported("suffix is not supported", "suffix")
+    raise unsupported("suffix is not supported", "suffix")
 
 
 _COMPLETION: dict[str, Setter] = {
@@ -488,7 +484,7 @@ def parse_completion(body: Any, limits: LimitsConfig) -> GenerateRequest:
     if req.prompt is None:
         raise bad_request("prompt must be a string or an array of token ids", "prompt")
     if req.echo and req.logprobs:
-        raise _unsupported(
+        raise unsupported(
             "echo with logprobs needs prompt logprobs, which engines do not report yet", "echo"
         )
     if req.max_tokens is None:
