@@ -57,9 +57,9 @@ def main(argv: list[str] | None = None) -> None:
         cfg = load(argv)
     except ConfigError as exc:
         _fail(exc, EXIT_CONFIG)
-    debug = cfg.server.log_level.lower() == "debug"
+    debug = cfg.log_level == "debug"
     logging.basicConfig(
-        level=cfg.server.log_level.upper(),
+        level=cfg.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     from neutrino.app import Neutrino

@@ -29,7 +29,10 @@ class ServerConfig:
     http_host: str = "127.0.0.1"
     http_port: int = 51055
     uvloop: bool = True
-    log_level: str = "info"
+    log_level: str = "info"  # the older spelling of [logging].level (which wins when set)
+    # Processes serving the same listeners (SO_REUSEPORT), each with its own engine
+    # connections, under one supervisor that restarts a worker that dies.
+    workers: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +141,55 @@ class AdminConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    # HOST:PORT of the Prometheus listener (GET /metrics); "" turns it off.
+    address: str = "127.0.0.1:9089"
+
+
+@dataclass(frozen=True, slots=True)
+class TracingConfig:
+    # OTLP/gRPC collector, e.g. "http://127.0.0.1:4317"; "" turns tracing off.
+    endpoint: str = ""
+    sample_ratio: float = 1.0  # of the traces this server starts (a parent's choice is kept)
+    service_name: str = "neutrino"
+    # Longest a shutdown waits for the last spans to reach the collector.
+    shutdown_timeout_s: float = 2.0
+    insecure: bool = True  # plain gRPC to the collector (false: TLS)
+
+
+@dataclass(frozen=True, slots=True)
+class LoggingConfig:
+    level: str = ""  # debug, info, warning, error ("": [server].log_level, i.e. info)
+    format: str = "text"  # text, or json (one object per line)
+    file: str = ""  # a file to log to instead of stderr, rotated by size
+    max_bytes: int = 100 * 1024 * 1024
+    backups: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class SombreroConfig:
+    """Registration with the Sombrero load balancer (``protos/sombrero``)."""
+
+    address: str = ""  # HOST:PORT of the balancer's gRPC service; "" = no registration
+    instance_id: str = ""  # "" = HOSTNAME-PID-RANDOM, new at each start
+    # The host the balancer should reach this server's listeners at, where they listen on
+    # 0.0.0.0 or :: ("" = the machine's host name).
+    advertise_host: str = ""
+    report_interval_s: float = 1.0
+    backoff_initial_s: float = 0.2
+    backoff_max_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveryConfig:
+    """The registration record in etcd, under a lease (``[discovery] etcd = [URL, ...]``)."""
+
+    etcd: tuple[str, ...] = ()
+    prefix: str = "/neutrino/instances/"
+    lease_ttl_s: int = 10
+
+
+@dataclass(frozen=True, slots=True)
 class ShutdownConfig:
     grace_s: float = 10.0  # 0 = in-flight requests are not waited for
 
@@ -156,6 +208,15 @@ class Config:
     shutdown: ShutdownConfig = field(default_factory=ShutdownConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    tracing: TracingConfig = field(default_factory=TracingConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    sombrero: SombreroConfig = field(default_factory=SombreroConfig)
+    discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
+
+    @property
+    def log_level(self) -> str:
+        return (self.logging.level or self.server.log_level).lower()
 
     @property
     def embedded_mock(self) -> bool:
@@ -173,6 +234,11 @@ _SECTIONS: dict[str, type[Any]] = {
     "grpc": GrpcConfig,
     "shutdown": ShutdownConfig,
     "admin": AdminConfig,
+    "metrics": MetricsConfig,
+    "tracing": TracingConfig,
+    "logging": LoggingConfig,
+    "sombrero": SombreroConfig,
+    "discovery": DiscoveryConfig,
 }
 
 
@@ -285,7 +351,11 @@ def parser() -> argparse.ArgumentParser:
         metavar="SOCKET",
         help="UNIX socket of an engine started elsewhere (repeatable; disables the mock)",
     )
+    p.add_argument("--metrics-address", help='HOST:PORT for Prometheus /metrics ("" = off)')
+    p.add_argument("--sombrero-address", help="HOST:PORT of the Sombrero load balancer")
+    p.add_argument("--workers", type=int, help="processes serving the listeners (default 1)")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", choices=["text", "json"])
     p.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
     p.add_argument("--request-timeout", type=float, help="seconds before a request times out")
     p.add_argument("--mock-itl-ms", type=float, help="embedded mock: inter-token delay")
@@ -308,8 +378,8 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     if args.http_address is not None:
         host, port = split_address(args.http_address, "--http-address")
         server = replace(server, http_host=host, http_port=port)
-    if args.log_level:
-        server = replace(server, log_level=args.log_level)
+    if args.workers is not None:
+        server = replace(server, workers=check("server.workers", args.workers, "--workers"))
     if args.no_uvloop:
         server = replace(server, uvloop=False)
     cfg = replace(cfg, server=server)
@@ -330,4 +400,21 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         mock = replace(mock, itl_ms=check("mock.itl_ms", args.mock_itl_ms, "--mock-itl-ms"))
     if args.mock_ttft_ms is not None:
         mock = replace(mock, ttft_ms=check("mock.ttft_ms", args.mock_ttft_ms, "--mock-ttft-ms"))
-    return replace(cfg, mock=mock)
+    return _flags_of_operations(replace(cfg, mock=mock), args)
+
+
+def _flags_of_operations(cfg: Config, args: argparse.Namespace) -> Config:
+    """The flags of [metrics], [sombrero] and [logging]."""
+    if args.metrics_address is not None:
+        if args.metrics_address:
+            split_address(args.metrics_address, "--metrics-address")
+        cfg = replace(cfg, metrics=replace(cfg.metrics, address=args.metrics_address))
+    if args.sombrero_address is not None:
+        split_address(args.sombrero_address, "--sombrero-address")
+        cfg = replace(cfg, sombrero=replace(cfg.sombrero, address=args.sombrero_address))
+    logs = cfg.logging
+    if args.log_level:
+        logs = replace(logs, level=args.log_level)
+    if args.log_format:
+        logs = replace(logs, format=args.log_format)
+    return replace(cfg, logging=logs)

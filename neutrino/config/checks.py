@@ -76,6 +76,16 @@ def _address(value: Any) -> str | None:
     return None
 
 
+def _endpoint(value: Any) -> str | None:
+    """``http://HOST:PORT`` or ``https://HOST:PORT`` ("" allowed: off)."""
+    if value == "":
+        return None
+    scheme, sep, rest = value.partition("://")
+    if scheme not in ("http", "https") or not sep or _address(rest.rstrip("/")) is not None:
+        return "must be http://HOST:PORT or https://HOST:PORT"
+    return None
+
+
 Rule = Callable[[Any], str | None]  # None: the value is fine; else what it must be
 
 _POSITIVE = Range(0, above=True)
@@ -119,7 +129,24 @@ RULES: dict[str, Rule] = {
     "grpc.max_message_bytes": Range(1, MAX_GRPC_MESSAGE_BYTES),
     "grpc.health_interval_s": _POSITIVE,
     "admin.address": lambda v: None if v == "" else _address(v),
-    "shutdown.grace_s": _NON_NEGATIVE,  # 0: in-flight requests are not waited for
+    "shutdown.grace_s": _NON_NEGATIVE,
+    "server.workers": Range(1, 256),
+    "metrics.address": lambda v: None if v == "" else _address(v),
+    "tracing.endpoint": _endpoint,
+    "tracing.sample_ratio": Range(0, 1),
+    "tracing.service_name": _non_empty,
+    "tracing.shutdown_timeout_s": _NON_NEGATIVE,
+    "logging.level": lambda v: None if v == "" else _log_level(v),
+    "logging.format": lambda v: None if v in ("text", "json") else "must be text or json",
+    "logging.max_bytes": Range(1024),
+    "logging.backups": Range(0, 1000),
+    "sombrero.address": lambda v: None if v == "" else _address(v),
+    "sombrero.report_interval_s": _POSITIVE,
+    "sombrero.backoff_initial_s": _POSITIVE,
+    "sombrero.backoff_max_s": _POSITIVE,
+    "discovery.etcd": lambda v: next(filter(None, map(_endpoint, v)), None),
+    "discovery.prefix": lambda v: None if v.startswith("/") else "must start with /",
+    "discovery.lease_ttl_s": Range(2, 3600),  # 0: in-flight requests are not waited for
 }
 
 _KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}

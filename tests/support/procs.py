@@ -158,6 +158,8 @@ class NeutrinoProc:
             "info",
             "--grpc-address",  # a free port each; a test may pass its own after this
             "127.0.0.1:0",
+            "--metrics-address",
+            "127.0.0.1:0",
             *self.args,
         ]
         if self.config is not None:
