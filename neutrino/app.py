@@ -12,9 +12,12 @@ from typing import TYPE_CHECKING, Any
 from neutrino.config import Config, EngineConfig
 from neutrino.engine.router import EngineRouter
 from neutrino.frontends.http.server import HttpServer, build_admin_app, build_app
+from neutrino.observability.exporter import MetricsServer
 from neutrino.observability.memory import HeapTrimmer
+from neutrino.observability.metrics import Metrics
 from neutrino.pipeline.history import History
 from neutrino.pipeline.models import ModelTexts
+from neutrino.pipeline.observe import Observer
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.supervisor import MockSupervisor
 
@@ -45,7 +48,13 @@ class Neutrino:
         self.router = EngineRouter(engines, cfg.engine_link)
         self.texts = ModelTexts(cfg.model)
         self.history = History(cfg.limits.history_size, cfg.limits.history_bytes)
-        self.orchestrator = Orchestrator(cfg, self.router, self.texts, self.history)
+        router = self.router
+        self.metrics = Metrics(lambda: router.known_models)
+        self.observer = Observer(self.metrics, None)
+        self.orchestrator = Orchestrator(cfg, router, self.texts, self.history, self.observer)
+        self.metrics_server = (
+            MetricsServer(cfg.metrics.address, self.metrics_raw) if cfg.metrics.address else None
+        )
         app = build_app(cfg, self.orchestrator, self._extra_state)
         admin = build_admin_app(self.orchestrator, self._extra_state) if cfg.admin.address else None
         orch = self.orchestrator
@@ -59,6 +68,21 @@ class Neutrino:
         self._warming: set[str] = set()
         self.trimmer = HeapTrimmer()
         self._ready_report: asyncio.Task[None] | None = None
+
+    def metrics_raw(self) -> dict[str, Any]:
+        """This process's metrics: the tallies, and the values read now."""
+        orch = self.orchestrator
+        raw = self.metrics.raw()
+        raw["live"] = {
+            "running": orch.inflight,
+            "waiting": orch.admission.queued,
+            **orch.counters.snapshot(),
+        }
+        raw["engines"] = {
+            pool.name: {"connections": len(pool.connections), **pool.stats.snapshot()}
+            for pool in self.router.pools
+        }
+        return raw
 
     def _extra_state(self) -> dict[str, Any]:
         if self.mock is None:
@@ -90,6 +114,8 @@ class Neutrino:
             await self.http.start()
             if self.grpc is not None:
                 await self.grpc.start()
+            if self.metrics_server is not None:
+                await self.metrics_server.start()
         except BaseException:
             try:
                 await self.stop()
@@ -141,6 +167,8 @@ class Neutrino:
             floor = 0.5 if ended else 0.1
             await self.grpc.stop(max(floor, min(1.0, deadline - time.monotonic())))
         await self.router.close()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         if self.mock is not None:
             await self.mock.stop()
 

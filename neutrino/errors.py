@@ -111,6 +111,8 @@ class NeutrinoError(Exception):
         self.message = message
         self.param = param
         self.code = code if code is not None else kind.spec.code
+        # The pipeline counted the request it ended (a front end counts the rest).
+        self.counted = False
 
     @property
     def http_status(self) -> int:

@@ -17,6 +17,7 @@ from neutrino.engine.client import StreamSink
 from neutrino.engine.link import EngineLink, Handshaken, LinkEvent, Refused
 from neutrino.engine.messages import HelloAck, Query
 from neutrino.engine.schema import MAX_FRAME_BYTES
+from neutrino.engine.stats import EngineStats
 from neutrino.errors import ErrorKind, NeutrinoError
 
 log = logging.getLogger("neutrino.engine")
@@ -31,9 +32,10 @@ class EngineConnection(asyncio.Protocol):
         *,
         on_lost: Callable[[EngineConnection, Exception | None], None] | None = None,
         max_frame_bytes: int = MAX_FRAME_BYTES,
+        stats: EngineStats | None = None,
     ) -> None:
         self.name = name
-        self.link = EngineLink(name, max_frame_bytes=max_frame_bytes)
+        self.link = EngineLink(name, max_frame_bytes=max_frame_bytes, stats=stats)
         self._on_lost = on_lost
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -57,9 +59,10 @@ class EngineConnection(asyncio.Protocol):
         heartbeat_interval: float,
         heartbeat_timeout: float,
         on_lost: Callable[[EngineConnection, Exception | None], None] | None = None,
+        stats: EngineStats | None = None,
     ) -> EngineConnection:
         loop = asyncio.get_running_loop()
-        conn = cls(name, on_lost=on_lost)
+        conn = cls(name, on_lost=on_lost, stats=stats)
         conn._ack = loop.create_future()
         async with asyncio.timeout(timeout):
             await loop.create_unix_connection(lambda: conn, path)
@@ -185,6 +188,7 @@ class EngineConnection(asyncio.Protocol):
             t = self._transport
             pending = t.get_write_buffer_size() if t is not None else 0
             if not self.link.heartbeat(loop.time(), pending):
+                self.link.stats.heartbeat_misses += 1
                 log.error(
                     "engine %s showed no sign of life for %.1f s (nothing received, %d bytes "
                     "for it unread); closing the connection",

@@ -46,6 +46,7 @@ from neutrino.engine.messages import (
 )
 from neutrino.engine.reader import decode_token_batch, decode_tokens
 from neutrino.engine.schema import MAX_FRAME_BYTES, PROTOCOL_VERSION
+from neutrino.engine.stats import CLIENT_GONE, EngineStats
 from neutrino.errors import ErrorKind, NeutrinoError
 
 log = logging.getLogger("neutrino.engine")
@@ -93,16 +94,28 @@ LinkEvent = Handshaken | Refused | Broken
 
 Outgoing = Query | Cancel | Hello | Ping | Pong
 
+# Cancelled requests whose late frames are still counted (the oldest are forgotten).
+_CANCELLED_KEPT = 1024
+
 
 class EngineLink:
     """One engine connection's protocol state; no I/O."""
 
-    def __init__(self, name: str, *, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        stats: EngineStats | None = None,
+    ) -> None:
         self.name = name
         self.state = LinkState.HANDSHAKE
         self.hello: HelloAck | None = None
         self.cancels_sent = 0
+        self.stats = stats if stats is not None else EngineStats()
         self.streams: dict[int, StreamSink] = {}
+        # Requests cancelled while the engine was on them: whether their client was gone.
+        self._cancelled: dict[int, bool] = {}
         self._decoder = FrameDecoder(max_frame_bytes)
         self._out: list[tuple[int, Outgoing]] = []
         self._ids = itertools.count(1)
@@ -162,7 +175,23 @@ class EngineLink:
         if self.state is LinkState.READY:
             self._send(rid, Cancel(reason=reason))
             self.cancels_sent += 1
+            self.stats.cancels_sent += 1
+            cancelled = self._cancelled
+            cancelled[rid] = reason in CLIENT_GONE
+            if len(cancelled) > _CANCELLED_KEPT:
+                del cancelled[next(iter(cancelled))]
         return True
+
+    def _late(self, rid: int, tokens: int, final: bool = False) -> None:
+        """Frames for a request no longer in flight: tokens of a cancelled one are
+        counted (the engine made them after the cancel), the rest only dropped."""
+        gone = self._cancelled.pop(rid, None) if final else self._cancelled.get(rid)
+        if gone is None or not tokens:
+            return
+        if gone:
+            self.stats.tokens_after_disconnect += tokens
+        else:
+            self.stats.tokens_after_cancel += tokens
 
     def forget(self, rid: int) -> None:
         """Drop a request's sink without telling the engine (it already ended)."""
@@ -306,6 +335,8 @@ class EngineLink:
                         dirty[sink] = None
                 except Exception as exc:
                     self._sink_failed(rid, sink, exc)
+            else:
+                self._late(rid, n)
             pos += n
 
     def _hand_over(
@@ -315,8 +346,9 @@ class EngineLink:
         streams = self.streams
         for rid, ids in entries:
             sink = streams.get(rid)
-            if sink is None:
-                continue  # cancelled or unknown: a late frame
+            if sink is None:  # cancelled or unknown: a late frame
+                self._late(rid, len(ids))
+                continue
             try:
                 if sink.on_tokens(ids):
                     dirty[sink] = None
@@ -342,8 +374,9 @@ class EngineLink:
 
     def _on_text(self, rid: int, msg: TextResult, dirty: dict[StreamSink, None]) -> None:
         sink = self.streams.get(rid)
-        if sink is None:
-            return  # cancelled or unknown: a late frame
+        if sink is None:  # cancelled or unknown: a late frame
+            self._late(rid, len(msg.tokens), msg.finish_reason is not FinishReason.NONE)
+            return
         if msg.finish_reason is not FinishReason.NONE:
             del self.streams[rid]
         try:

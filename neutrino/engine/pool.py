@@ -12,6 +12,7 @@ from typing import Any
 from neutrino.config import EngineConfig, EngineLinkConfig
 from neutrino.engine.connection import EngineConnection
 from neutrino.engine.messages import HelloAck
+from neutrino.engine.stats import EngineStats
 
 log = logging.getLogger("neutrino.engine")
 
@@ -35,7 +36,7 @@ class EnginePool:
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self.hello: HelloAck | None = None
-        self.reconnects = 0
+        self.stats = EngineStats()
         self._connected_once = asyncio.Event()
 
     async def start(self) -> None:
@@ -106,6 +107,7 @@ class EnginePool:
                     heartbeat_interval=link.heartbeat_interval_s,
                     heartbeat_timeout=link.heartbeat_timeout_s,
                     on_lost=functools.partial(_set_event, lost),
+                    stats=self.stats,
                 )
             except (OSError, ConnectionError, TimeoutError) as exc:
                 log.debug("engine %s slot %d: connect failed: %s", self.name, slot, exc)
@@ -128,7 +130,7 @@ class EnginePool:
             finally:
                 self._slots[slot] = None
                 if not self._closing:
-                    self.reconnects += 1
+                    self.stats.reconnects += 1
                     log.warning("engine %s slot %d disconnected; reconnecting", self.name, slot)
                     self._changed()
                 else:
@@ -143,7 +145,8 @@ class EnginePool:
             "connections": len(self.connections),
             "connections_configured": len(self._slots),
             "inflight": self.inflight,
-            "reconnects": self.reconnects,
+            "reconnects": self.stats.reconnects,
+            "stats": self.stats.snapshot(),
             "engine": hello.engine if hello else None,
             "capacity": hello.capacity if hello else 0,
             "models": [{"name": m.name, "context_length": m.context_length} for m in hello.models]

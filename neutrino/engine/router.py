@@ -67,6 +67,11 @@ class EngineRouter:
     def models(self) -> Mapping[str, ModelInfo]:
         return self._models
 
+    @property
+    def known_models(self) -> set[str]:
+        """Every model an engine has served since the start (bounded by the engines)."""
+        return self._known
+
     def has_engine(self) -> bool:
         return self._connected
 

@@ -17,6 +17,7 @@ from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
 from neutrino.pipeline.history import HistoryEntry
+from neutrino.pipeline.observe import AttrValue, Observed
 from neutrino.pipeline.state import Lifecycle, State
 
 
@@ -43,6 +44,11 @@ class ModalCall:
         self._submission: Submission | None = None
         self._timer: Deadline | None = None
         self.principal: Principal | None = None  # the API key it counts against
+        self.obs: Observed | None = None  # its labels and span, for metrics and tracing
+
+    def usage(self) -> tuple[tuple[int, int, int, int], dict[str, AttrValue]]:
+        """Its prompt tokens, and its span's response attributes."""
+        return (self.prompt_tokens, 0, 0, 0), {"gen_ai.response.id": self.request_id}
 
     def attach(self, submission: Submission, timeout_s: float, deadlines: DeadlineWheel) -> None:
         self._submission = submission

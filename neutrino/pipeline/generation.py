@@ -22,6 +22,7 @@ from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
 from neutrino.pipeline.history import HistoryEntry
 from neutrino.pipeline.logprobs import LogprobRecorder, TokenLogprob
+from neutrino.pipeline.observe import AttrValue, Observed
 from neutrino.pipeline.output import OutputParser
 from neutrino.pipeline.state import Lifecycle, State
 from neutrino.pipeline.text_stream import TextStream
@@ -92,6 +93,7 @@ class Generation:
         "engine_cancels",
         "lifecycle",
         "model",
+        "obs",
         "principal",
         "prompt_tokens",
         "request_id",
@@ -119,6 +121,7 @@ class Generation:
         self.echo = ""  # text that precedes the completion in the answer (``echo``)
         self.engine_cancels = 0
         self.principal: Principal | None = None  # the API key it counts against
+        self.obs: Observed | None = None  # its labels and span, for metrics and tracing
         self._stream = stream
         self._on_done = on_done
         self._parser = parser
@@ -384,6 +387,22 @@ class Generation:
         if self._submission is not None:
             self._submission.forget()
         self._on_done(self)
+
+    def usage(self) -> tuple[tuple[int, int, int, int], dict[str, AttrValue]]:
+        """Its prompt, generated, cached and reasoning tokens, and its span's response
+        attributes (read once, when it has ended)."""
+        out = self._outcome
+        attrs: dict[str, AttrValue] = {"gen_ai.response.id": self.request_id}
+        if out is None:
+            return (self.prompt_tokens, self._stream.completion_tokens, 0, 0), attrs
+        attrs["gen_ai.response.finish_reasons"] = [out.finish_reason]
+        usage = (
+            out.prompt_tokens,
+            out.completion_tokens,
+            out.cached_tokens,
+            out.reasoning_tokens or 0,
+        )
+        return usage, attrs
 
     def history_entry(self) -> HistoryEntry:
         """This request's history entry (call once terminal)."""

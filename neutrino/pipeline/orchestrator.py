@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -28,6 +29,7 @@ from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.history import History, HistoryEntry
 from neutrino.pipeline.logprobs import LogprobRecorder
 from neutrino.pipeline.models import ModelText, ModelTexts
+from neutrino.pipeline.observe import AttrValue, Observed, Observer
 from neutrino.pipeline.output import OutputParser
 from neutrino.pipeline.request import GenerateRequest, tool_guided
 from neutrino.pipeline.state import Lifecycle, State
@@ -46,6 +48,25 @@ log = logging.getLogger("neutrino.pipeline")
 # piece first (tokens_at_least): it is almost surely over, and then is refused without
 # its whole token list being built.
 _COUNT_FIRST_CHARS_PER_TOKEN = 8
+
+
+# Routes -> the GenAI semantic conventions' operation names.
+_OPERATIONS = {"chat": "chat", "completion": "text_completion", "embed": "embeddings"}
+
+
+def _request_attrs(req: GenerateRequest) -> dict[str, AttrValue]:
+    """A generation's span attributes known when it starts (GenAI conventions)."""
+    attrs: dict[str, AttrValue] = {
+        "gen_ai.operation.name": _OPERATIONS[req.kind],
+        "gen_ai.request.temperature": req.temperature,
+        "gen_ai.request.top_p": req.top_p,
+        "neutrino.request_id": req.request_id,
+    }
+    if req.max_tokens is not None:
+        attrs["gen_ai.request.max_tokens"] = req.max_tokens
+    if req.seed is not None:
+        attrs["gen_ai.request.seed"] = req.seed
+    return attrs
 
 
 def _shutting_down() -> NeutrinoError:
@@ -80,10 +101,14 @@ def _opens_think(text: ModelText, prompt: list[int]) -> bool:
 
 
 class ModalJob(Protocol):
-    """A modality request: ``pipeline/modalities.py``'s Embed, Rerank, Transcribe ..."""
+    """A modality request: ``pipeline/modalities.py``'s Embed, Rerank, Transcribe ...
+    (its class name, lowercased, is its route label in metrics)."""
 
     @property
     def model(self) -> str: ...
+
+    @property
+    def traceparent(self) -> str: ...
 
     @property
     def capability(self) -> Capability: ...
@@ -98,8 +123,10 @@ class Orchestrator:
         engines: EngineClient,
         texts: ModelTexts,
         history: History,
+        observer: Observer | None = None,
     ) -> None:
         self.cfg = cfg
+        self.observe = observer if observer is not None else Observer(None, None)
         self.engines = engines
         self.texts = texts
         self.history = history
@@ -137,6 +164,10 @@ class Orchestrator:
         self.started += 1
         admitted = False
         counted = False  # its key counts it in flight
+        obs = Observed(req.protocol, req.kind, req.received_ns or lifecycle.times[State.START])
+        traceparent = self.observe.begin(
+            obs, req.model, _OPERATIONS[req.kind], req.traceparent, _request_attrs(req)
+        )
         try:
             if self.draining:
                 raise _shutting_down()
@@ -152,7 +183,7 @@ class Orchestrator:
             text = self.texts.cached(req.model)
             if text is None:
                 text = await asyncio.to_thread(self.texts.get, req.model)
-            prompt = await self._prompt_ids(req, text, info.context_length)
+            prompt = await self._prompt_ids(req, text, info.context_length, obs)
             sampling = self._sampling(req, text, info, len(prompt))
             timeout = req.timeout_s or self.cfg.limits.request_timeout_s
             query = TextQuery(
@@ -160,7 +191,7 @@ class Orchestrator:
                 prompt_tokens=prompt,
                 sampling=sampling,
                 deadline_ms=int(1000 * timeout),
-                traceparent=req.traceparent,
+                traceparent=traceparent,
                 images=req.images,
                 guided=tool_guided(req),
             )
@@ -190,6 +221,7 @@ class Orchestrator:
                 validator=req.validator,
                 parser=parser,
             )
+            gen.obs = obs
             if req.echo:
                 gen.echo = (
                     req.prompt if isinstance(req.prompt, str) else text.tokenizer.decode(prompt)
@@ -199,7 +231,7 @@ class Orchestrator:
             return gen
         except BaseException as exc:  # (no local may hold the error: see _abort)
             raise self._abort(
-                req.request_id, req.model, lifecycle, admitted, exc, req.principal, counted
+                req.request_id, req.model, lifecycle, admitted, exc, req.principal, counted, obs
             ) from None
 
     async def call(
@@ -210,6 +242,8 @@ class Orchestrator:
         timeout_s: float | None = None,
         on_queued: Callable[[], Awaitable[None]] | None = None,
         principal: Principal | None = None,
+        protocol: str = "http",
+        received_ns: int = 0,
     ) -> ModalCall:
         """Validate and submit a modality request (``pipeline/modalities.py``); returns
         its live call. The job's ``build`` turns the model's text assets and engine info
@@ -221,6 +255,11 @@ class Orchestrator:
         admitted = False
         counted = False
         timeout = timeout_s or self.cfg.limits.request_timeout_s
+        route = type(job).__name__.lower()
+        obs = Observed(protocol, route, received_ns or lifecycle.times[State.START])
+        traceparent = self.observe.begin(
+            obs, model, _OPERATIONS.get(route, route), job.traceparent, {}
+        )
         try:
             if self.draining:
                 raise _shutting_down()
@@ -231,6 +270,8 @@ class Orchestrator:
             if text is None:
                 text = await asyncio.to_thread(self.texts.get, model)
             query, prompt_tokens = build(text, info)
+            if traceparent != query.traceparent:  # the request's own span id, for the engine
+                query = dataclasses.replace(query, traceparent=traceparent)
             lifecycle.advance(State.QUEUED)
             deadline = time.monotonic() + timeout
             await self._admit(timeout, on_queued)
@@ -243,6 +284,7 @@ class Orchestrator:
                 lifecycle=lifecycle,
                 on_done=self._done,
             )
+            call.obs = obs
             call.attach(
                 self._submit(query, call, principal),
                 max(0.001, deadline - time.monotonic()),
@@ -251,7 +293,7 @@ class Orchestrator:
             return call
         except BaseException as exc:
             raise self._abort(
-                request_id, model, lifecycle, admitted, exc, principal, counted
+                request_id, model, lifecycle, admitted, exc, principal, counted, obs
             ) from None
 
     def _submit(
@@ -327,6 +369,7 @@ class Orchestrator:
         exc: BaseException,
         caller: Principal | None = None,
         counted: bool = False,
+        obs: Observed | None = None,
     ) -> BaseException:
         """End a request that failed before reaching the engine; the exception to raise.
 
@@ -339,17 +382,17 @@ class Orchestrator:
             caller.release()
         key = caller.name if caller is not None else None
         if isinstance(exc, NeutrinoError):
-            self._fail_early(request_id, model, lifecycle, State.FAILED, exc, key)
+            self._fail_early(request_id, model, lifecycle, State.FAILED, exc, key, obs)
             return exc
         if isinstance(exc, asyncio.CancelledError | ConnectionError):
             # The client went away (its handler was cancelled, or opening its stream failed).
-            self._fail_early(request_id, model, lifecycle, State.CANCELLED, None, key)
+            self._fail_early(request_id, model, lifecycle, State.CANCELLED, None, key, obs)
             return exc
         if not isinstance(exc, Exception):
             return exc  # KeyboardInterrupt and the like pass through untouched
         log.error("request %s failed before reaching the engine", request_id, exc_info=exc)
         err = NeutrinoError(ErrorKind.INTERNAL, "internal error")
-        self._fail_early(request_id, model, lifecycle, State.FAILED, err, key)
+        self._fail_early(request_id, model, lifecycle, State.FAILED, err, key, obs)
         return err
 
     def shutdown(self) -> int:
@@ -395,8 +438,11 @@ class Orchestrator:
             ErrorKind.MODEL_NOT_FOUND, f"the model {model!r} does not exist", param="model"
         )
 
-    async def _prompt_ids(self, req: GenerateRequest, text: ModelText, ctx: int) -> list[int]:
+    async def _prompt_ids(
+        self, req: GenerateRequest, text: ModelText, ctx: int, obs: Observed
+    ) -> list[int]:
         tok = text.tokenizer
+        obs.mark("parsed")
         if req.kind == "chat":
             assert req.messages is not None
             messages = req.messages
@@ -411,7 +457,10 @@ class Orchestrator:
                 )
             except TemplateError as exc:
                 raise NeutrinoError(ErrorKind.BAD_REQUEST, str(exc), param="messages") from None
-            return await self._encode(rendered, text, ctx, "messages")
+            obs.mark("templated")
+            ids = await self._encode(rendered, text, ctx, "messages")
+            obs.mark("tokenized")
+            return ids
         prompt = req.prompt
         if isinstance(prompt, list):
             vocab = tok.vocab_size
@@ -423,7 +472,9 @@ class Orchestrator:
                 )
             return list(prompt)
         assert prompt is not None
+        obs.mark("templated")
         ids = await self._encode(prompt, text, ctx, "prompt")
+        obs.mark("tokenized")
         if text.bos_token_id is not None and (not ids or ids[0] != text.bos_token_id):
             ids.insert(0, text.bos_token_id)
         return ids
@@ -493,6 +544,8 @@ class Orchestrator:
             gen.principal.release()
         self.admission.release()
         self._count(gen.lifecycle.state)
+        if gen.obs is not None:
+            self.observe.end(gen.obs, gen.model, gen.lifecycle, gen.error, *gen.usage())
         entry = gen.history_entry()
         if gen.principal is not None:
             entry.key = gen.principal.name
@@ -506,11 +559,16 @@ class Orchestrator:
         state: State,
         err: NeutrinoError | None,
         key: str | None = None,
+        obs: Observed | None = None,
     ) -> None:
         if lifecycle.terminal:
             return
         lifecycle.advance(state)
         self._count(state)
+        if err is not None:
+            err.counted = True
+        if obs is not None:
+            self.observe.end(obs, model, lifecycle, err)
         entry = HistoryEntry.of(request_id, model, lifecycle, error=err)
         entry.key = key
         self.history.add(entry)

@@ -71,6 +71,8 @@ class GenerateRequest:
     guided: Guided | None = None  # the client's output constraint (response_format ...)
     validator: Callable[[str], str | None] | None = None  # strict check of the final text
     principal: Principal | None = None  # the caller's API key (None: keys are off)
+    protocol: str = "http"  # the front end's, a label of its metrics (PROTOCOLS)
+    received_ns: int = 0  # monotonic ns when the front end received it (0: not known)
 
 
 def check_stops(stops: list[str], limits: LimitsConfig) -> None:

@@ -1,0 +1,332 @@
+"""Prometheus metrics: every metric Neutrino exports, defined here once.
+
+Nothing here runs per token. A request is tallied once, when it ends, from the times its
+lifecycle already keeps (``pipeline/state.py``) and the counts its outcome already holds:
+time to first token, the mean gap between its tokens (one observation of the request's
+inter-token latency), end-to-end, queue, prompt-processing and decode times, token counts.
+Engine connections count their own events (``engine/stats.py``); gauges are read when
+scraped.
+
+Labels are bounded: protocols, routes and outcomes come from the fixed sets below; a model
+label is a model an engine serves ("" for any other name, so a client cannot create
+series by naming models). The values are plain numbers in plain containers: :meth:`raw`
+gives them as JSON, :func:`merge` adds up several processes' raws (``--workers``) and
+:func:`exposition` renders one in Prometheus' text format.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import generate_latest
+
+from neutrino.errors import ErrorKind
+from neutrino.pipeline.state import State
+
+PREFIX = "neutrino_"
+PROTOCOLS = ("http", "grpc", "quic")
+# What a request asked for: the generation routes and each modality's.
+ROUTES = ("chat", "completion", "embed", "rerank", "transcribe", "speak", "detect")
+OUTCOMES = ("ok", "cancelled", *(k.spec.label for k in ErrorKind))
+
+# Seconds. Time to first token spans a cached short prompt on an idle engine (ms) to a
+# long prompt queued behind others (minutes); gaps between tokens span a fast small model
+# (~1 ms) to a saturated large one (~1 s).
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0)  # fmt: skip
+ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
+               0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0)  # fmt: skip
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 20.0,
+                   30.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0)  # fmt: skip
+QUEUE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                 30.0, 60.0, 120.0, 300.0)  # fmt: skip
+TOKEN_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000,
+                 50000, 100000, 200000)  # fmt: skip
+
+# name (after the prefix), help, buckets: the per-model histograms, in ModelSeries order.
+HISTOGRAMS: tuple[tuple[str, str, tuple[float, ...]], ...] = (
+    ("time_to_first_token_seconds", "Time from receiving a request to its first token.",
+     TTFT_BUCKETS),
+    ("inter_token_latency_seconds",
+     "Mean gap between a request's tokens (one observation per request of two or more).",
+     ITL_BUCKETS),
+    ("e2e_request_latency_seconds", "Time from receiving a request to its end.",
+     LATENCY_BUCKETS),
+    ("request_queue_time_seconds", "Time a request waited for an engine slot.",
+     QUEUE_BUCKETS),
+    ("request_prefill_time_seconds",
+     "Prompt processing: from a request's admission to its first token.", LATENCY_BUCKETS),
+    ("request_decode_time_seconds", "From a request's first token to its last.",
+     LATENCY_BUCKETS),
+    ("request_prompt_tokens", "Prompt tokens per request.", TOKEN_BUCKETS),
+    ("request_generation_tokens", "Generated tokens per request.", TOKEN_BUCKETS),
+)  # fmt: skip
+TOKEN_COUNTERS = (
+    ("prompt_tokens_total", "Prompt tokens of finished requests."),
+    ("generation_tokens_total", "Tokens generated for finished requests."),
+    ("cached_tokens_total", "Prompt tokens the engine found in its prefix cache."),
+    ("reasoning_tokens_total", "Generated tokens that were reasoning."),
+)
+# The engine connections' own counts (engine/stats.py), per engine.
+ENGINE_COUNTERS = (
+    ("engine_reconnects_total", "Engine connections lost and opened again.", "reconnects"),
+    ("engine_heartbeat_misses_total", "Engine connections dropped for missing heartbeats.",
+     "heartbeat_misses"),
+    ("engine_cancel_frames_total", "Cancel frames sent to the engine.", "cancels_sent"),
+    ("tokens_after_disconnect_total",
+     "Tokens the engine produced for a request after its client had gone.",
+     "tokens_after_disconnect"),
+)  # fmt: skip
+
+_GEN = State.GENERATING
+_PROC = State.PROCESSING
+_QUEUED = State.QUEUED
+
+
+class Histogram:
+    """Bucket counts (the last: above every bound) and a sum; cumulative when rendered."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+
+class ModelSeries:
+    """One served model's histograms (in HISTOGRAMS' order) and token counters."""
+
+    __slots__ = ("hists", "tokens")
+
+    def __init__(self) -> None:
+        self.hists = [Histogram(b) for _, _, b in HISTOGRAMS]
+        self.tokens = [0, 0, 0, 0]  # prompt, generated, cached, reasoning
+
+
+class Metrics:
+    """This process's tallies. ``served`` says whether a model name may be a label."""
+
+    def __init__(self, served: Callable[[], Container[str]]) -> None:
+        self._served = served
+        self.requests: dict[tuple[str, str, str, str], int] = {}
+        self.models: dict[str, ModelSeries] = {}
+
+    def refused(self, protocol: str, route: str, outcome: str) -> None:
+        """A request refused before the pipeline took it (no key, bad JSON ...)."""
+        key = (protocol, route, "", outcome)
+        self.requests[key] = self.requests.get(key, 0) + 1
+
+    def ended(
+        self,
+        protocol: str,
+        route: str,
+        model: str,
+        outcome: str,
+        times: Mapping[State, int],
+        start_ns: int,
+        end_ns: int,
+        usage: tuple[int, int, int, int] = (0, 0, 0, 0),
+    ) -> None:
+        """A request ended: ``times`` are its lifecycle's (monotonic ns), ``start_ns`` when
+        it was received, ``usage`` its prompt, generated, cached and reasoning tokens."""
+        label = model if model in self._served() else ""
+        key = (protocol, route, label, outcome)
+        self.requests[key] = self.requests.get(key, 0) + 1
+        if not label:
+            return
+        series = self.models.get(label)
+        if series is None:
+            series = self.models[label] = ModelSeries()
+        _observe(series, times, start_ns, end_ns, usage)
+
+    def raw(self) -> dict[str, Any]:
+        """The tallies as JSON values (see :func:`merge`)."""
+        return {
+            "requests": [[*k, n] for k, n in self.requests.items()],
+            "models": {
+                name: {
+                    "hists": [[h.counts, h.sum] for h in s.hists],
+                    "tokens": s.tokens,
+                }
+                for name, s in self.models.items()
+            },
+        }
+
+
+def _observe(
+    series: ModelSeries,
+    times: Mapping[State, int],
+    start: int,
+    end: int,
+    usage: tuple[int, int, int, int],
+) -> None:
+    """One request's observations (the only per-request work of the metrics)."""
+    ttft, itl, e2e, queue, prefill, decode, n_prompt, n_gen = series.hists
+    e2e.observe((end - start) / 1e9)
+    admitted = times.get(_PROC)
+    queued = times.get(_QUEUED)
+    if admitted is not None and queued is not None:
+        queue.observe((admitted - queued) / 1e9)
+    first = times.get(_GEN)
+    prompt, generated, cached, reasoning = usage
+    if first is not None:
+        ttft.observe((first - start) / 1e9)
+        if admitted is not None:
+            prefill.observe((first - admitted) / 1e9)
+        decode.observe((end - first) / 1e9)
+        if generated > 1:
+            itl.observe((end - first) / 1e9 / (generated - 1))
+    if admitted is not None:
+        n_prompt.observe(prompt)
+        n_gen.observe(generated)
+    tokens = series.tokens
+    tokens[0] += prompt
+    tokens[1] += generated
+    tokens[2] += cached
+    tokens[3] += reasoning
+
+
+# ---------------------------------------------------------------------- several processes
+
+
+def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Several processes' raws (``Metrics.raw`` and the live values of
+    :class:`Exposition`) added up into one."""
+    requests: dict[tuple[str, ...], int] = {}
+    models: dict[str, dict[str, Any]] = {}
+    live: dict[str, float] = {}
+    engines: dict[str, dict[str, float]] = {}
+    for raw in raws:
+        for *labels, n in raw.get("requests", ()):
+            key = tuple(labels)
+            requests[key] = requests.get(key, 0) + n
+        for name, m in raw.get("models", {}).items():
+            got = models.get(name)
+            if got is None:
+                models[name] = {"hists": [[list(c), s] for c, s in m["hists"]],
+                                "tokens": list(m["tokens"])}  # fmt: skip
+                continue
+            for mine, theirs in zip(got["hists"], m["hists"], strict=True):
+                mine[0] = [a + b for a, b in zip(mine[0], theirs[0], strict=True)]
+                mine[1] += theirs[1]
+            got["tokens"] = [a + b for a, b in zip(got["tokens"], m["tokens"], strict=True)]
+        for k, v in raw.get("live", {}).items():
+            live[k] = live.get(k, 0) + v
+        for name, stats in raw.get("engines", {}).items():
+            mine = engines.setdefault(name, {})
+            for k, v in stats.items():
+                mine[k] = mine.get(k, 0) + v
+    return {
+        "requests": [[*k, n] for k, n in requests.items()],
+        "models": models,
+        "live": live,
+        "engines": engines,
+    }
+
+
+# ---------------------------------------------------------------------- exposition
+
+LIVE_GAUGES = (
+    ("num_requests_running", "Requests at an engine now.", "running"),
+    ("num_requests_waiting", "Requests waiting in the queue for an engine slot.", "waiting"),
+)
+EVENT_COUNTERS = (
+    ("slow_readers_dropped_total", "Streams dropped because their client stopped reading.",
+     "slow_readers_dropped"),
+    ("connection_timeouts_total",
+     "Connections closed because a request's head or body did not arrive in time (408).",
+     "request_timeouts"),
+    ("auth_refused_total", "Requests refused for their API key (401, 403, key limits).",
+     "auth_refused"),
+)  # fmt: skip
+
+
+def families(raw: Mapping[str, Any]) -> Iterator[Metric]:
+    """The metric families of one (possibly merged) raw, in Prometheus' model."""
+    req = CounterMetricFamily(
+        PREFIX + "requests",
+        "Requests that ended, by protocol, route, served model and outcome.",
+        labels=("protocol", "route", "model", "outcome"),
+    )
+    for *labels, n in sorted(raw.get("requests", ()), key=lambda r: r[:4]):
+        req.add_metric(labels, n)
+    yield req
+    models = sorted(raw.get("models", {}).items())
+    for i, (name, help_text, bounds) in enumerate(HISTOGRAMS):
+        fam = HistogramMetricFamily(PREFIX + name, help_text, labels=("model",))
+        for model, m in models:
+            counts, total = m["hists"][i]
+            cumulative, buckets = 0, []
+            for bound, n in zip((*bounds, float("inf")), counts, strict=True):
+                cumulative += n
+                buckets.append((_le(bound), cumulative))
+            fam.add_metric([model], buckets, total)
+        yield fam
+    for i, (name, help_text) in enumerate(TOKEN_COUNTERS):
+        tokens = CounterMetricFamily(
+            PREFIX + name.removesuffix("_total"), help_text, labels=("model",)
+        )
+        for model, m in models:
+            tokens.add_metric([model], m["tokens"][i])
+        yield tokens
+    yield from _live_families(raw)
+
+
+def _le(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+def _live_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
+    live = raw.get("live", {})
+    for name, help_text, key in LIVE_GAUGES:
+        yield GaugeMetricFamily(PREFIX + name, help_text, value=live.get(key, 0))
+    for name, help_text, key in EVENT_COUNTERS:
+        yield CounterMetricFamily(
+            PREFIX + name.removesuffix("_total"), help_text, value=live.get(key, 0)
+        )
+    engines = sorted(raw.get("engines", {}).items())
+    up = GaugeMetricFamily(
+        PREFIX + "engine_connections", "Open connections to each engine.", labels=("engine",)
+    )
+    for engine, stats in engines:
+        up.add_metric([engine], stats.get("connections", 0))
+    yield up
+    for name, help_text, key in ENGINE_COUNTERS:
+        fam = CounterMetricFamily(
+            PREFIX + name.removesuffix("_total"), help_text, labels=("engine",)
+        )
+        for engine, stats in engines:
+            fam.add_metric([engine], stats.get(key, 0))
+        yield fam
+
+
+class _Collector:
+    def __init__(self, collect: Callable[[], Mapping[str, Any]]) -> None:
+        self._collect = collect
+
+    def collect(self) -> Iterator[Metric]:
+        return families(self._collect())
+
+
+def exposition(raw: Mapping[str, Any], extra: Iterable[Any] = ()) -> bytes:
+    """``raw`` in Prometheus' text format (version 0.0.4); ``extra``: more collectors
+    (the process's own: CPU, memory, file descriptors)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(lambda: raw))
+    for collector in extra:
+        registry.register(collector)
+    return generate_latest(registry)

@@ -1,0 +1,143 @@
+"""What the pipeline tells metrics and tracing about a request: once at its start (a span,
+whose id the engine frame carries) and once at its end (one tally, one span tree).
+
+Nothing here runs per token: the end is read off the lifecycle's state times and the
+request's counts. ``Tracer`` is the seam to ``observability/tracing.py``; the metrics are
+``observability/metrics.py``'s.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from neutrino.errors import NeutrinoError
+from neutrino.observability.metrics import Metrics
+from neutrino.pipeline.state import Lifecycle, State
+
+AttrValue = str | bool | int | float | Sequence[str]
+
+
+class Span(Protocol):
+    """A request's span: begun when it was received, ended once with its phases."""
+
+    @property
+    def traceparent(self) -> str: ...
+
+    def end(
+        self,
+        phases: Mapping[str, int],
+        attributes: Mapping[str, AttrValue],
+        error: tuple[str, str] | None = None,
+    ) -> None: ...
+
+
+class Tracer(Protocol):
+    def begin(
+        self,
+        name: str,
+        traceparent: str | None,
+        start_mono_ns: int,
+        attributes: Mapping[str, AttrValue],
+    ) -> Span | None: ...
+
+
+class Observed:
+    """One request, as metrics and tracing see it: labels, and its span when traced
+    (with the monotonic ns of the phases only a span needs)."""
+
+    __slots__ = ("phases", "protocol", "received", "route", "span")
+
+    def __init__(self, protocol: str, route: str, received: int) -> None:
+        self.protocol = protocol
+        self.route = route
+        self.received = received
+        self.span: Span | None = None
+        self.phases: dict[str, int] = {}
+
+    def mark(self, phase: str) -> None:
+        if self.span is not None:
+            self.phases[phase] = time.monotonic_ns()
+
+
+def outcome_of(lifecycle: Lifecycle, error: NeutrinoError | None) -> str:
+    """The outcome label of an ended request."""
+    state = lifecycle.state
+    if state is State.COMPLETE and error is None:
+        return "ok"
+    if state is State.CANCELLED:
+        return "cancelled"
+    return error.kind.spec.label if error is not None else "internal"
+
+
+# Lifecycle states -> the phase names of a span.
+_PHASES = (
+    (State.QUEUED, "queued"),
+    (State.PROCESSING, "admitted"),
+    (State.GENERATING, "first_token"),
+)
+
+
+class Observer:
+    """The pipeline's one call site for metrics and tracing."""
+
+    def __init__(self, metrics: Metrics | None, tracer: Tracer | None) -> None:
+        self.metrics = metrics
+        self.tracer = tracer
+
+    def begin(
+        self,
+        obs: Observed,
+        model: str,
+        operation: str,
+        traceparent: str,
+        attrs: dict[str, AttrValue],
+    ) -> str:
+        """Start the request's span, if traced; the traceparent for the engine frame."""
+        tracer = self.tracer
+        if tracer is None:
+            return traceparent
+        attrs["gen_ai.request.model"] = model
+        attrs["neutrino.protocol"] = obs.protocol
+        attrs["neutrino.route"] = obs.route
+        span = tracer.begin(f"{operation} {model}", traceparent or None, obs.received, attrs)
+        if span is None:
+            return traceparent
+        obs.span = span
+        return span.traceparent
+
+    def end(
+        self,
+        obs: Observed,
+        model: str,
+        lifecycle: Lifecycle,
+        error: NeutrinoError | None,
+        usage: tuple[int, int, int, int] = (0, 0, 0, 0),
+        attrs: dict[str, AttrValue] | None = None,
+    ) -> None:
+        """The request ended: one tally, and its span's end."""
+        times = lifecycle.times
+        end = times[lifecycle.state]
+        outcome = outcome_of(lifecycle, error)
+        if self.metrics is not None:
+            self.metrics.ended(
+                obs.protocol, obs.route, model, outcome, times, obs.received, end, usage
+            )
+        span = obs.span
+        if span is None:
+            return
+        phases = obs.phases
+        phases["received"] = obs.received
+        for state, name in _PHASES:
+            t = times.get(state)
+            if t is not None:
+                phases[name] = t
+        phases["ended"] = end
+        out = attrs if attrs is not None else {}
+        out["gen_ai.usage.input_tokens"] = usage[0]
+        out["gen_ai.usage.output_tokens"] = usage[1]
+        out["neutrino.cached_tokens"] = usage[2]
+        out["neutrino.reasoning_tokens"] = usage[3]
+        failed = None if error is None else (error.kind.spec.label, error.message)
+        span.end(phases, out, failed)
