@@ -101,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
         "tokenBatch frames",
     )
     p.add_argument(
+        "--cancel-lag-tokens",
+        type=_at_least(0, int),
+        default=0,
+        help="tokens still generated and sent after a cancel (an engine finishing its step)",
+    )
+    p.add_argument(
         "--pong-delay-ms",
         type=_at_least(0, float),
         default=0.0,
@@ -215,6 +221,7 @@ def main(argv: list[str] | None = None) -> None:
         token_batches=args.token_batches,
         pong_delay_s=args.pong_delay_ms / 1000.0,
         socket_mode=args.socket_mode,
+        cancel_lag_tokens=args.cancel_lag_tokens,
     )
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:

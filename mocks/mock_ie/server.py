@@ -145,9 +145,26 @@ class MockHandler(EngineHandler):
             return
         if req.task is not None:
             req.task.cancel()
+        if self._lag(req):
+            return
         final = req.gen.cancel()
         self._send(rid, final)
         self._end(req, "cancelled", completion_tokens=final.completion_tokens)
+
+    def _lag(self, req: _Request) -> bool:
+        """Send the tokens a cancel does not stop (``cancel_lag_tokens``); True if the
+        stream ended meanwhile."""
+        lag = self._server.cancel_lag_tokens
+        while lag > 0 and not req.gen.done:
+            item = req.gen.next()
+            if isinstance(item, Fault):
+                return False
+            self._send(req.rid, item)
+            lag -= len(item.tokens)
+            if item.finish_reason != FinishReason.NONE:
+                self._end(req, item.finish_reason.name.lower())
+                return True
+        return False
 
     def ping(self, rid: int, nonce: int) -> Pong | None:
         delay = self._server.pong_delay_s
@@ -308,10 +325,13 @@ class MockServer:
         token_batches: bool = True,
         pong_delay_s: float = 0.0,
         socket_mode: int = 0o600,
+        cancel_lag_tokens: int = 0,
     ) -> None:
         if ttft_s < 0 or itl_s < 0 or pong_delay_s < 0:
             raise ValueError("delays must be non-negative")
         self.pong_delay_s = pong_delay_s
+        # Tokens a cancelled stream still gets (what a real engine's step in progress makes).
+        self.cancel_lag_tokens = cancel_lag_tokens
         self.socket_mode = socket_mode  # who may connect: the owner only, by default
         self.engine = engine
         self.ttft_s = ttft_s

@@ -55,7 +55,7 @@ class MetricsServer:
             await runner.cleanup()
             raise StartupError(
                 f"cannot listen for metrics on {self.host}:{self.port}: {os_reason(exc)} "
-                "(set [metrics] address or --metrics-address; \"\" turns it off)"
+                '(set [metrics] address or --metrics-address; "" turns it off)'
             ) from exc
         self._runner = runner
         server = site._server

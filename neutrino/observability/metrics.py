@@ -122,7 +122,13 @@ class Metrics:
 
     def __init__(self, served: Callable[[], Container[str]]) -> None:
         self._served = served
-        self.requests: dict[tuple[str, str, str, str], int] = {}
+        # Requests for a model no engine serves are counted from the start, at zero: a
+        # client naming models it may not use adds no series.
+        self.requests: dict[tuple[str, str, str, str], int] = {
+            (protocol, route, "", "model_not_found"): 0
+            for protocol in PROTOCOLS[:2]
+            for route in ROUTES
+        }
         self.models: dict[str, ModelSeries] = {}
 
     def refused(self, protocol: str, route: str, outcome: str) -> None:

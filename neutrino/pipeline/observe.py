@@ -86,6 +86,13 @@ class Observer:
         self.metrics = metrics
         self.tracer = tracer
 
+    def refused(self, protocol: str, route: str, error: NeutrinoError) -> None:
+        """A front end refused a request the pipeline never took (a bad key, bad JSON);
+        an error the pipeline raised was counted already."""
+        if not error.counted and self.metrics is not None:
+            error.counted = True
+            self.metrics.refused(protocol, route, error.kind.spec.label)
+
     def begin(
         self,
         obs: Observed,

@@ -26,6 +26,7 @@ from neutrino.frontends.grpc.calls import (
     closing,
     guarded,
     metadata,
+    refusals,
     send,
     timeout_s,
 )
@@ -140,14 +141,20 @@ class AudioService(audio_pb2_grpc.AudioServicer):
         self, request: audio_pb2.TranscriptionRequest, context: Context
     ) -> audio_pb2.TranscriptionResponse | None:
         return await guarded(
-            context, "Transcribe", lambda: self._audio(request, context, AudioTask.TRANSCRIBE)
+            context,
+            "Transcribe",
+            lambda: self._audio(request, context, AudioTask.TRANSCRIBE),
+            refusals(self.orch, "transcribe"),
         )
 
     async def Translate(
         self, request: audio_pb2.TranscriptionRequest, context: Context
     ) -> audio_pb2.TranscriptionResponse | None:
         return await guarded(
-            context, "Translate", lambda: self._audio(request, context, AudioTask.TRANSLATE)
+            context,
+            "Translate",
+            lambda: self._audio(request, context, AudioTask.TRANSLATE),
+            refusals(self.orch, "transcribe"),
         )
 
     async def _audio(
@@ -176,6 +183,7 @@ class AudioService(audio_pb2_grpc.AudioServicer):
             request_id=new_id(prefix),
             timeout_s=timeout_s(context, self.cfg),
             principal=principal,
+            protocol="grpc",
         )
         result = job.transcript(await closing(context, call, call.result))
         segments = result.segments
@@ -208,10 +216,11 @@ class AudioService(audio_pb2_grpc.AudioServicer):
                 request_id=new_id("speech"),
                 timeout_s=timeout_s(context, self.cfg),
                 principal=principal,
+                protocol="grpc",
             )
             await closing(context, call, lambda: self._stream(call, req.fmt, context))
 
-        await guarded(context, "Speak", run)
+        await guarded(context, "Speak", run, refusals(self.orch, "speak"))
 
     async def _stream(self, call: ModalCall, fmt: str, context: Context) -> None:
         """Write the audio as it comes; every write is awaited, so a slow client holds

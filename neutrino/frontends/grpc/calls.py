@@ -9,15 +9,19 @@ passed) still reaches ``close()`` on the request, which sends the engine its one
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import grpc
 
 from neutrino.config import Config
 from neutrino.errors import ClientTooSlow, ErrorKind, NeutrinoError
 from neutrino.pipeline.auth import KeyRing, Principal
+
+if TYPE_CHECKING:
+    from neutrino.pipeline.orchestrator import Orchestrator
 
 log = logging.getLogger("neutrino.grpc")
 
@@ -47,8 +51,14 @@ def error_metadata(err: NeutrinoError) -> tuple[tuple[str, str], ...]:
     return tuple(md)
 
 
-async def guarded(context: Context, what: str, run: Callable[[], Awaitable[T]]) -> T | None:
-    """Run a handler; errors become statuses with client-safe messages only.
+async def guarded(
+    context: Context,
+    what: str,
+    run: Callable[[], Awaitable[T]],
+    refused: Callable[[NeutrinoError], None] | None = None,
+) -> T | None:
+    """Run a handler; errors become statuses with client-safe messages only
+    (``refused`` counts one the pipeline did not: ``Observer.refused``).
 
     The status is set on the call and the handler returns (None: no message), rather
     than raised with ``context.abort``: grpc keeps the AbortError it raises in a cycle
@@ -58,6 +68,8 @@ async def guarded(context: Context, what: str, run: Callable[[], Awaitable[T]]) 
     try:
         return await run()
     except NeutrinoError as err:
+        if refused is not None:
+            refused(err)
         fail(context, err)
     except (asyncio.CancelledError, grpc.aio.AbortError):
         raise
@@ -65,6 +77,11 @@ async def guarded(context: Context, what: str, run: Callable[[], Awaitable[T]]) 
         log.exception("gRPC %s failed", what)
         fail(context, NeutrinoError(ErrorKind.INTERNAL, "internal error"))
     return None
+
+
+def refusals(orch: Orchestrator, route: str) -> Callable[[NeutrinoError], None]:
+    """What counts a gRPC call's refusal on ``route`` (for :func:`guarded`)."""
+    return functools.partial(orch.observe.refused, "grpc", route)
 
 
 def fail(context: Context, err: NeutrinoError) -> None:

@@ -18,6 +18,7 @@ from neutrino.frontends.grpc.calls import (
     closing,
     guarded,
     metadata,
+    refusals,
     timeout_s,
 )
 from neutrino.frontends.grpc.modal import usage
@@ -115,6 +116,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
                 request_id=new_id("embd"),
                 timeout_s=timeout_s(context, self.cfg),
                 principal=principal,
+                protocol="grpc",
             )
             rows = job.rows(await closing(context, call, call.result))
             return embeddings_pb2.EmbedResponse(
@@ -127,7 +129,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
                 usage=usage(call),
             )
 
-        return await guarded(context, "Embed", run)
+        return await guarded(context, "Embed", run, refusals(self.orch, "embed"))
 
     async def Rerank(
         self, request: embeddings_pb2.RerankRequest, context: Context
@@ -143,6 +145,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
                 request_id=new_id("rerank"),
                 timeout_s=timeout_s(context, self.cfg),
                 principal=principal,
+                protocol="grpc",
             )
             ranked = job.ranked(await closing(context, call, call.result))
             results = []
@@ -159,4 +162,4 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
                 usage=usage(call),
             )
 
-        return await guarded(context, "Rerank", run)
+        return await guarded(context, "Rerank", run, refusals(self.orch, "rerank"))

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from neutrino.config import Config
-from neutrino.errors import ClientTooSlow
+from neutrino.errors import ClientTooSlow, NeutrinoError
 from neutrino.frontends.grpc import convert
 from neutrino.frontends.grpc.calls import (
     Context,
@@ -21,6 +22,7 @@ from neutrino.frontends.grpc.calls import (
     error_metadata,
     guarded,
     metadata,
+    refusals,
     send,
     status_code,
     timeout_s,
@@ -34,6 +36,12 @@ from neutrino.pipeline.request import GenerateRequest
 __all__ = ["InferenceService", "error_metadata", "status_code"]
 
 
+def _refusals(
+    orch: Orchestrator, msg: inference_pb2.GenerateRequest
+) -> Callable[[NeutrinoError], None]:
+    return refusals(orch, "chat" if msg.WhichOneof("input") == "chat" else "completion")
+
+
 class InferenceService(inference_pb2_grpc.InferenceServicer):
     def __init__(
         self, cfg: Config, orchestrator: Orchestrator, started: float | None = None
@@ -45,10 +53,13 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
     def _request(
         self, msg: inference_pb2.GenerateRequest, context: Context, *, stream: bool
     ) -> GenerateRequest:
+        received = time.monotonic_ns()
         principal = caller(context, self.orch.keys)  # first: nothing is done for a refusal
         req = convert.to_request(msg, self.cfg.limits, stream=stream)
         req.principal = principal
         req.traceparent = metadata(context, "traceparent")
+        req.protocol = "grpc"
+        req.received_ns = received
         timeout = timeout_s(context, self.cfg)
         if timeout is not None:
             req.timeout_s = timeout
@@ -80,7 +91,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
                 stop_reason=convert.stop_reason(outcome),
             )
 
-        return await guarded(context, "Generate", run)
+        return await guarded(context, "Generate", run, _refusals(self.orch, request))
 
     # ---------------------------------------------------------------- GenerateStream
 
@@ -102,7 +113,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             finally:
                 gen.close(reason)
 
-        await guarded(context, "GenerateStream", run)
+        await guarded(context, "GenerateStream", run, _refusals(self.orch, request))
 
     async def _pump(self, gen: Generation, context: Context) -> None:
         def chunk(text: str) -> inference_pb2.GenerateStreamResponse:

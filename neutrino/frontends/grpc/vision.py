@@ -19,6 +19,7 @@ from neutrino.frontends.grpc.calls import (
     closing,
     guarded,
     metadata,
+    refusals,
     timeout_s,
 )
 from neutrino.frontends.grpc.stubs import vision_pb2, vision_pb2_grpc
@@ -76,6 +77,7 @@ class VisionService(vision_pb2_grpc.VisionServicer):
                 request_id=new_id("det"),
                 timeout_s=timeout_s(context, self.cfg),
                 principal=principal,
+                protocol="grpc",
             )
             boxes = job.boxes(await closing(context, call, call.result))
             return vision_pb2.DetectResponse(
@@ -91,4 +93,4 @@ class VisionService(vision_pb2_grpc.VisionServicer):
                 ],
             )
 
-        return await guarded(context, "Detect", run)
+        return await guarded(context, "Detect", run, refusals(self.orch, "detect"))

@@ -20,6 +20,21 @@ from neutrino.pipeline.auth import KeyRing, Principal
 log = logging.getLogger("neutrino.http")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# What counts a refused request: Observer.refused(protocol, route, error).
+Refusals = Callable[[str, str, NeutrinoError], None]
+REFUSALS: web.AppKey[Refusals] = web.AppKey("refusals")
+# The inference routes' metric labels (other routes are not requests of a model).
+ROUTES = {
+    "/v1/chat/completions": "chat",
+    "/v1/completions": "completion",
+    "/v1/embeddings": "embed",
+    "/v1/rerank": "rerank",
+    "/rerank": "rerank",
+    "/v1/audio/transcriptions": "transcribe",
+    "/v1/audio/translations": "transcribe",
+    "/v1/audio/speech": "speak",
+    "/v1/detect": "detect",
+}
 
 
 def error_response(err: NeutrinoError) -> web.Response:
@@ -44,6 +59,10 @@ def guarded(handler: Handler) -> Handler:
         try:
             return await handler(request)
         except NeutrinoError as err:
+            refused = request.app.get(REFUSALS)
+            route = ROUTES.get(request.path)
+            if refused is not None and route is not None:
+                refused("http", route, err)
             return error_response(err)
         except (web.HTTPException, ConnectionError):
             raise

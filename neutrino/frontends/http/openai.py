@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -49,29 +50,30 @@ class OpenAIRoutes:
         """The same routes for the lean HTTP/1.1 server (path -> handler of an Exchange)."""
 
         async def chat(ex: Exchange) -> None:
-            await self.serve(ex, parse_chat, chat_response)
+            await self.serve(ex, parse_chat, chat_response, "chat")
 
         async def completions(ex: Exchange) -> None:
-            await self.serve(ex, parse_completion, completion_response)
+            await self.serve(ex, parse_completion, completion_response, "completion")
 
         return {b"/v1/chat/completions": chat, b"/v1/completions": completions}
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._aiohttp(request, parse_chat, chat_response)
+        return await self._aiohttp(request, parse_chat, chat_response, "chat")
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._aiohttp(request, parse_completion, completion_response)
+        return await self._aiohttp(request, parse_completion, completion_response, "completion")
 
     async def _aiohttp(
-        self, request: web.Request, parse: Parse, render: Render
+        self, request: web.Request, parse: Parse, render: Render, route: str
     ) -> web.StreamResponse:
         ex = AiohttpExchange(request, self.cfg.limits.send_timeout_s)
-        await self.serve(ex, parse, render)
+        await self.serve(ex, parse, render, route)
         assert ex.response is not None
         return ex.response
 
-    async def serve(self, ex: Exchange, parse: Parse, render: Render) -> None:
+    async def serve(self, ex: Exchange, parse: Parse, render: Render, route: str) -> None:
         """Answer one generation request on ``ex``, streamed or not."""
+        received = time.monotonic_ns()
         try:
             principal = self.orch.keys.authenticate(
                 ex.header("authorization"), ex.header("x-api-key")
@@ -80,6 +82,7 @@ class OpenAIRoutes:
             req = parse(parse_json(await ex.read(self.cfg.limits.max_body_bytes)), self.cfg.limits)
             req.principal = principal
             req.traceparent = ex.header("traceparent")
+            req.received_ns = received
             if req.stream:
                 await self._stream(ex, req)
                 return
@@ -95,6 +98,7 @@ class OpenAIRoutes:
                     gen.close()
             ex.reply(200, orjson.dumps(render(gens, results, self.cfg.http.reasoning_field)))
         except NeutrinoError as err:
+            self.orch.observe.refused("http", route, err)
             ex.fail(err)
 
     async def _stream(self, ex: Exchange, req: GenerateRequest) -> None:

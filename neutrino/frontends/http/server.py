@@ -18,6 +18,7 @@ from neutrino.frontends.http.audio import AudioRoutes
 from neutrino.frontends.http.clock import Timeouts
 from neutrino.frontends.http.detect import DetectRoutes
 from neutrino.frontends.http.embeddings import EmbeddingRoutes
+from neutrino.frontends.http.guard import REFUSALS
 from neutrino.frontends.http.openai import OpenAIRoutes
 from neutrino.observability.counters import Counters
 from neutrino.observability.logs import ClientErrorsQuiet
@@ -44,6 +45,7 @@ def build_app(
     cfg: Config, orchestrator: Orchestrator, extra_state: Callable[[], dict[str, Any]]
 ) -> web.Application:
     app = web.Application(client_max_size=cfg.limits.max_body_bytes)
+    app[REFUSALS] = orchestrator.observe.refused
     openai = OpenAIRoutes(cfg, orchestrator)
     openai.register(app)
     app[_FAST_ROUTES] = openai.fast_routes()
