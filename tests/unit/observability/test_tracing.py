@@ -259,7 +259,7 @@ async def test_failed_early_request_has_the_phases_it_reached(receiver: OtlpRece
     base = time.monotonic_ns()
     span = begin(t, base=base)
     reached = {"received": base, "parsed": base + MS, "ended": base + 2 * MS}
-    span.end(reached, {}, error=("invalid_request", "messages must not be empty"))
+    span.end(reached, {}, error=("bad_request", "messages must not be empty"))
     span.end(reached, {})  # a second end does nothing
     await t.shutdown()
     named = by_name(receiver.wait_for(2))
@@ -267,7 +267,7 @@ async def test_failed_early_request_has_the_phases_it_reached(receiver: OtlpRece
     root = named[ROOT]
     assert root.status == "ERROR"
     assert root.status_message == "messages must not be empty"
-    assert root.attributes["error.type"] == "invalid_request"
+    assert root.attributes["error.type"] == "bad_request"
     assert root.end_ns - root.start_ns == 2 * MS
     assert len(receiver.spans()) == 2
 
