@@ -6,15 +6,17 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from neutrino.config import Config, EngineConfig
+from neutrino.config import Config, ConfigError, EngineConfig
 from neutrino.engine.router import EngineRouter
 from neutrino.frontends.http.server import HttpServer, build_admin_app, build_app
 from neutrino.observability.exporter import MetricsServer
 from neutrino.observability.memory import HeapTrimmer
 from neutrino.observability.metrics import Metrics
+from neutrino.observability.tracing import Tracing
 from neutrino.pipeline.history import History
 from neutrino.pipeline.models import ModelTexts
 from neutrino.pipeline.observe import Observer
@@ -29,9 +31,22 @@ log = logging.getLogger("neutrino")
 _ENDINGS_S = 2.0  # for the handlers of requests ended at shutdown to write their endings
 
 
+# Sections a reload cannot change (listeners, processes, exporters): a change to one is
+# reported as needing a restart, the rest of the reload goes on.
+RESTART_SECTIONS = (
+    "server", "grpc", "http", "admin", "auth", "metrics", "tracing", "logging", "sombrero",
+    "discovery", "mock", "shutdown",
+)  # fmt: skip
+_RELOAD_ENGINES_S = 10.0  # how long new engines have to connect before a reload is refused
+
+
 class Neutrino:
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, reload_config: Callable[[], Config] | None = None) -> None:
         self.cfg = cfg
+        # Reads the configuration again (the same file and flags) for reload().
+        self._reload_config = reload_config
+        self._reload_lock = asyncio.Lock()
+        self._retiring: set[asyncio.Task[None]] = set()
         self.mock: MockSupervisor | None = MockSupervisor(cfg.mock) if cfg.embedded_mock else None
         try:
             self._build(cfg)
@@ -49,14 +64,19 @@ class Neutrino:
         self.texts = ModelTexts(cfg.model)
         self.history = History(cfg.limits.history_size, cfg.limits.history_bytes)
         router = self.router
-        self.metrics = Metrics(lambda: router.known_models)
-        self.observer = Observer(self.metrics, None)
+        self.metrics = Metrics(lambda: self.router.known_models)
+        self.tracing = Tracing(cfg.tracing)
+        self.observer = Observer(self.metrics, self.tracing if self.tracing.enabled else None)
         self.orchestrator = Orchestrator(cfg, router, self.texts, self.history, self.observer)
         self.metrics_server = (
             MetricsServer(cfg.metrics.address, self.metrics_raw) if cfg.metrics.address else None
         )
-        app = build_app(cfg, self.orchestrator, self._extra_state)
-        admin = build_admin_app(self.orchestrator, self._extra_state) if cfg.admin.address else None
+        app = build_app(cfg, self.orchestrator, self._extra_state, self.reload)
+        admin = (
+            build_admin_app(self.orchestrator, self._extra_state, self.reload)
+            if cfg.admin.address
+            else None
+        )
         orch = self.orchestrator
         self.http = HttpServer(cfg, app, orch.counters, admin, orch.keys)
         self.grpc: GrpcServer | None = None
@@ -167,8 +187,11 @@ class Neutrino:
             floor = 0.5 if ended else 0.1
             await self.grpc.stop(max(floor, min(1.0, deadline - time.monotonic())))
         await self.router.close()
+        for task in list(self._retiring):
+            task.cancel()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
+        await self.tracing.shutdown()
         if self.mock is not None:
             await self.mock.stop()
 
@@ -178,3 +201,70 @@ class Neutrino:
         deadline = time.monotonic() + within_s
         while self.http.busy and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
+
+    # ------------------------------------------------------------------ reload
+
+    async def reload(self) -> dict[str, Any]:
+        """Read the configuration again and apply it at once: engines, models (families,
+        tokenizers, templates, parsers) and limits. Requests in flight finish where they
+        started (on the old engines, with their own tokenizer and parsers). A bad
+        configuration raises ConfigError and the running one stays."""
+        if self._reload_config is None:
+            raise ConfigError("this server was not started from a configuration to re-read")
+        async with self._reload_lock:
+            new = self._reload_config()
+            if self.mock is not None and new.embedded_mock:
+                new = replace(new, engines=self.cfg.engines)  # the embedded engine stays
+            try:
+                texts = ModelTexts(new.model)
+            except ValueError as exc:  # a family or parser that does not exist
+                raise ConfigError(str(exc)) from None
+            router = await self._router_for(new)
+            old = self.router
+            self.orchestrator.swap(new, router, texts)
+            self.router, self.texts = router, texts
+            restart = [s for s in RESTART_SECTIONS if getattr(new, s) != getattr(self.cfg, s)]
+            self.cfg = new
+            if router is not old:
+                self._retire(old)
+            self._engines_changed()
+        if restart:
+            log.warning(
+                "reload: [%s] changed; these take effect at a restart", "], [".join(restart)
+            )
+        log.info("configuration reloaded (%d engines)", len(router.pools))
+        return {
+            "reloaded": True,
+            "engines": [p.name for p in router.pools],
+            "restart_needed": restart,
+        }
+
+    async def _router_for(self, new: Config) -> EngineRouter:
+        """The running router if the engines did not change; else a new one, connected
+        (ConfigError if none of its engines connects in time)."""
+        if new.engines == self.cfg.engines and new.engine_link == self.cfg.engine_link:
+            return self.router
+        router = EngineRouter(new.engines, new.engine_link)
+        await router.start()
+        if not await router.wait_ready(_RELOAD_ENGINES_S):
+            await router.close()
+            raise ConfigError(
+                f"none of the new engines connected within {_RELOAD_ENGINES_S:g} s "
+                f"({', '.join(e.socket for e in new.engines) or 'no engine configured'})"
+            )
+        router.listeners.append(self._engines_changed)
+        return router
+
+    def _retire(self, old: EngineRouter) -> None:
+        """Close the old engines' connections once their requests have ended."""
+        old.listeners.clear()
+
+        async def retire() -> None:
+            deadline = time.monotonic() + self.cfg.limits.request_timeout_s + 5
+            while any(p.inflight for p in old.pools) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            await old.close()
+
+        task = asyncio.get_running_loop().create_task(retire(), name="retire-engines")
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)

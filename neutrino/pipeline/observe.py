@@ -105,6 +105,7 @@ class Observer:
         tracer = self.tracer
         if tracer is None:
             return traceparent
+        attrs["gen_ai.operation.name"] = operation
         attrs["gen_ai.request.model"] = model
         attrs["neutrino.protocol"] = obs.protocol
         attrs["neutrino.route"] = obs.route
@@ -144,7 +145,7 @@ class Observer:
         out = attrs if attrs is not None else {}
         out["gen_ai.usage.input_tokens"] = usage[0]
         out["gen_ai.usage.output_tokens"] = usage[1]
-        out["neutrino.cached_tokens"] = usage[2]
-        out["neutrino.reasoning_tokens"] = usage[3]
+        out["gen_ai.usage.cache_read.input_tokens"] = usage[2]
+        out["gen_ai.usage.reasoning.output_tokens"] = usage[3]
         failed = None if error is None else (error.kind.spec.label, error.message)
         span.end(phases, out, failed)

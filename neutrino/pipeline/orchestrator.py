@@ -141,6 +141,14 @@ class Orchestrator:
         self.counters = Counters()  # events beside requests, shown in app_state
         self.keys = KeyRing(cfg.auth.keys, bool(cfg.admin.address), self.counters)
 
+    def swap(self, cfg: Config, engines: EngineClient, texts: ModelTexts) -> None:
+        """A reload: requests from now on use these; those in flight keep theirs."""
+        self.cfg = cfg
+        self.engines = engines
+        self.texts = texts
+        self.admission.max_queue = cfg.limits.max_queue
+        self.admission.wake()
+
     def _limit(self) -> int:
         return self.cfg.limits.max_inflight or self.engines.capacity()
 

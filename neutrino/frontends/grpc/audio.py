@@ -133,8 +133,12 @@ def _chunks(data: bytes, rate: int) -> list[audio_pb2.SpeechChunk]:
 
 
 class AudioService(audio_pb2_grpc.AudioServicer):
+    @property
+    def cfg(self) -> Config:
+        """The running configuration (the orchestrator's: a reload swaps it)."""
+        return self.orch.cfg
+
     def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.cfg = cfg
         self.orch = orchestrator
 
     async def Transcribe(

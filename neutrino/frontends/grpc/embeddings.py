@@ -96,8 +96,12 @@ def rerank_request(msg: embeddings_pb2.RerankRequest) -> Rerank:
 
 
 class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
+    @property
+    def cfg(self) -> Config:
+        """The running configuration (the orchestrator's: a reload swaps it)."""
+        return self.orch.cfg
+
     def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.cfg = cfg
         self.orch = orchestrator
 
     async def Embed(

@@ -43,10 +43,14 @@ def _refusals(
 
 
 class InferenceService(inference_pb2_grpc.InferenceServicer):
+    @property
+    def cfg(self) -> Config:
+        """The running configuration (the orchestrator's: a reload swaps it)."""
+        return self.orch.cfg
+
     def __init__(
         self, cfg: Config, orchestrator: Orchestrator, started: float | None = None
     ) -> None:
-        self.cfg = cfg
         self.orch = orchestrator
         self._created = int(started if started is not None else time.time())
 

@@ -53,8 +53,12 @@ def threshold(msg: vision_pb2.DetectRequest) -> float:
 
 
 class VisionService(vision_pb2_grpc.VisionServicer):
+    @property
+    def cfg(self) -> Config:
+        """The running configuration (the orchestrator's: a reload swaps it)."""
+        return self.orch.cfg
+
     def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.cfg = cfg
         self.orch = orchestrator
 
     async def Detect(

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
 from neutrino import __version__
+from neutrino.config import ConfigError
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.frontends.http.exchange import json_response
 from neutrino.frontends.http.guard import caller, error_response, guarded
@@ -41,7 +42,9 @@ def _unavailable(status: str, kind: ErrorKind) -> web.Response:
     return resp
 
 
-_ADMIN_PATHS = frozenset({"/neutrino/v1/app_state", "/neutrino/v1/history"})
+_ADMIN_PATHS = frozenset({"/neutrino/v1/app_state", "/neutrino/v1/history", "/neutrino/v1/reload"})
+# Re-reads the configuration and applies it (Neutrino.reload); raises ConfigError.
+Reload = Callable[[], Awaitable[dict[str, Any]]]
 _PROBE_PATHS = frozenset({"/neutrino/v1/status", "/health"})
 
 
@@ -58,8 +61,10 @@ class AdminRoutes:
         orchestrator: Orchestrator,
         extra_state: Callable[[], dict[str, Any]],
         admin_listener: bool = False,
+        reload: Reload | None = None,
     ) -> None:
         self.orch = orchestrator
+        self._reload = reload
         self._extra = extra_state
         self._started = time.time()
         self._on_admin_listener = admin_listener
@@ -74,6 +79,7 @@ class AdminRoutes:
         if self._on_admin_listener or not self.orch.keys.admin_listener:
             r.add_get("/neutrino/v1/app_state", guarded(self.app_state))
             r.add_get("/neutrino/v1/history", guarded(self.history))
+            r.add_post("/neutrino/v1/reload", guarded(self.reload))
         r.add_route("*", "/{tail:.*}", guarded(self.not_found))
 
     def _admin(self, request: web.Request) -> None:
@@ -125,6 +131,21 @@ class AdminRoutes:
         if not all(self.orch.texts.settled(m) for m in engines.models()):
             return json_response({"status": "loading"}, 503)
         return json_response({"status": "ok", "models": sorted(engines.models())})
+
+    async def reload(self, request: web.Request) -> web.Response:
+        """Re-read the configuration (as SIGHUP does); 400 and the running one stays
+        when the new one is refused."""
+        self._admin(request)
+        if self._reload is None:
+            raise NeutrinoError(ErrorKind.NOT_FOUND, "reload is not available here")
+        try:
+            return json_response(await self._reload())
+        except ConfigError as exc:
+            raise NeutrinoError(
+                ErrorKind.BAD_REQUEST,
+                f"the configuration was not reloaded: {exc}; the running one stays",
+                code="invalid_config",
+            ) from None
 
     async def app_state(self, request: web.Request) -> web.Response:
         self._admin(request)

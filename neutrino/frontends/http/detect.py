@@ -19,8 +19,12 @@ from neutrino.pipeline.orchestrator import Orchestrator
 
 
 class DetectRoutes:
+    @property
+    def cfg(self) -> Config:
+        """The running configuration (the orchestrator's: a reload swaps it)."""
+        return self.orch.cfg
+
     def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.cfg = cfg
         self.orch = orchestrator
 
     def register(self, app: web.Application) -> None:

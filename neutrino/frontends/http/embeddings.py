@@ -56,8 +56,12 @@ def _inputs(raw: Any) -> list[str | list[int]]:
 
 
 class EmbeddingRoutes:
+    @property
+    def cfg(self) -> Config:
+        """The running configuration (the orchestrator's: a reload swaps it)."""
+        return self.orch.cfg
+
     def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.cfg = cfg
         self.orch = orchestrator
 
     def register(self, app: web.Application) -> None:

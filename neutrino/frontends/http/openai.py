@@ -37,8 +37,12 @@ Render = Callable[[list[Generation], list[tuple[str, Outcome]], str], dict[str, 
 
 
 class OpenAIRoutes:
+    @property
+    def cfg(self) -> Config:
+        """The running configuration (the orchestrator's: a reload swaps it)."""
+        return self.orch.cfg
+
     def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.cfg = cfg
         self.orch = orchestrator
         self._keepalive = cfg.http.sse_keepalive_s
 

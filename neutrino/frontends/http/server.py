@@ -13,7 +13,7 @@ from neutrino.config import Config
 from neutrino.config.checks import split_address
 from neutrino.errors import NeutrinoError, StartupError, os_reason
 from neutrino.frontends.http import h1
-from neutrino.frontends.http.admin import AdminRoutes
+from neutrino.frontends.http.admin import AdminRoutes, Reload
 from neutrino.frontends.http.audio import AudioRoutes
 from neutrino.frontends.http.clock import Timeouts
 from neutrino.frontends.http.detect import DetectRoutes
@@ -33,16 +33,19 @@ _HANDLERS_AT_STOP_S = 1.0
 
 
 def build_admin_app(
-    orchestrator: Orchestrator, extra_state: Callable[[], dict[str, Any]]
+    orchestrator: Orchestrator, extra_state: Callable[[], dict[str, Any]], reload: Reload | None
 ) -> web.Application:
-    """The admin listener's application ([admin] address): status, state, history."""
+    """The admin listener's application ([admin] address): status, state, history, reload."""
     app = web.Application(client_max_size=1024 * 1024)
-    AdminRoutes(orchestrator, extra_state, admin_listener=True).register(app)
+    AdminRoutes(orchestrator, extra_state, admin_listener=True, reload=reload).register(app)
     return app
 
 
 def build_app(
-    cfg: Config, orchestrator: Orchestrator, extra_state: Callable[[], dict[str, Any]]
+    cfg: Config,
+    orchestrator: Orchestrator,
+    extra_state: Callable[[], dict[str, Any]],
+    reload: Reload | None = None,
 ) -> web.Application:
     app = web.Application(client_max_size=cfg.limits.max_body_bytes)
     app[REFUSALS] = orchestrator.observe.refused
@@ -52,7 +55,7 @@ def build_app(
     EmbeddingRoutes(cfg, orchestrator).register(app)
     AudioRoutes(cfg, orchestrator).register(app)
     DetectRoutes(cfg, orchestrator).register(app)
-    AdminRoutes(orchestrator, extra_state).register(app)
+    AdminRoutes(orchestrator, extra_state, reload=reload).register(app)
     return app
 
 
