@@ -110,7 +110,9 @@ def test_reload_swaps_engines_under_load_without_a_failure(
     second = mock_factory("--itl-ms", "5", name="second")
     server = neutrino_factory(config=_engines(first.socket))
     config = Path(server.workdir) / f"neutrino-{server.port}.toml"
-    stop, failures, done = threading.Event(), [], []
+    stop = threading.Event()
+    failures: list[str] = []
+    done: list[int] = []
     workers = [
         threading.Thread(target=_load, args=(server, stop, failures, done)) for _ in range(4)
     ]
