@@ -296,6 +296,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             f"127.0.0.1:{nport}",
             "--grpc-address",
             "127.0.0.1:0",
+            "--metrics-address",
+            "127.0.0.1:0",
             "--log-level",
             "warning",
         ]
@@ -306,6 +308,16 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             nport,
         )
         servers.append(neutrino)
+        mport = free_port()
+        unmetered_argv = [*neutrino_argv, "--http-address", f"127.0.0.1:{mport}"]
+        servers.append(
+            Server(
+                "unmetered",
+                [sys.executable, "-m", "neutrino", *unmetered_argv, "--metrics-address", ""],
+                f"http://127.0.0.1:{mport}/neutrino/v1/status",
+                mport,
+            )
+        )
         return await _measure_all(servers, neutrino, args)
     finally:
         for srv in servers:
@@ -403,8 +415,9 @@ async def parser_cost(server: Server, body: dict[str, Any], args: argparse.Names
     return {"plain_us": _median(plain), "parsed_us": _median(parsed)}
 
 
-SERVERS = ("baseline", "floor", "relay", "neutrino")
-STREAM_SERVERS = ("baseline", "relay", "neutrino")  # the floor relay answers whole bodies only
+# "unmetered": Neutrino without its metrics ([metrics] address ""), for what they cost.
+SERVERS = ("baseline", "floor", "relay", "neutrino", "unmetered")
+STREAM_SERVERS = ("baseline", "relay", "neutrino", "unmetered")  # floor: whole bodies only
 
 
 def _ratios(row: dict[str, Any], key: str) -> str:
@@ -431,6 +444,21 @@ def _one_at_a_time(rows: list[dict[str, Any]]) -> str:
     return (
         f"CPU per request at concurrency 1 against 16: {ratios}; the floor relay (no parsing) "
         f"costs {one['floor']['cpu_us_per_req']:.0f} us at concurrency 1"
+    )
+
+
+def _metrics_cost(r: dict[str, Any]) -> str:
+    """What the Prometheus tallies cost: Neutrino against itself without them."""
+    per_req = ", ".join(
+        f"{row['neutrino']['cpu_us_per_req'] / row['unmetered']['cpu_us_per_req'] - 1:+.1%} "
+        f"at concurrency {row['concurrency']}"
+        for row in r["non_stream"]
+    )
+    s = r["stream"]
+    per_token = s["neutrino"]["cpu_us_per_token"] / s["unmetered"]["cpu_us_per_token"] - 1
+    return (
+        f"Metrics' cost (Neutrino with them against without, same run): per request {per_req}; "
+        f"per streamed token {per_token:+.1%} (target: under 3 % of each)"
     )
 
 
@@ -480,6 +508,7 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
     print(
         f"Neutrino CPU per streamed token: {s['neutrino']['cpu_us_per_token']:.2f} us (target <= 8)"
     )
+    print(_metrics_cost(r))
     pc = r["parser"]
     print(
         f"Output parser (hermes tool parser, tools offered): {pc['parsed_us']:.2f} us per "

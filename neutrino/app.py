@@ -22,6 +22,7 @@ from neutrino.pipeline.models import ModelTexts
 from neutrino.pipeline.observe import Observer
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.supervisor import MockSupervisor
+from neutrino.workers.peers import Peers
 
 if TYPE_CHECKING:
     from neutrino.frontends.grpc.server import GrpcServer
@@ -66,14 +67,15 @@ class Neutrino:
         router = self.router
         self.metrics = Metrics(lambda: self.router.known_models)
         self.tracing = Tracing(cfg.tracing)
-        self.observer = Observer(self.metrics, self.tracing if self.tracing.enabled else None)
-        self.orchestrator = Orchestrator(cfg, router, self.texts, self.history, self.observer)
-        self.metrics_server = (
-            MetricsServer(cfg.metrics.address, self.metrics_raw) if cfg.metrics.address else None
+        self.observer = Observer(
+            self.metrics if cfg.metrics.address else None,  # no listener: no tallies either
+            self.tracing if self.tracing.enabled else None,
         )
-        app = build_app(cfg, self.orchestrator, self._extra_state, self.reload)
+        self.orchestrator = Orchestrator(cfg, router, self.texts, self.history, self.observer)
+        self._build_workers(cfg)
+        app = build_app(cfg, self.orchestrator, self._extra_state, self._reload_route)
         admin = (
-            build_admin_app(self.orchestrator, self._extra_state, self.reload)
+            build_admin_app(self.orchestrator, self._extra_state, self._reload_route)
             if cfg.admin.address
             else None
         )
@@ -88,6 +90,23 @@ class Neutrino:
         self._warming: set[str] = set()
         self.trimmer = HeapTrimmer()
         self._ready_report: asyncio.Task[None] | None = None
+
+    def _build_workers(self, cfg: Config) -> None:
+        """The metrics listener, and in a worker of --workers what it shares with the rest:
+        its socket for the others, merged metrics, the reload fan-out."""
+        self.peers = (
+            Peers(cfg.worker, cfg.server.workers, self.orchestrator, self.metrics_raw)
+            if cfg.worker.active
+            else None
+        )
+        # In a worker: asks the supervisor to reload every worker (True when asked).
+        self.fan_out: Callable[[], bool] | None = self.peers and self.peers.signal_reload
+        gather = self.peers.gather_raw if self.peers is not None else None
+        self.metrics_server = (
+            MetricsServer(cfg.metrics.address, self.metrics_raw, gather, gather is not None)
+            if cfg.metrics.address
+            else None
+        )
 
     def metrics_raw(self) -> dict[str, Any]:
         """This process's metrics: the tallies, and the values read now."""
@@ -104,10 +123,14 @@ class Neutrino:
         }
         return raw
 
-    def _extra_state(self) -> dict[str, Any]:
-        if self.mock is None:
-            return {}
-        return {"embedded_mock": {"pid": self.mock.pid, "restarts": self.mock.restarts}}
+    async def _extra_state(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.mock is not None:
+            extra["embedded_mock"] = {"pid": self.mock.pid, "restarts": self.mock.restarts}
+        if self.peers is not None:
+            extra["worker"] = self.peers.index
+            extra["workers"] = await self.peers.gather_state()
+        return extra
 
     def _engines_changed(self) -> None:
         self.orchestrator.admission.wake()
@@ -136,6 +159,8 @@ class Neutrino:
                 await self.grpc.start()
             if self.metrics_server is not None:
                 await self.metrics_server.start()
+            if self.peers is not None:
+                await self.peers.start()
         except BaseException:
             try:
                 await self.stop()
@@ -192,6 +217,8 @@ class Neutrino:
         if self.metrics_server is not None:
             await self.metrics_server.stop()
         await self.tracing.shutdown()
+        if self.peers is not None:
+            await self.peers.stop()
         if self.mock is not None:
             await self.mock.stop()
 
@@ -238,6 +265,14 @@ class Neutrino:
             "engines": [p.name for p in router.pools],
             "restart_needed": restart,
         }
+
+    async def _reload_route(self) -> dict[str, Any]:
+        """POST /neutrino/v1/reload: this process reloads (a bad configuration is refused
+        here); under --workers the supervisor then has every worker reload (SIGHUP)."""
+        result = await self.reload()
+        if self.fan_out is not None:
+            result["every_worker"] = self.fan_out()
+        return result
 
     async def _router_for(self, new: Config) -> EngineRouter:
         """The running router if the engines did not change; else a new one, connected

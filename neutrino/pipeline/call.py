@@ -48,7 +48,10 @@ class ModalCall:
 
     def usage(self) -> tuple[tuple[int, int, int, int], dict[str, AttrValue]]:
         """Its prompt tokens, and its span's response attributes."""
-        return (self.prompt_tokens, 0, 0, 0), {"gen_ai.response.id": self.request_id}
+        return (self.prompt_tokens, 0, 0, 0), {
+            "gen_ai.response.id": self.request_id,
+            "gen_ai.response.model": self.model,
+        }
 
     def attach(self, submission: Submission, timeout_s: float, deadlines: DeadlineWheel) -> None:
         self._submission = submission

@@ -392,7 +392,10 @@ class Generation:
         """Its prompt, generated, cached and reasoning tokens, and its span's response
         attributes (read once, when it has ended)."""
         out = self._outcome
-        attrs: dict[str, AttrValue] = {"gen_ai.response.id": self.request_id}
+        attrs: dict[str, AttrValue] = {
+            "gen_ai.response.id": self.request_id,
+            "gen_ai.response.model": self.model,
+        }
         if out is None:
             return (self.prompt_tokens, self._stream.completion_tokens, 0, 0), attrs
         attrs["gen_ai.response.finish_reasons"] = [out.finish_reason]
