@@ -1,0 +1,216 @@
+"""Registration with a Sombrero load balancer (``protos/sombrero/v1/sombrero.proto``).
+
+One background task runs the protocol: Register until it succeeds (jittered exponential
+backoff while the balancer is down: the server's start never waits for it), then one
+Report stream with a load report every ``report_interval_s``. When the stream breaks
+(balancer gone) or its ack says the balancer does not know the instance (it restarted),
+the task registers again, which is idempotent, and opens a new stream. ``deregister`` (the
+first step of a drain) stops the task and removes the instance, within a time limit and
+without raising. The rules (delays, what is logged) live in :mod:`.state`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from neutrino.config import SombreroConfig
+from neutrino.registration.record import Source
+from neutrino.registration.state import Backoff, Registration, emit
+from neutrino.registration.wire import pb, pb_grpc, record_to_pb, report_to_pb
+
+__all__ = ["SombreroRegistrar"]
+
+log = logging.getLogger("neutrino.registration")
+
+REGISTER_TIMEOUT_S = 5.0  # one Register call
+CLOSE_TIMEOUT_S = 1.0  # closing the channel at stop
+_OUTCOME_TIMEOUT_S = 5.0  # reading the status of a stream that failed a write
+
+
+def channel_options(cfg: SombreroConfig) -> list[tuple[str, int]]:
+    """gRPC's own reconnect backoff follows ours (its default grows to 120 s, and calls
+    fail at once while it waits), and keepalive pings find a balancer that vanished
+    without closing the connection."""
+    return [
+        ("grpc.initial_reconnect_backoff_ms", max(1, int(cfg.backoff_initial_s * 1000))),
+        ("grpc.min_reconnect_backoff_ms", max(1, int(cfg.backoff_initial_s * 1000))),
+        ("grpc.max_reconnect_backoff_ms", max(1, int(cfg.backoff_max_s * 1000))),
+        ("grpc.keepalive_time_ms", 20_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+    ]
+
+
+def _rpc_error(e: grpc.aio.AioRpcError) -> str:
+    details = (e.details() or "").splitlines()
+    return f"{e.code().name}: {details[0]}" if details else e.code().name
+
+
+class SombreroRegistrar:
+    """Registers this instance with the balancer at ``cfg.address`` and reports its load.
+
+    ``start()`` from the running loop; ``await deregister(timeout_s)`` first on drain;
+    ``await stop()`` at the end (a no-op after deregister). ``snapshot()`` for app_state.
+    """
+
+    def __init__(
+        self, cfg: SombreroConfig, source: Source, *, rng: random.Random | None = None
+    ) -> None:
+        if not cfg.address:
+            raise ValueError("no [sombrero] address: build a registrar only when one is set")
+        self._cfg = cfg
+        self._source = source
+        backoff = Backoff(cfg.backoff_initial_s, cfg.backoff_max_s, rng=rng)
+        self._state = Registration(f"Sombrero at {cfg.address}", backoff)
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: Any = None  # pb_grpc.SombreroStub (generated, untyped)
+        self._task: asyncio.Task[None] | None = None
+        self._instance_id = ""
+        self._register_sent = False  # a Register went out: deregister on drain
+
+    def start(self) -> None:
+        """Begin registering in the background; returns at once."""
+        if self._task is not None or self._state.final:
+            return
+        self._channel = grpc.aio.insecure_channel(
+            self._cfg.address, options=channel_options(self._cfg)
+        )
+        self._stub = pb_grpc.SombreroStub(self._channel)
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="sombrero")
+
+    async def deregister(self, timeout_s: float) -> None:
+        """Stop reporting and remove the instance from the balancer, within ``timeout_s``.
+        Never raises: a balancer that is down or slow gets a warning."""
+        if self._state.final:
+            return
+        try:
+            await asyncio.wait_for(self._deregister(), timeout_s)
+        except TimeoutError:
+            log.warning("sombrero: deregistering timed out after %.1f s", timeout_s)
+        except grpc.aio.AioRpcError as e:
+            log.warning("sombrero: deregistering failed (%s)", _rpc_error(e))
+        except Exception:  # a bug: say where, once, and go on draining
+            log.exception("sombrero: deregistering failed")
+        self._state.finish(deregistered=True)
+        await self._close()
+
+    async def stop(self) -> None:
+        """Stop without deregistering (the balancer drops the instance when its reports
+        stop); a no-op after ``deregister``."""
+        await self._halt()
+        if not self._state.final:
+            self._state.finish(deregistered=False)
+        await self._close()
+
+    def snapshot(self) -> dict[str, Any]:
+        """For /neutrino/v1/app_state."""
+        return {
+            "address": self._cfg.address,
+            "instance_id": self._instance_id,
+            **self._state.snapshot(),
+        }
+
+    async def _deregister(self) -> None:
+        await self._halt()
+        if not self._register_sent or self._stub is None:
+            return
+        request = pb.DeregisterRequest(instance_id=self._instance_id, reason="drain")
+        reply = await self._stub.Deregister(request)
+        known = "" if reply.found else " (the balancer did not know it)"
+        log.info("sombrero: deregistered %s%s", self._instance_id, known)
+
+    async def _halt(self) -> None:
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _close(self) -> None:
+        channel, self._channel = self._channel, None
+        self._stub = None
+        if channel is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(channel.close(grace=None), CLOSE_TIMEOUT_S)
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                await self._register()
+                reason, unexpected = await self._report()
+                delay, note = self._state.failed(reason)
+                emit(log, "sombrero", note, unexpected)
+                await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug; registration stops, the server goes on
+            log.exception("sombrero: registration stopped")
+
+    async def _register(self) -> None:
+        while True:
+            self._state.registering()
+            unexpected: BaseException | None = None
+            try:
+                record = self._source.record()
+                self._instance_id = record.instance_id
+                self._register_sent = True
+                request = pb.RegisterRequest(record=record_to_pb(record))
+                await self._stub.Register(request, timeout=REGISTER_TIMEOUT_S)
+            except grpc.aio.AioRpcError as e:
+                error = _rpc_error(e)
+            except Exception as e:  # the source failed (the app's bug): its traceback once
+                error, unexpected = f"{type(e).__name__}: {e}", e
+            else:
+                emit(log, "sombrero", self._state.succeeded())
+                return
+            delay, note = self._state.failed(error)
+            emit(log, "sombrero", note, unexpected)
+            await asyncio.sleep(delay)
+
+    async def _report(self) -> tuple[str, BaseException | None]:
+        """Stream load reports until the stream ends; returns why it ended (and the
+        exception where the source failed)."""
+        call = self._stub.Report()
+        ended = asyncio.Event()
+        call.add_done_callback(lambda _call: ended.set())
+        write_timeout = max(5.0, 3 * self._cfg.report_interval_s)
+        try:
+            while not call.done():
+                try:
+                    load = self._source.load()
+                except Exception as e:  # the app's bug: its traceback once
+                    return f"load report failed: {type(e).__name__}: {e}", e
+                report = report_to_pb(self._instance_id, load, self._state.next_sequence())
+                try:
+                    await asyncio.wait_for(call.write(report), write_timeout)
+                except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                    break  # the call ended: its status says why
+                except TimeoutError:
+                    return "a load report could not be sent in time", None
+                self._state.reported()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ended.wait(), self._cfg.report_interval_s)
+            return await asyncio.wait_for(_outcome(call), _OUTCOME_TIMEOUT_S), None
+        except TimeoutError:
+            return "the report stream did not end cleanly", None
+        finally:
+            call.cancel()  # nothing when it has ended
+
+
+async def _outcome(call: Any) -> str:
+    """Why a finished Report call ended."""
+    code = await call.code()
+    if code != grpc.StatusCode.OK:
+        details = (await call.details() or "").splitlines()
+        return f"report stream broke: {code.name}" + (f": {details[0]}" if details else "")
+    ack = await call
+    if ack.status == pb.ReportAck.UNKNOWN_INSTANCE:
+        return "the balancer does not know this instance"
+    return "the balancer ended the report stream"
