@@ -116,7 +116,11 @@ def test_wheel_carries_data_files_and_grpc_stubs(unpacked: tuple[Path, list[str]
         *(f"neutrino/_protos/neutrino/v1/{p}.proto" for p in PROTOS),
         *(f"neutrino/v1/{p}_pb2.py" for p in PROTOS),
         *(f"neutrino/v1/{p}_pb2_grpc.py" for p in PROTOS),
+        "neutrino/_protos/sombrero/v1/sombrero.proto",
+        "neutrino/v1/sombrero_pb2.py",
+        "neutrino/v1/sombrero_pb2_grpc.py",
         "mocks/mock_ie/__main__.py",
+        "mocks/mock_sombrero/__main__.py",
     }
     assert expected <= set(names), sorted(expected - set(names))
     assert not [n for n in names if n.startswith(("assets/", "schemas/", "protos/", "tests/"))]
@@ -144,7 +148,8 @@ def test_installed_files_resolve_inside_the_wheel(
     assert sorted(Path(p).stem for p in found["protos"]) == PROTOS
     scripts = configparser.ConfigParser()
     scripts.read(dist_info / "entry_points.txt")
-    assert set(found["scripts"]) == {"neutrino", "mock_ie"} == set(scripts["console_scripts"])
+    expected = {"neutrino", "mock_ie", "mock_sombrero"}
+    assert set(found["scripts"]) == expected == set(scripts["console_scripts"])
     for module_file, is_callable in found["scripts"].values():
         assert Path(module_file).is_relative_to(site) and is_callable
 
