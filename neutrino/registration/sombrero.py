@@ -36,14 +36,16 @@ _OUTCOME_TIMEOUT_S = 5.0  # reading the status of a stream that failed a write
 
 def channel_options(cfg: SombreroConfig) -> list[tuple[str, int]]:
     """gRPC's own reconnect backoff follows ours (its default grows to 120 s, and calls
-    fail at once while it waits), and keepalive pings find a balancer that vanished
-    without closing the connection."""
+    fail at once while it waits). Keepalive pings find a balancer that vanished without
+    closing the connection (a report stream sends too little to fill a flow-control
+    window for many minutes); one every 330 s, as gRPC servers (C core and Go) by default
+    refuse pings more often than every 5 minutes on a stream they send nothing on."""
     return [
         ("grpc.initial_reconnect_backoff_ms", max(1, int(cfg.backoff_initial_s * 1000))),
         ("grpc.min_reconnect_backoff_ms", max(1, int(cfg.backoff_initial_s * 1000))),
         ("grpc.max_reconnect_backoff_ms", max(1, int(cfg.backoff_max_s * 1000))),
-        ("grpc.keepalive_time_ms", 20_000),
-        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_time_ms", 330_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
     ]
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 __all__ = ["Backoff", "Note", "Phase", "Registration", "emit"]
 
+MAX_ERROR = 300  # characters of an error kept (and logged)
+
 
 class Backoff:
     """Exponential backoff with jitter: try ``n`` (from 0) waits a uniformly drawn time in
@@ -147,6 +149,7 @@ class Registration:
         failing; further failures in a row are not news."""
         was_registered = self.phase is Phase.REGISTERED
         first = not self.failing
+        error = error if len(error) <= MAX_ERROR else error[: MAX_ERROR - 3] + "..."
         self.last_error = error
         self.failing = True
         if not self.final:

@@ -99,3 +99,11 @@ def test_final_phases_stay_final() -> None:
     r2 = _registration()
     r2.finish(deregistered=False)
     assert r2.snapshot()["phase"] == "stopped"
+
+
+def test_errors_are_kept_short() -> None:
+    r = _registration()
+    r.registering()
+    _, note = r.failed("x" * 5000)
+    assert r.last_error is not None and len(r.last_error) == 300
+    assert note is not None and len(note.message) < 400
