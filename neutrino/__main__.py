@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from neutrino.config import ConfigError, load
 from neutrino.errors import StartupError
+from neutrino.observability.logsetup import configure_logging
 
 EXIT_CONFIG = 2
 EXIT_START = 1
@@ -58,10 +59,10 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as exc:
         _fail(exc, EXIT_CONFIG)
     debug = cfg.log_level == "debug"
-    logging.basicConfig(
-        level=cfg.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    try:
+        configure_logging(cfg.logging, cfg.log_level)
+    except StartupError as exc:  # a log file that cannot be opened
+        _fail(exc, EXIT_START, debug)
     from neutrino.app import Neutrino
 
     try:

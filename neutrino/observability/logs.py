@@ -1,9 +1,44 @@
-"""Log lines that a hostile or broken client could otherwise repeat without bound."""
+"""Log lines about requests: the request id every line carries while a request runs, and
+lines that a hostile or broken client could otherwise repeat without bound.
+
+The request id travels in a context variable: a front end binds it at the top of a
+request's handler (``bind_request_id(rid)``), and every line logged while that handler's
+task runs, or a task or ``asyncio.to_thread`` call started from it, carries the id
+(``RequestIdFilter``, installed on the handlers ``configure_logging`` sets up, copies it
+onto the record). A line may also name its request itself: ``extra={"request_id": rid}``
+wins over the context's.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
+
+# The id of the request whose task is running; None outside any request.
+REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "neutrino_request_id", default=None
+)
+
+
+def bind_request_id(rid: str | None) -> contextvars.Token[str | None]:
+    """Make ``rid`` the id of what runs in the current context from now on, and return
+    the token that ``REQUEST_ID.reset`` takes to undo it. A handler that runs in a task
+    of its own (aiohttp's, grpc.aio's) need not reset it: the task's context ends with it;
+    code that serves several requests in one context (a protocol's callbacks) must."""
+    return REQUEST_ID.set(rid)
+
+
+class RequestIdFilter(logging.Filter):
+    """Puts the current request's id on a record as ``request_id`` unless the line named
+    one itself (``extra=``); a line outside any request gets none. Never drops a line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "request_id", None) is None:
+            rid = REQUEST_ID.get()
+            if rid is not None:
+                record.request_id = rid
+        return True
 
 
 class RateLimited:
