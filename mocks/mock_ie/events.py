@@ -3,8 +3,9 @@
 Every line has ``event`` (connect, hello, query, cancel, ping, disconnect, finish),
 ``conn`` (connection number, from 1) and ``t`` (``time.time()``); the other fields
 depend on the event (``request_id``, ``model``, ``prompt_tokens``, ``max_tokens``,
-``seed``, ``reason``, ``finish_reason``, ...); a text query's also carries its prompt's
-token ids (``prompt_ids``) and how many images came with it (``images``).
+``seed``, ``reason``, ``finish_reason``, ...); a query's carries the ``traceparent`` its
+frame had ("" for none), a text query's also its prompt's token ids (``prompt_ids``) and
+how many images came with it (``images``).
 """
 
 from __future__ import annotations

@@ -71,7 +71,10 @@ class MockHandler(EngineHandler):
         if isinstance(msg, TextQuery):
             self._log_query(rid, msg)
         elif isinstance(msg, EmbedQuery | RerankQuery | AudioQuery | SpeechQuery | DetectQuery):
-            self._emit("query", request_id=rid, kind=type(msg).__name__, model=msg.model)
+            kind = type(msg).__name__
+            self._emit(
+                "query", request_id=rid, kind=kind, model=msg.model, traceparent=msg.traceparent
+            )
         elif isinstance(msg, Cancel):
             active = rid in self._modal or rid in self._requests
             self._emit("cancel", request_id=rid, reason=msg.reason, active=active)
@@ -99,6 +102,7 @@ class MockHandler(EngineHandler):
             logprobs=s.logprobs,
             top_logprobs=s.top_logprobs,
             stop_token_ids=s.stop_token_ids,
+            traceparent=q.traceparent,
         )
 
     def hello_ack(self, hello: Hello) -> HelloAck:
