@@ -14,11 +14,14 @@ import os
 import signal
 import sys
 import traceback
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from neutrino.config import ConfigError, load
+from neutrino.config import Config, ConfigError, load
 from neutrino.errors import StartupError
 from neutrino.observability.logsetup import configure_logging
+
+if TYPE_CHECKING:
+    from neutrino.app import Neutrino
 
 EXIT_CONFIG = 2
 EXIT_START = 1
@@ -32,6 +35,7 @@ async def _serve(app: object) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, lambda: _reload_soon(app))
     try:
         await app.start()
     except (StartupError, asyncio.CancelledError):
@@ -43,11 +47,39 @@ async def _serve(app: object) -> None:
     await app.stop()
 
 
+_reloads: set[asyncio.Task[None]] = set()
+
+
+def _reload_soon(app: Neutrino) -> None:
+    """SIGHUP: re-read the configuration; a refused one is logged, the running one stays."""
+
+    async def reload() -> None:
+        try:
+            await app.reload()
+        except ConfigError as exc:
+            logging.getLogger("neutrino").error("reload refused, the running config stays: %s", exc)
+
+    task = asyncio.get_running_loop().create_task(reload(), name="reload")
+    _reloads.add(task)
+    task.add_done_callback(_reloads.discard)
+
+
 def _fail(exc: BaseException, status: int, debug: bool = False) -> NoReturn:
     if debug:
         traceback.print_exception(exc, file=sys.stderr)
     print(f"neutrino: {exc}", file=sys.stderr, flush=True)
     raise SystemExit(status) from None
+
+
+def _supervise(cfg: Config, argv: list[str], debug: bool) -> NoReturn:
+    """``--workers N``: this process starts and watches N workers, and serves nothing."""
+    from neutrino.workers.supervisor import supervise
+
+    try:
+        status = supervise(cfg, argv)
+    except StartupError as exc:
+        _fail(exc, EXIT_START, debug)
+    raise SystemExit(status)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -63,10 +95,12 @@ def main(argv: list[str] | None = None) -> None:
         configure_logging(cfg.logging, cfg.log_level)
     except StartupError as exc:  # a log file that cannot be opened
         _fail(exc, EXIT_START, debug)
+    if cfg.server.workers > 1 and not cfg.worker.active:
+        _supervise(cfg, sys.argv[1:] if argv is None else argv, debug)
     from neutrino.app import Neutrino
 
     try:
-        app = Neutrino(cfg)
+        app = Neutrino(cfg, reload_config=lambda: load(argv))
     except ValueError as exc:  # a configured family or parser that does not exist
         _fail(exc, EXIT_CONFIG, debug)
     except ImportError as exc:  # the gRPC stubs were never generated

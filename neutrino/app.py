@@ -100,7 +100,7 @@ class Neutrino:
             else None
         )
         # In a worker: asks the supervisor to reload every worker (True when asked).
-        self.fan_out: Callable[[], bool] | None = self.peers and self.peers.signal_reload
+        self.fan_out: Callable[[], bool] | None = self.peers.signal_reload if self.peers else None
         gather = self.peers.gather_raw if self.peers is not None else None
         self.metrics_server = (
             MetricsServer(cfg.metrics.address, self.metrics_raw, gather, gather is not None)

@@ -36,6 +36,19 @@ class ServerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """Set only in a worker that ``--workers N`` started (hidden flags, not a TOML section):
+    its slot, and the supervisor's private folder (the workers' sockets and snapshots)."""
+
+    index: int = -1  # -1: not a worker (a single process, or the supervisor itself)
+    dir: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.index >= 0
+
+
+@dataclass(frozen=True, slots=True)
 class ModelConfig:
     # Family (key of assets/templates.json) for a model whose name matches no family.
     default_family: str = "chatml"
@@ -213,6 +226,7 @@ class Config:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     sombrero: SombreroConfig = field(default_factory=SombreroConfig)
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
+    worker: WorkerConfig = field(default_factory=WorkerConfig)
 
     @property
     def log_level(self) -> str:
@@ -354,6 +368,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-address", help='HOST:PORT for Prometheus /metrics ("" = off)')
     p.add_argument("--sombrero-address", help="HOST:PORT of the Sombrero load balancer")
     p.add_argument("--workers", type=int, help="processes serving the listeners (default 1)")
+    p.add_argument("--admin-address", help='HOST:PORT for the admin routes ("" = public listener)')
+    # Given by the --workers supervisor to each worker it starts.
+    p.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--worker-dir", help=argparse.SUPPRESS)
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-format", choices=["text", "json"])
     p.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
@@ -400,7 +418,7 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         mock = replace(mock, itl_ms=check("mock.itl_ms", args.mock_itl_ms, "--mock-itl-ms"))
     if args.mock_ttft_ms is not None:
         mock = replace(mock, ttft_ms=check("mock.ttft_ms", args.mock_ttft_ms, "--mock-ttft-ms"))
-    return _flags_of_operations(replace(cfg, mock=mock), args)
+    return _worker_flags(_flags_of_operations(replace(cfg, mock=mock), args), args)
 
 
 def _flags_of_operations(cfg: Config, args: argparse.Namespace) -> Config:
@@ -418,3 +436,20 @@ def _flags_of_operations(cfg: Config, args: argparse.Namespace) -> Config:
     if args.log_format:
         logs = replace(logs, format=args.log_format)
     return replace(cfg, logging=logs)
+
+
+def _worker_flags(cfg: Config, args: argparse.Namespace) -> Config:
+    """--admin-address, and the hidden flags a worker of ``--workers`` is started with."""
+    if args.admin_address is not None:
+        if args.admin_address:
+            split_address(args.admin_address, "--admin-address")
+        cfg = replace(cfg, admin=replace(cfg.admin, address=args.admin_address))
+    if (args.worker_index is None) != (args.worker_dir is None):
+        raise ConfigError("--worker-index and --worker-dir go together")
+    if args.worker_index is None:
+        return cfg
+    index = check("worker.index", args.worker_index, "--worker-index")
+    if index >= cfg.server.workers:
+        raise ConfigError(f"--worker-index must be < --workers ({cfg.server.workers}), got {index}")
+    worker = WorkerConfig(index, check("worker.dir", args.worker_dir, "--worker-dir"))
+    return replace(cfg, worker=worker)

@@ -131,6 +131,8 @@ RULES: dict[str, Rule] = {
     "admin.address": lambda v: None if v == "" else _address(v),
     "shutdown.grace_s": _NON_NEGATIVE,
     "server.workers": Range(1, 256),
+    "worker.index": Range(0, 255),
+    "worker.dir": _non_empty,
     "metrics.address": lambda v: None if v == "" else _address(v),
     "tracing.endpoint": _endpoint,
     "tracing.sample_ratio": Range(0, 1),

@@ -22,6 +22,24 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{_PROCESS_TAG}{next(_COUNTER):08x}"
 
 
+_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.:")
+MAX_CLIENT_ID = 128
+
+
+def client_request_id(value: str) -> str:
+    """A client's ``X-Request-Id`` if it is one we echo and log (up to 128 of letters,
+    digits and ``-_.:``), else "" (ignored: an id of ours is used)."""
+    if not value or len(value) > MAX_CLIENT_ID or not _ID_CHARS.issuperset(value):
+        return ""
+    return value
+
+
+def request_id_for(prefix: str, client_id: str) -> str:
+    """The id of a request: ``PREFIX-<the client's X-Request-Id>`` when it sent a valid
+    one (as vLLM names it), else a new one."""
+    return f"{prefix}-{client_id}" if client_id else new_id(prefix)
+
+
 def is_int(v: Any) -> bool:
     """A JSON integer (a boolean is not one)."""
     return isinstance(v, int) and not isinstance(v, bool)

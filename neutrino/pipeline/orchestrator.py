@@ -266,7 +266,11 @@ class Orchestrator:
         route = type(job).__name__.lower()
         obs = Observed(protocol, route, received_ns or lifecycle.times[State.START])
         traceparent = self.observe.begin(
-            obs, model, _OPERATIONS.get(route, route), job.traceparent, {}
+            obs,
+            model,
+            _OPERATIONS.get(route, route),
+            job.traceparent,
+            {"neutrino.request_id": request_id},
         )
         try:
             if self.draining:

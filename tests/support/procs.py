@@ -135,11 +135,18 @@ class MockIE:
 class NeutrinoProc:
     """A real Neutrino server process."""
 
-    def __init__(self, workdir: Path, *args: str, config: str | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *args: str,
+        config: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.workdir = workdir
         self.port = free_port()
         self.args = list(args)
         self.config = config
+        self.env = env or {}  # added to the environment (TMPDIR: where its folders go)
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / f"neutrino-{self.port}.log"
 
@@ -168,7 +175,7 @@ class NeutrinoProc:
             argv += ["--config", str(cfg)]
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            argv, cwd=REPO, env=_env(), stdout=self._log, stderr=subprocess.STDOUT
+            argv, cwd=REPO, env={**_env(), **self.env}, stdout=self._log, stderr=subprocess.STDOUT
         )
         deadline = time.monotonic() + timeout
         want = 200 if wait_engine else None

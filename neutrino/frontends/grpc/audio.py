@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from dataclasses import dataclass
 
 from neutrino.audio.subtitles import language_code, transcript
@@ -164,6 +165,7 @@ class AudioService(audio_pb2_grpc.AudioServicer):
     async def _audio(
         self, msg: audio_pb2.TranscriptionRequest, context: Context, task: AudioTask
     ) -> audio_pb2.TranscriptionResponse:
+        received = time.monotonic_ns()
         principal = caller(context, self.orch.keys)
         req = transcription_request(msg, task)
         data = msg.audio
@@ -188,6 +190,7 @@ class AudioService(audio_pb2_grpc.AudioServicer):
             timeout_s=timeout_s(context, self.cfg),
             principal=principal,
             protocol="grpc",
+            received_ns=received,
         )
         result = job.transcript(await closing(context, call, call.result))
         segments = result.segments
@@ -210,6 +213,7 @@ class AudioService(audio_pb2_grpc.AudioServicer):
 
     async def Speak(self, request: audio_pb2.SpeechRequest, context: Context) -> None:
         async def run() -> None:
+            received = time.monotonic_ns()
             principal = caller(context, self.orch.keys)
             req = speech_request(request)
             traceparent = metadata(context, "traceparent")
@@ -221,6 +225,7 @@ class AudioService(audio_pb2_grpc.AudioServicer):
                 timeout_s=timeout_s(context, self.cfg),
                 principal=principal,
                 protocol="grpc",
+                received_ns=received,
             )
             await closing(context, call, lambda: self._stream(call, req.fmt, context))
 

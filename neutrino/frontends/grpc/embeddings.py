@@ -7,6 +7,7 @@ names, which are HTTP's), the same engine queries and token counts.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from neutrino.config import Config
@@ -108,6 +109,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
         self, request: embeddings_pb2.EmbedRequest, context: Context
     ) -> embeddings_pb2.EmbedResponse | None:
         async def run() -> embeddings_pb2.EmbedResponse:
+            received = time.monotonic_ns()
             principal = caller(context, self.orch.keys)
             model = _model(request.model)
             items = embed_inputs(request)
@@ -121,6 +123,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
                 timeout_s=timeout_s(context, self.cfg),
                 principal=principal,
                 protocol="grpc",
+                received_ns=received,
             )
             rows = job.rows(await closing(context, call, call.result))
             return embeddings_pb2.EmbedResponse(
@@ -139,6 +142,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
         self, request: embeddings_pb2.RerankRequest, context: Context
     ) -> embeddings_pb2.RerankResponse | None:
         async def run() -> embeddings_pb2.RerankResponse:
+            received = time.monotonic_ns()
             principal = caller(context, self.orch.keys)
             req = rerank_request(request)
             traceparent = metadata(context, "traceparent")
@@ -150,6 +154,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
                 timeout_s=timeout_s(context, self.cfg),
                 principal=principal,
                 protocol="grpc",
+                received_ns=received,
             )
             ranked = job.ranked(await closing(context, call, call.result))
             results = []

@@ -51,10 +51,11 @@ _HEALTH_NAMES = (health.OVERALL_HEALTH, *NEUTRINO_SERVICES)
 _HINT = " (set [grpc] address, --grpc-address, or [grpc] enabled = false)"
 
 
-def _probe(address: str) -> None:
+def _probe(address: str, reuse_port: bool = False) -> None:
     """Bind ``address`` as gRPC will, to fail with a clear reason (and before gRPC's core
     logs its own error lines) when it cannot be had. As for gRPC, one of the addresses the
-    host resolves to is enough (``::`` may be missing where IPv6 is off); port 0 always is."""
+    host resolves to is enough (``::`` may be missing where IPv6 is off); port 0 always is.
+    ``reuse_port``: a worker of ``--workers`` shares the port (SO_REUSEPORT)."""
     host, _, port = address.rpartition(":")
     if int(port) == 0:
         return
@@ -69,6 +70,7 @@ def _probe(address: str) -> None:
         try:
             with socket.socket(family, kind, proto) as sock:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, int(reuse_port))
                 sock.bind(sockaddr)
             return
         except OSError as exc:
@@ -93,13 +95,15 @@ class GrpcServer:
 
     async def start(self) -> None:
         limit = self.cfg.grpc.max_message_bytes
-        _probe(self.address)
+        shared = self.cfg.worker.active  # the workers of --workers share the port
+        _probe(self.address, shared)
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", limit),
-                # A port already taken is an error, not a port silently shared.
-                ("grpc.so_reuseport", 0),
+                # A port already taken is an error, not a port silently shared (but by
+                # the workers of --workers, whose supervisor holds the port for them).
+                ("grpc.so_reuseport", int(shared)),
             ]
         )
         try:

@@ -28,6 +28,7 @@ from neutrino.frontends.grpc.calls import (
     timeout_s,
 )
 from neutrino.frontends.grpc.stubs import common_pb2, inference_pb2, inference_pb2_grpc
+from neutrino.observability.logs import bind_request_id
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import Pull, collect
@@ -64,6 +65,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
         req.traceparent = metadata(context, "traceparent")
         req.protocol = "grpc"
         req.received_ns = received
+        bind_request_id(req.request_id)  # every log line of this call's task names it
         timeout = timeout_s(context, self.cfg)
         if timeout is not None:
             req.timeout_s = timeout

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 
 from neutrino.config import Config
 from neutrino.errors import bad_request
@@ -65,6 +66,7 @@ class VisionService(vision_pb2_grpc.VisionServicer):
         self, request: vision_pb2.DetectRequest, context: Context
     ) -> vision_pb2.DetectResponse | None:
         async def run() -> vision_pb2.DetectResponse:
+            received = time.monotonic_ns()
             principal = caller(context, self.orch.keys)
             name = model(request)
             data = request.image
@@ -82,6 +84,7 @@ class VisionService(vision_pb2_grpc.VisionServicer):
                 timeout_s=timeout_s(context, self.cfg),
                 principal=principal,
                 protocol="grpc",
+                received_ns=received,
             )
             boxes = job.boxes(await closing(context, call, call.result))
             return vision_pb2.DetectResponse(

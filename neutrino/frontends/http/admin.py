@@ -45,6 +45,8 @@ def _unavailable(status: str, kind: ErrorKind) -> web.Response:
 _ADMIN_PATHS = frozenset({"/neutrino/v1/app_state", "/neutrino/v1/history", "/neutrino/v1/reload"})
 # Re-reads the configuration and applies it (Neutrino.reload); raises ConfigError.
 Reload = Callable[[], Awaitable[dict[str, Any]]]
+# What app_state adds to its own fields (the embedded engine, the workers of --workers).
+ExtraState = Callable[[], Awaitable[dict[str, Any]]]
 _PROBE_PATHS = frozenset({"/neutrino/v1/status", "/health"})
 
 
@@ -59,7 +61,7 @@ class AdminRoutes:
     def __init__(
         self,
         orchestrator: Orchestrator,
-        extra_state: Callable[[], dict[str, Any]],
+        extra_state: ExtraState,
         admin_listener: bool = False,
         reload: Reload | None = None,
     ) -> None:
@@ -165,7 +167,7 @@ class AdminRoutes:
             "counters": orch.counters.snapshot(),
             "process": process_stats(),
         }
-        state.update(self._extra())
+        state.update(await self._extra())
         return json_response(state)
 
     async def history(self, request: web.Request) -> web.Response:

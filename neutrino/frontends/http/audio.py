@@ -34,7 +34,7 @@ from neutrino.config import Config
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request, unsupported
 from neutrino.frontends.common import is_num, new_id
 from neutrino.frontends.http.exchange import json_response, read_json
-from neutrino.frontends.http.guard import caller, guarded
+from neutrino.frontends.http.guard import caller, guarded, received_at
 from neutrino.frontends.http.sse import SlowClient, within
 from neutrino.pipeline.call import ModalCall
 from neutrino.pipeline.modalities import AudioTask, Speak, SpeechAudio, Transcribe, Transcript
@@ -367,7 +367,9 @@ class AudioRoutes:
             traceparent=request.headers.get("traceparent", ""),
         )
         prefix = "trsc" if task is AudioTask.TRANSCRIBE else "trsl"
-        call = await self.orch.call(job, principal=principal, request_id=new_id(prefix))
+        call = await self.orch.call(
+            job, received_ns=received_at(request), principal=principal, request_id=new_id(prefix)
+        )
         try:
             result = job.transcript(await call.result())
         finally:
@@ -414,7 +416,9 @@ class AudioRoutes:
         traceparent = request.headers.get("traceparent", "")
 
         job = Speak(req.model, req.text, req.voice, req.speed, traceparent)
-        call = await self.orch.call(job, principal=principal, request_id=new_id("speech"))
+        call = await self.orch.call(
+            job, received_ns=received_at(request), principal=principal, request_id=new_id("speech")
+        )
         try:
             return await self._stream_speech(request, call, req.fmt)
         finally:

@@ -12,7 +12,7 @@ from neutrino.config import Config
 from neutrino.errors import bad_request
 from neutrino.frontends.common import new_id
 from neutrino.frontends.http.exchange import json_response, read_json
-from neutrino.frontends.http.guard import caller, guarded
+from neutrino.frontends.http.guard import caller, guarded, received_at
 from neutrino.pipeline.images import decode_image_url
 from neutrino.pipeline.modalities import Detect
 from neutrino.pipeline.orchestrator import Orchestrator
@@ -55,7 +55,9 @@ class DetectRoutes:
 
         job = Detect(model, image, float(threshold), traceparent)
         rid = new_id("det")
-        call = await self.orch.call(job, principal=principal, request_id=rid)
+        call = await self.orch.call(
+            job, received_ns=received_at(request), principal=principal, request_id=rid
+        )
         try:
             boxes = job.boxes(await call.result())
         finally:

@@ -13,7 +13,7 @@ from neutrino.config import Config
 from neutrino.errors import bad_request
 from neutrino.frontends.common import is_int, new_id
 from neutrino.frontends.http.exchange import json_response, read_json
-from neutrino.frontends.http.guard import caller, guarded
+from neutrino.frontends.http.guard import caller, guarded, received_at
 from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS
 from neutrino.pipeline.modalities import Embed, Rerank
 from neutrino.pipeline.orchestrator import Orchestrator
@@ -82,7 +82,9 @@ class EmbeddingRoutes:
             raise bad_request("dimensions must be a positive integer", "dimensions")
 
         job = Embed(model, items, dims, request.headers.get("traceparent", ""))
-        call = await self.orch.call(job, principal=principal, request_id=new_id("embd"))
+        call = await self.orch.call(
+            job, received_ns=received_at(request), principal=principal, request_id=new_id("embd")
+        )
         try:
             rows = job.rows(await call.result())
         finally:
@@ -132,7 +134,9 @@ class EmbeddingRoutes:
 
         job = Rerank(model, query, docs, top_n, request.headers.get("traceparent", ""))
         rid = new_id("rerank")
-        call = await self.orch.call(job, principal=principal, request_id=rid)
+        call = await self.orch.call(
+            job, received_ns=received_at(request), principal=principal, request_id=rid
+        )
         try:
             ranked = job.ranked(await call.result())
         finally:

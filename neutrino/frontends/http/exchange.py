@@ -40,6 +40,9 @@ class Exchange(Protocol):
     ``H1Exchange``; the route logic below is written once against this.
     """
 
+    # The X-Request-Id of the answer ("": none), set by the route before it answers.
+    request_id: str
+
     def header(self, name: str) -> str:
         """A request header's value ("" when absent)."""
         ...
@@ -64,12 +67,18 @@ class Exchange(Protocol):
 class AiohttpExchange:
     """An :class:`Exchange` over an aiohttp request; ``response`` is what to return."""
 
-    __slots__ = ("request", "response", "send_timeout_s")
+    __slots__ = ("request", "request_id", "response", "send_timeout_s")
 
     def __init__(self, request: web.Request, send_timeout_s: float = 60.0) -> None:
         self.request = request
         self.response: web.StreamResponse | None = None
         self.send_timeout_s = send_timeout_s
+        self.request_id = ""
+
+    def _tag(self, response: web.StreamResponse) -> web.StreamResponse:
+        if self.request_id:
+            response.headers["X-Request-Id"] = self.request_id
+        return response
 
     def header(self, name: str) -> str:
         return self.request.headers.get(name, "")
@@ -87,13 +96,13 @@ class AiohttpExchange:
             ) from None
 
     def reply(self, status: int, body: bytes) -> None:
-        self.response = web.Response(body=body, status=status, headers=_JSON_HEADERS)
+        self.response = self._tag(web.Response(body=body, status=status, headers=_JSON_HEADERS))
 
     def fail(self, err: NeutrinoError) -> None:
-        self.response = error_response(err)
+        self.response = self._tag(error_response(err))
 
     async def open_stream(self) -> Body:
-        resp = self.response = web.StreamResponse(headers=SSE_HEADERS)
+        resp = self.response = self._tag(web.StreamResponse(headers=SSE_HEADERS))
         await resp.prepare(self.request)
         body = AiohttpBody(resp, self.request.transport, self.send_timeout_s)
         body.write(SSE_OPEN)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import orjson
@@ -53,9 +54,20 @@ def caller(keys: KeyRing, request: web.Request) -> Principal | None:
     return keys.authenticate(headers.get("Authorization", ""), headers.get("x-api-key", ""))
 
 
+_RECEIVED: web.RequestKey[int] = web.RequestKey("received_ns")
+
+
+def received_at(request: web.Request) -> int:
+    """When the guarded handler of ``request`` started (monotonic ns), for its span and
+    its latency metrics."""
+    received: int = request.get(_RECEIVED, 0)
+    return received
+
+
 def guarded(handler: Handler) -> Handler:
     @functools.wraps(handler)
     async def run(request: web.Request) -> web.StreamResponse:
+        request[_RECEIVED] = time.monotonic_ns()
         try:
             return await handler(request)
         except NeutrinoError as err:

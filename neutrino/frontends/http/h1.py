@@ -98,10 +98,10 @@ def json_head(status: int, length: int, close: bool, extra: bytes = b"") -> byte
     )
 
 
-def error_reply(err: NeutrinoError, close: bool) -> bytes:
+def error_reply(err: NeutrinoError, close: bool, extra: bytes = b"") -> bytes:
     """A whole error response: OpenAI's JSON error and its headers (headers.py)."""
     body = orjson.dumps(err.openai_body())
-    extra = b"".join(b"%s: %s\r\n" % (n.encode(), v.encode()) for n, v in error_headers(err))
+    extra += b"".join(b"%s: %s\r\n" % (n.encode(), v.encode()) for n, v in error_headers(err))
     return json_head(err.http_status, len(body), close, extra) + body
 
 
@@ -120,7 +120,7 @@ _SSE_OPEN_CHUNK = chunk(SSE_OPEN)
 class H1Exchange:
     """One request served by :class:`H1Protocol` (an ``Exchange`` of the routes)."""
 
-    __slots__ = ("_conn", "body", "close", "ended", "headers", "streaming")
+    __slots__ = ("_conn", "body", "close", "ended", "headers", "request_id", "streaming")
 
     def __init__(self, conn: H1Protocol, headers: dict[bytes, bytes], close: bool) -> None:
         self._conn = conn
@@ -129,6 +129,11 @@ class H1Exchange:
         self.close = close  # the connection ends after this response
         self.streaming = False
         self.ended = False
+        self.request_id = ""
+
+    def _tag(self) -> bytes:
+        rid = self.request_id
+        return b"X-Request-Id: %b\r\n" % rid.encode() if rid else b""
 
     def header(self, name: str) -> str:
         value = self.headers.get(name.lower().encode())
@@ -144,14 +149,15 @@ class H1Exchange:
         return body
 
     def reply(self, status: int, body: bytes) -> None:
-        self._conn.write(json_head(status, len(body), self.close) + body)
+        self._conn.write(json_head(status, len(body), self.close, self._tag()) + body)
 
     def fail(self, err: NeutrinoError) -> None:
-        self._conn.write(error_reply(err, self.close))
+        self._conn.write(error_reply(err, self.close, self._tag()))
 
     async def open_stream(self) -> H1Body:
         self.streaming = True
-        self._conn.write(response_head(200, _SSE_HEAD, self.close) + _SSE_OPEN_CHUNK)
+        head = response_head(200, _SSE_HEAD + self._tag(), self.close)
+        self._conn.write(head + _SSE_OPEN_CHUNK)
         return H1Body(self)
 
     def end_body(self) -> None:
@@ -624,11 +630,13 @@ async def serve(
     timeouts: Timeouts = _DEFAULT_TIMEOUTS,
     counters: Counters | None = None,
     admit_head: AdmitHead | None = None,
+    reuse_port: bool = False,
 ) -> tuple[asyncio.Server, set[H1Protocol]]:
     """Listen on ``host:port``; returns the server and its live connections.
 
     ``admit_head`` sees each fast route's request head first: an error it returns is the
-    answer, before the body is read (an API key check)."""
+    answer, before the body is read (an API key check). ``reuse_port``: the port is shared
+    with the other workers of ``--workers`` (SO_REUSEPORT)."""
     connections: set[H1Protocol] = set()
 
     def factory() -> H1Protocol:
@@ -636,7 +644,9 @@ async def serve(
             routes, relay_factory, max_body_bytes, timeouts, connections, counters, admit_head
         )
 
-    server = await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)
+    server = await asyncio.get_running_loop().create_server(
+        factory, host, port, reuse_address=True, reuse_port=reuse_port
+    )
     return server, connections
 
 

@@ -13,6 +13,7 @@ from aiohttp import web
 
 from neutrino.config import Config
 from neutrino.errors import NeutrinoError
+from neutrino.frontends.common import client_request_id, request_id_for
 from neutrino.frontends.http.exchange import (
     GONE,
     AiohttpExchange,
@@ -24,6 +25,7 @@ from neutrino.frontends.http.guard import guarded
 from neutrino.frontends.http.parse import parse_chat, parse_completion
 from neutrino.frontends.http.render import ChunkEncoder, chat_response, completion_response
 from neutrino.frontends.http.sse import ChoiceWriter, SlowClient, SSEStream
+from neutrino.observability.logs import bind_request_id
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import collect
@@ -33,6 +35,7 @@ log = logging.getLogger("neutrino.http")
 
 
 Parse = Callable[[Any, Any], GenerateRequest]
+_PREFIXES = {"chat": "chatcmpl", "completion": "cmpl"}
 Render = Callable[[list[Generation], list[tuple[str, Outcome]], str], dict[str, Any]]
 
 
@@ -78,12 +81,19 @@ class OpenAIRoutes:
     async def serve(self, ex: Exchange, parse: Parse, render: Render, route: str) -> None:
         """Answer one generation request on ``ex``, streamed or not."""
         received = time.monotonic_ns()
+        client_id = ex.request_id = client_request_id(ex.header("x-request-id"))
         try:
             principal = self.orch.keys.authenticate(
                 ex.header("authorization"), ex.header("x-api-key")
             )
             check_json_type(ex.header("content-type"))
             req = parse(parse_json(await ex.read(self.cfg.limits.max_body_bytes)), self.cfg.limits)
+            if client_id:
+                req.request_id = request_id_for(_PREFIXES[req.kind], client_id)
+            else:
+                ex.request_id = req.request_id
+            bind_request_id(req.request_id)  # every log line of this task names it
+            log.debug("%s request for %s (stream: %s)", route, req.model, req.stream)
             req.principal = principal
             req.traceparent = ex.header("traceparent")
             req.received_ns = received

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import Any
 
 from aiohttp import web
 
 from neutrino.config import Config
 from neutrino.config.checks import split_address
 from neutrino.errors import NeutrinoError, StartupError, os_reason
+from neutrino.frontends.common import client_request_id
 from neutrino.frontends.http import h1
-from neutrino.frontends.http.admin import AdminRoutes, Reload
+from neutrino.frontends.http.admin import AdminRoutes, ExtraState, Reload
 from neutrino.frontends.http.audio import AudioRoutes
 from neutrino.frontends.http.clock import Timeouts
 from neutrino.frontends.http.detect import DetectRoutes
@@ -33,7 +32,7 @@ _HANDLERS_AT_STOP_S = 1.0
 
 
 def build_admin_app(
-    orchestrator: Orchestrator, extra_state: Callable[[], dict[str, Any]], reload: Reload | None
+    orchestrator: Orchestrator, extra_state: ExtraState, reload: Reload | None
 ) -> web.Application:
     """The admin listener's application ([admin] address): status, state, history, reload."""
     app = web.Application(client_max_size=1024 * 1024)
@@ -44,11 +43,12 @@ def build_admin_app(
 def build_app(
     cfg: Config,
     orchestrator: Orchestrator,
-    extra_state: Callable[[], dict[str, Any]],
+    extra_state: ExtraState,
     reload: Reload | None = None,
 ) -> web.Application:
     app = web.Application(client_max_size=cfg.limits.max_body_bytes)
     app[REFUSALS] = orchestrator.observe.refused
+    app.on_response_prepare.append(_echo_request_id)
     openai = OpenAIRoutes(cfg, orchestrator)
     openai.register(app)
     app[_FAST_ROUTES] = openai.fast_routes()
@@ -57,6 +57,15 @@ def build_app(
     DetectRoutes(cfg, orchestrator).register(app)
     AdminRoutes(orchestrator, extra_state, reload=reload).register(app)
     return app
+
+
+async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    """A client's X-Request-Id comes back on every answer (the generation routes set
+    their own: the request's id when the client sent none)."""
+    if "X-Request-Id" not in response.headers:
+        rid = client_request_id(request.headers.get("X-Request-Id", ""))
+        if rid:
+            response.headers["X-Request-Id"] = rid
 
 
 def _key_check(keys: KeyRing) -> h1.AdmitHead:
@@ -143,6 +152,7 @@ class HttpServer:
                 timeouts,
                 self.counters,
                 admit_head,
+                reuse_port=self.cfg.worker.active,  # shared by the workers of --workers
             )
             sockets = list(self._server.sockets)
         except OSError as exc:
@@ -159,7 +169,9 @@ class HttpServer:
         address = self.cfg.admin.address
         host, port = split_address(address, "[admin] address")
         await runner.setup()
-        site = web.TCPSite(runner, host, port, reuse_address=True)
+        site = web.TCPSite(
+            runner, host, port, reuse_address=True, reuse_port=self.cfg.worker.active
+        )
         try:
             await site.start()
         except OSError as exc:

@@ -1,0 +1,88 @@
+"""The metrics of workers that died, so that merged counters never go back.
+
+A worker writes its tallies to ``raw-PID.json`` in the supervisor's folder each time it
+reports them (before it answers), so the file always holds at least what any scrape has
+seen of that worker. When a worker dies the supervisor adds its last file into
+``retired.json`` (its gauges at zero: a dead process runs nothing) and removes the file.
+A scrape merges the workers that answered, the files of those that did not (dead, or
+stuck) and the retired tallies; it reads the files before ``retired.json``, and
+``retired.json`` names the workers it holds, so a worker retired meanwhile counts once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+from neutrino.observability.metrics import LIVE_GAUGES, merge
+
+Raw = Mapping[str, Any]
+RETIRED = "retired.json"
+_KEEP_PIDS = 256  # the retired workers named (a scrape needs only the latest few)
+
+
+def snapshot_path(folder: str | Path, pid: int) -> Path:
+    return Path(folder) / f"raw-{pid}.json"
+
+
+def write_json(path: Path, data: Any) -> None:
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps(data))
+    os.replace(part, path)  # a reader sees the old file or the new one, never half
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_snapshot(folder: str | Path, pid: int, raw: Raw) -> None:
+    write_json(snapshot_path(folder, pid), raw)
+
+
+def without_gauges(raw: Raw) -> dict[str, Any]:
+    """``raw`` as a dead process's: its counters and histograms, its gauges at zero."""
+    gauges = {key for _, _, key in LIVE_GAUGES}
+    live = {k: (0 if k in gauges else v) for k, v in raw.get("live", {}).items()}
+    engines = {name: {**stats, "connections": 0} for name, stats in raw.get("engines", {}).items()}
+    return {**raw, "live": live, "engines": engines}
+
+
+def retire(folder: str | Path, pid: int) -> None:
+    """Add the dead worker ``pid``'s last tallies to the retired ones (the supervisor)."""
+    path = snapshot_path(folder, pid)
+    last = read_json(path)
+    if isinstance(last, dict):
+        kept = read_json(Path(folder) / RETIRED) or {}
+        raw = merge([kept.get("raw", {}), without_gauges(last)])
+        pids = [*kept.get("pids", []), pid][-_KEEP_PIDS:]
+        write_json(Path(folder) / RETIRED, {"raw": raw, "pids": pids})
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def _pid_of(path: Path) -> int | None:
+    digits = path.name.removeprefix("raw-").removesuffix(".json")
+    return int(digits) if digits.isdigit() else None
+
+
+def left_behind(folder: str | Path, answered: Collection[int]) -> list[Raw]:
+    """What a scrape adds to the workers that answered (pids ``answered``): the last
+    tallies of those that did not, and the retired workers'."""
+    files = {}
+    for path in Path(folder).glob("raw-*.json"):
+        pid = _pid_of(path)
+        if pid is not None and pid not in answered:
+            files[pid] = read_json(path)
+    kept = read_json(Path(folder) / RETIRED) or {}
+    retired = set(kept.get("pids", []))
+    raws: list[Raw] = [raw for pid, raw in files.items() if pid not in retired and raw]
+    if kept.get("raw"):
+        raws.append(kept["raw"])
+    return raws
