@@ -21,7 +21,7 @@ import grpc
 import grpc.aio
 
 from neutrino.config import SombreroConfig
-from neutrino.registration.record import Source
+from neutrino.registration.record import InstanceRecord, Source
 from neutrino.registration.state import Backoff, Registration, emit
 from neutrino.registration.wire import pb, pb_grpc, record_to_pb, report_to_pb
 
@@ -73,7 +73,9 @@ class SombreroRegistrar:
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any = None  # pb_grpc.SombreroStub (generated, untyped)
         self._task: asyncio.Task[None] | None = None
+        self._write_timeout = max(5.0, 3 * cfg.report_interval_s)
         self._instance_id = ""
+        self._record: InstanceRecord | None = None  # as last registered
         self._register_sent = False  # a Register went out: deregister on drain
 
     def start(self) -> None:
@@ -160,11 +162,7 @@ class SombreroRegistrar:
             self._state.registering()
             unexpected: BaseException | None = None
             try:
-                record = self._source.record()
-                self._instance_id = record.instance_id
-                self._register_sent = True
-                request = pb.RegisterRequest(record=record_to_pb(record))
-                await self._stub.Register(request, timeout=REGISTER_TIMEOUT_S)
+                await self._send_record(self._source.record())
             except grpc.aio.AioRpcError as e:
                 error = _rpc_error(e)
             except Exception as e:  # the source failed (the app's bug): its traceback once
@@ -176,34 +174,62 @@ class SombreroRegistrar:
             emit(log, "sombrero", note, unexpected)
             await asyncio.sleep(delay)
 
+    async def _send_record(self, record: InstanceRecord) -> None:
+        self._instance_id = record.instance_id
+        self._register_sent = True
+        request = pb.RegisterRequest(record=record_to_pb(record))
+        await self._stub.Register(request, timeout=REGISTER_TIMEOUT_S)
+        self._record = record
+
     async def _report(self) -> tuple[str, BaseException | None]:
         """Stream load reports until the stream ends; returns why it ended (and the
         exception where the source failed)."""
         call = self._stub.Report()
         ended = asyncio.Event()
         call.add_done_callback(lambda _call: ended.set())
-        write_timeout = max(5.0, 3 * self._cfg.report_interval_s)
         try:
-            while not call.done():
-                try:
-                    load = self._source.load()
-                except Exception as e:  # the app's bug: its traceback once
-                    return f"load report failed: {type(e).__name__}: {e}", e
-                report = report_to_pb(self._instance_id, load, self._state.next_sequence())
-                try:
-                    await asyncio.wait_for(call.write(report), write_timeout)
-                except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
-                    break  # the call ended: its status says why
-                except TimeoutError:
-                    return "a load report could not be sent in time", None
-                self._state.reported()
+            while not call.done() and await self._tick(call):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(ended.wait(), self._cfg.report_interval_s)
             return await asyncio.wait_for(_outcome(call), _OUTCOME_TIMEOUT_S), None
+        except _EndStream as end:
+            return end.reason, end.unexpected
         except TimeoutError:
             return "the report stream did not end cleanly", None
         finally:
             call.cancel()  # nothing when it has ended
+
+    async def _tick(self, call: Any) -> bool:
+        """Send one load report, after the record when it changed (models come and go
+        with engines; registering again replaces it). False when the call has ended."""
+        try:
+            record, load = self._source.record(), self._source.load()
+        except Exception as e:  # the app's bug: its traceback once
+            raise _EndStream(f"the source failed: {type(e).__name__}: {e}", e) from e
+        if record != self._record:
+            try:
+                await self._send_record(record)
+            except grpc.aio.AioRpcError as e:
+                raise _EndStream(f"updating the record failed: {_rpc_error(e)}") from e
+            log.info("sombrero: the record of %s changed; registered it again", record.instance_id)
+        report = report_to_pb(self._instance_id, load, self._state.next_sequence())
+        try:
+            await asyncio.wait_for(call.write(report), self._write_timeout)
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            return False  # the call ended: its status says why
+        except TimeoutError as e:
+            raise _EndStream("a load report could not be sent in time") from e
+        self._state.reported()
+        return True
+
+
+class _EndStream(Exception):
+    """The report stream must end, and why."""
+
+    def __init__(self, reason: str, unexpected: BaseException | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.unexpected = unexpected
 
 
 async def _outcome(call: Any) -> str:

@@ -19,6 +19,7 @@ import pytest
 from neutrino.config import DiscoveryConfig, SombreroConfig
 from neutrino.registration import etcd_api as api
 from neutrino.registration.etcd import EtcdRegistrar
+from neutrino.registration.record import ServedModel
 from neutrino.registration.sombrero import SombreroRegistrar
 from neutrino.registration.wire import record_from_pb, report_from_pb
 from tests.support.procs import free_port
@@ -103,7 +104,7 @@ async def test_balancer_restart_reregisters_the_same_id(balancer: MockSombrero) 
         assert await until(
             lambda: [e.record.instance_id for e in balancer.listed()] == ["restart-me"]
         )
-        assert registrar.snapshot()["registrations"] == 2
+        assert await until(lambda: registrar.snapshot()["registrations"] == 2)
         registers = balancer.events("register")
         assert [e["instance_id"] for e in registers] == ["restart-me", "restart-me"]
         assert registers[-1]["replaced"] is False  # the new balancer did not know it
@@ -151,6 +152,23 @@ async def test_load_reports_follow_the_load(balancer: MockSombrero) -> None:
         source.inflight, source.queue_depth, source.estimated_wait_s = 3, 0, 0.0
         assert await until(lambda: last_report() == (3, 0, 950.5, 0.0))
         assert registrar.snapshot()["reports_sent"] >= 3
+    finally:
+        await registrar.stop()
+
+
+async def test_a_changed_record_is_registered_again(balancer: MockSombrero) -> None:
+    balancer.start()
+    source = FakeSource()
+    source.models = ()  # no engine yet
+    registrar = SombreroRegistrar(sombrero_cfg(balancer.address), source)
+    await _started(registrar, balancer, source)
+    try:
+        assert list(balancer.listed()[0].record.models) == []
+        source.models = (ServedModel("late-model", 4096, ("generate", "vision")),)
+        assert await until(lambda: len(balancer.listed("late-model")) == 1)
+        assert [e["replaced"] for e in balancer.events("register")] == [False, True]
+        assert registrar.snapshot()["registrations"] == 1  # the same registration
+        assert record_from_pb(balancer.listed()[0].record) == source.record()
     finally:
         await registrar.stop()
 
@@ -287,7 +305,7 @@ async def test_etcd_lost_lease_and_restart_put_the_record_again(etcd: Etcd) -> N
         etcd.start(wipe=True)  # etcd restarts without its data
         third = await _registered(etcd, PREFIX + "etcd-4")
         assert third["_lease"] == registrar.snapshot()["lease"]
-        assert registrar.snapshot()["registrations"] == 3
+        assert await until(lambda: registrar.snapshot()["registrations"] == 3)
     finally:
         await registrar.stop()
 

@@ -34,7 +34,7 @@ class FakeSource:
         self.tokens_per_s = 0.0
         self.estimated_wait_s = 0.0
         self.capacity = 8
-        self.models = (
+        self.models: tuple[ServedModel, ...] = (
             ServedModel("qwen2.5-mock", 32768),
             ServedModel("embed-mock", 512, ("embed",)),
         )
