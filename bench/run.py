@@ -81,14 +81,22 @@ def wait_port(port: int, timeout: float = 30) -> None:
 
 
 class Server:
-    def __init__(self, name: str, argv: list[str], ready_url: str | None, port: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: list[str],
+        ready_url: str | None,
+        port: int,
+        cpus: set[int] = SERVER_CPU,
+    ) -> None:
         self.name = name
         self.port = port
+        self.load_cpus = OTHER_CPUS  # where wrk runs when it drives this server
         env = dict(os.environ, PYTHONPATH=str(REPO))
         self.proc = subprocess.Popen(
             argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        pin(self.proc.pid, SERVER_CPU)
+        pin(self.proc.pid, cpus)
         try:
             if ready_url:
                 wait_http(ready_url)
@@ -101,6 +109,10 @@ class Server:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1/chat/completions"
+
+    def cpu(self) -> float:
+        """CPU seconds the server has used so far."""
+        return cpu_seconds(self.proc.pid)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -118,9 +130,9 @@ async def phase(
     await run(
         server.url, body, concurrency=concurrency, requests=max(20, requests // 10), stream=stream
     )  # warm-up
-    c0 = cpu_seconds(server.proc.pid)
+    c0 = server.cpu()
     res = await run(server.url, body, concurrency=concurrency, requests=requests, stream=stream)
-    return res, cpu_seconds(server.proc.pid) - c0
+    return res, server.cpu() - c0
 
 
 WRK = shutil.which("wrk")
@@ -163,7 +175,7 @@ async def _wrk_phase(
         argv = [
             "taskset",
             "-c",
-            ",".join(map(str, sorted(OTHER_CPUS))),
+            ",".join(map(str, sorted(server.load_cpus))),
             WRK,
             "-t1",
             f"-c{concurrency}",
@@ -176,9 +188,9 @@ async def _wrk_phase(
         return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
 
     await asyncio.to_thread(run_wrk, 1)  # warm-up
-    c0 = cpu_seconds(server.proc.pid)
+    c0 = server.cpu()
     out = await asyncio.to_thread(run_wrk, seconds)
-    cpu = cpu_seconds(server.proc.pid) - c0
+    cpu = server.cpu() - c0
     res = Result()
     for line in out.splitlines():
         words = line.split()
@@ -318,7 +330,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 mport,
             )
         )
-        return await _measure_all(servers, neutrino, args)
+        report = await _measure_all(servers, neutrino, args)
+        if not args.no_workers:
+            from bench.workers import compare  # bench.workers builds on this module
+
+            report["workers"] = await compare(backends[0].pid, sock, args, set(CPUS))
+        return report
     finally:
         for srv in servers:
             srv.stop()
@@ -515,6 +532,10 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"streamed token vs {pc['plain_us']:.2f} without, i.e. "
         f"{pc['parsed_us'] - pc['plain_us']:+.2f} us per token for parsing"
     )
+    if "workers" in r:
+        from bench.workers import print_workers
+
+        print_workers(r["workers"])
     errors = sum(row[n]["errors"] for row in r["non_stream"] for n in SERVERS)
     errors += sum(s[n]["errors"] for n in s)
     if errors:
@@ -534,6 +555,7 @@ def main() -> None:
     p.add_argument("--stream-requests", type=int, default=300)
     p.add_argument("--stream-tokens", type=int, default=256)
     p.add_argument("--stream-concurrency", type=int, default=16)
+    p.add_argument("--no-workers", action="store_true", help="skip one worker against two")
     p.add_argument("--json", help="also write the report here")
     args = p.parse_args()
     report = asyncio.run(main_async(args))
