@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from neutrino.config import Config, ConfigError, EngineConfig
 from neutrino.engine.router import EngineRouter
 from neutrino.frontends.http.server import HttpServer, build_admin_app, build_app
+from neutrino.instance import Instance, Registrar, registrars
 from neutrino.observability.exporter import MetricsServer
 from neutrino.observability.memory import HeapTrimmer
 from neutrino.observability.metrics import Metrics
@@ -73,6 +74,7 @@ class Neutrino:
         )
         self.orchestrator = Orchestrator(cfg, router, self.texts, self.history, self.observer)
         self._build_workers(cfg)
+        self._build_registration(cfg)
         app = build_app(cfg, self.orchestrator, self._extra_state, self._reload_route)
         admin = (
             build_admin_app(self.orchestrator, self._extra_state, self._reload_route)
@@ -108,6 +110,35 @@ class Neutrino:
             else None
         )
 
+    def _build_registration(self, cfg: Config) -> None:
+        """[sombrero] and [discovery]: this server's record and load, and who sends them
+        (under --workers, the first worker, for all)."""
+        self.instance: Instance | None = None
+        self.registrars: list[Registrar] = []
+        self._refresh: asyncio.Task[None] | None = None
+        if not (cfg.sombrero.address or cfg.discovery.etcd):
+            return
+        self.instance = Instance(self)
+        self.observer.finished = self.instance.finished
+        if self.peers is None or self.peers.index == 0:
+            self.registrars = registrars(cfg, self.instance)
+
+    def _start_registration(self) -> None:
+        if self.peers is not None and self.instance is not None and self.registrars:
+            self._refresh = asyncio.get_running_loop().create_task(
+                self.instance.refresh(self.peers.gather_raw), name="registration-load"
+            )
+        for registrar in self.registrars:
+            registrar.start()
+
+    async def _deregister(self) -> None:
+        """Drain's first step: leave the balancer and etcd (bounded; never raises)."""
+        if self.registrars:
+            within = min(2.0, max(0.5, self.cfg.shutdown.grace_s / 2))
+            await asyncio.gather(*(r.deregister(within) for r in self.registrars))
+        if self._refresh is not None:
+            self._refresh.cancel()
+
     def metrics_raw(self) -> dict[str, Any]:
         """This process's metrics: the tallies, and the values read now."""
         orch = self.orchestrator
@@ -121,12 +152,16 @@ class Neutrino:
             pool.name: {"connections": len(pool.connections), **pool.stats.snapshot()}
             for pool in self.router.pools
         }
+        if self.instance is not None:  # summed over workers for the load reports
+            raw["live"]["tokens_per_s"] = self.instance.estimator.tokens_per_s(time.monotonic())
         return raw
 
     async def _extra_state(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
         if self.mock is not None:
             extra["embedded_mock"] = {"pid": self.mock.pid, "restarts": self.mock.restarts}
+        if self.registrars:
+            extra["registration"] = [r.snapshot() for r in self.registrars]
         if self.peers is not None:
             extra["worker"] = self.peers.index
             extra["workers"] = await self.peers.gather_state()
@@ -171,6 +206,7 @@ class Neutrino:
                     self.mock.remove_folder()
             raise
         self.trimmer.start()
+        self._start_registration()
         log.info("Neutrino listening on http://%s:%d", self.cfg.server.http_host, self.http.port)
         log.info("%s", self.orchestrator.keys.describe())
         # Said once an engine is there (or not, after a while); a signal meanwhile stops
@@ -189,7 +225,9 @@ class Neutrino:
         """Drain: refuse new requests, give those in flight ``[shutdown] grace_s``, then end
         the rest as failed requests (each front end writes its ending: an SSE error event
         and [DONE], a 503, gRPC UNAVAILABLE; the engine gets one cancel, "shutdown"), and
-        only then close the listeners and connections."""
+        only then close the listeners and connections. Before all that, the server leaves
+        the load balancer and etcd, so that new requests stop coming."""
+        await self._deregister()
         await self.trimmer.stop()
         if self._ready_report is not None:
             self._ready_report.cancel()
@@ -216,6 +254,8 @@ class Neutrino:
             task.cancel()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
+        for registrar in self.registrars:
+            await registrar.stop()
         await self.tracing.shutdown()
         if self.peers is not None:
             await self.peers.stop()

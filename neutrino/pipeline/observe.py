@@ -9,7 +9,7 @@ request's counts. ``Tracer`` is the seam to ``observability/tracing.py``; the me
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from neutrino.errors import NeutrinoError
@@ -85,6 +85,9 @@ class Observer:
     def __init__(self, metrics: Metrics | None, tracer: Tracer | None) -> None:
         self.metrics = metrics
         self.tracer = tracer
+        # Told of each completed request: (admitted ns, ended ns, generated tokens); the
+        # registration's queue estimator learns service rates from it.
+        self.finished: Callable[[int, int, int], None] | None = None
 
     def refused(self, protocol: str, route: str, error: NeutrinoError) -> None:
         """A front end refused a request the pipeline never took (a bad key, bad JSON);
@@ -128,6 +131,11 @@ class Observer:
         times = lifecycle.times
         end = times[lifecycle.state]
         outcome = outcome_of(lifecycle, error)
+        finished = self.finished
+        if finished is not None and lifecycle.state is State.COMPLETE:
+            admitted = times.get(State.PROCESSING)
+            if admitted is not None:
+                finished(admitted, end, usage[1])
         if self.metrics is not None:
             self.metrics.ended(
                 obs.protocol, obs.route, model, outcome, times, obs.received, end, usage

@@ -153,6 +153,11 @@ class Orchestrator:
         return self.cfg.limits.max_inflight or self.engines.capacity()
 
     @property
+    def capacity(self) -> int:
+        """Requests admitted at once before new ones queue."""
+        return self._limit()
+
+    @property
     def inflight(self) -> int:
         return self.admission.inflight
 
