@@ -46,12 +46,13 @@ class ModalCall:
         self.principal: Principal | None = None  # the API key it counts against
         self.obs: Observed | None = None  # its labels and span, for metrics and tracing
 
-    def usage(self) -> tuple[tuple[int, int, int, int], dict[str, AttrValue]]:
-        """Its prompt tokens, and its span's response attributes."""
-        return (self.prompt_tokens, 0, 0, 0), {
-            "gen_ai.response.id": self.request_id,
-            "gen_ai.response.model": self.model,
-        }
+    def usage(self) -> tuple[int, int, int, int]:
+        """Its prompt tokens (a modality call generates none)."""
+        return (self.prompt_tokens, 0, 0, 0)
+
+    def span_attributes(self) -> dict[str, AttrValue]:
+        """Its span's response attributes (only a traced request is asked)."""
+        return {"gen_ai.response.id": self.request_id, "gen_ai.response.model": self.model}
 
     def attach(self, submission: Submission, timeout_s: float, deadlines: DeadlineWheel) -> None:
         self._submission = submission

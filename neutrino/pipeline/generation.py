@@ -388,24 +388,23 @@ class Generation:
             self._submission.forget()
         self._on_done(self)
 
-    def usage(self) -> tuple[tuple[int, int, int, int], dict[str, AttrValue]]:
-        """Its prompt, generated, cached and reasoning tokens, and its span's response
-        attributes (read once, when it has ended)."""
+    def usage(self) -> tuple[int, int, int, int]:
+        """Its prompt, generated, cached and reasoning tokens (read once it has ended)."""
         out = self._outcome
+        if out is None:
+            return (self.prompt_tokens, self._stream.completion_tokens, 0, 0)
+        return (out.prompt_tokens, out.completion_tokens, out.cached_tokens,
+                out.reasoning_tokens or 0)  # fmt: skip
+
+    def span_attributes(self) -> dict[str, AttrValue]:
+        """Its span's response attributes (only a traced request is asked)."""
         attrs: dict[str, AttrValue] = {
             "gen_ai.response.id": self.request_id,
             "gen_ai.response.model": self.model,
         }
-        if out is None:
-            return (self.prompt_tokens, self._stream.completion_tokens, 0, 0), attrs
-        attrs["gen_ai.response.finish_reasons"] = [out.finish_reason]
-        usage = (
-            out.prompt_tokens,
-            out.completion_tokens,
-            out.cached_tokens,
-            out.reasoning_tokens or 0,
-        )
-        return usage, attrs
+        if self._outcome is not None:
+            attrs["gen_ai.response.finish_reasons"] = [self._outcome.finish_reason]
+        return attrs
 
     def history_entry(self) -> HistoryEntry:
         """This request's history entry (call once terminal)."""

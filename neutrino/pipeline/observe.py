@@ -33,6 +33,12 @@ class Span(Protocol):
     ) -> None: ...
 
 
+class Attributed(Protocol):
+    """An ended request that describes its response to its span."""
+
+    def span_attributes(self) -> dict[str, AttrValue]: ...
+
+
 class Tracer(Protocol):
     def begin(
         self,
@@ -125,9 +131,10 @@ class Observer:
         lifecycle: Lifecycle,
         error: NeutrinoError | None,
         usage: tuple[int, int, int, int] = (0, 0, 0, 0),
-        attrs: dict[str, AttrValue] | None = None,
+        source: Attributed | None = None,
     ) -> None:
-        """The request ended: one tally, and its span's end."""
+        """The request ended: one tally, and its span's end (with ``source``'s response
+        attributes)."""
         times = lifecycle.times
         end = times[lifecycle.state]
         outcome = outcome_of(lifecycle, error)
@@ -150,7 +157,7 @@ class Observer:
             if t is not None:
                 phases[name] = t
         phases["ended"] = end
-        out = attrs if attrs is not None else {}
+        out = source.span_attributes() if source is not None else {}
         out["gen_ai.usage.input_tokens"] = usage[0]
         out["gen_ai.usage.output_tokens"] = usage[1]
         out["gen_ai.usage.cache_read.input_tokens"] = usage[2]

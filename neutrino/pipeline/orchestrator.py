@@ -562,7 +562,7 @@ class Orchestrator:
         self.admission.release()
         self._count(gen.lifecycle.state)
         if gen.obs is not None:
-            self.observe.end(gen.obs, gen.model, gen.lifecycle, gen.error, *gen.usage())
+            self.observe.end(gen.obs, gen.model, gen.lifecycle, gen.error, gen.usage(), gen)
         entry = gen.history_entry()
         if gen.principal is not None:
             entry.key = gen.principal.name

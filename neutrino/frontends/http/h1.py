@@ -480,7 +480,8 @@ class H1Protocol(asyncio.Protocol):
         except (asyncio.CancelledError, ConnectionError):
             raise
         except Exception:
-            log.exception("unhandled error on POST %s", self._url.decode("latin-1"))
+            path = self._url.partition(b"?")[0]  # never a query string (it may hold a key)
+            log.exception("unhandled error on POST %s", path.decode("latin-1"))
             if not ex.streaming:
                 err = NeutrinoError(ErrorKind.INTERNAL, "internal server error")
                 ex.fail(err)
