@@ -51,7 +51,11 @@ def children(pid: int) -> list[int]:
 class Workers(Server):
     """Neutrino with ``count`` workers (1: a single process, no supervisor)."""
 
-    def __init__(self, count: int, engine: str, cpus: set[int]) -> None:
+    def __init__(self, count: int, engine: str, engine_pid: int, cpus: set[int]) -> None:
+        self.engine_pid = engine_pid
+        # At each cpu() (a load phase reads it at its start and end): the time, the
+        # machine's idle and total ticks, and the engine's CPU seconds.
+        self.marks: list[tuple[float, int, int, float]] = []
         port = free_port()
         argv = [
             *(sys.executable, "-m", "neutrino", "--workers", str(count), "--engine", engine),
@@ -78,11 +82,25 @@ class Workers(Server):
 
     def cpu(self) -> float:
         """The supervisor's and every worker's CPU seconds."""
+        idle, total = _idle_ticks()
+        self.marks.append((time.monotonic(), idle, total, cpu_seconds(self.engine_pid)))
         return sum(cpu_seconds(pid) for pid in (self.proc.pid, *children(self.proc.pid)))
+
+    def last_phase(self) -> tuple[float, float]:
+        """The machine's idle share and the engine's cores over the last load phase."""
+        (t0, idle0, total0, engine0), (t1, idle1, total1, engine1) = self.marks[-2:]
+        return (idle1 - idle0) / max(1, total1 - total0), (engine1 - engine0) / (t1 - t0)
 
 
 def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
+
+
+def _idle_ticks() -> tuple[int, int]:
+    """The machine's idle CPU time and its total so far (/proc/stat, in ticks)."""
+    first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    ticks = [int(v) for v in first[1:9]]  # user nice system idle iowait irq softirq steal
+    return ticks[3] + ticks[4], sum(ticks)
 
 
 async def _one_round(srv: Workers, args: Any) -> dict[str, float]:
@@ -92,12 +110,15 @@ async def _one_round(srv: Workers, args: Any) -> dict[str, float]:
         plain, plain_cpu = await wrk_phase(srv, body, CONCURRENCY, WRK_SECONDS)
     else:
         plain, plain_cpu = await phase(srv, body, CONCURRENCY, args.requests, False)
+    idle, engine_cores = srv.last_phase()
     body = {**body, "max_tokens": STREAM_TOKENS, "ignore_eos": True, "stream": True,
             "stream_options": {"include_usage": True}}  # fmt: skip
     streamed, _ = await phase(srv, body, STREAM_CONCURRENCY, STREAM_REQUESTS, True)
     return {
         "req_s": plain.requests / plain.wall_s,
         "cpu_us_per_req": 1e6 * plain_cpu / max(1, plain.requests),
+        "idle": idle,
+        "engine_cores": engine_cores,
         "stream_req_s": streamed.requests / streamed.wall_s,
         "stream_tokens_s": streamed.tokens / streamed.wall_s,
         "errors": plain.errors + streamed.errors,
@@ -112,7 +133,7 @@ async def compare(engine_pid: int, engine: str, args: Any, cpus: set[int]) -> di
     pin(engine_pid, cpus)
     servers: list[Workers] = []
     try:
-        servers = [Workers(n, engine, cpus) for n in COUNTS]
+        servers = [Workers(n, engine, engine_pid, cpus) for n in COUNTS]
         rounds: dict[int, list[dict[str, float]]] = {n: [] for n in COUNTS}
         for _ in range(args.repeats):
             for n, srv in zip(COUNTS, servers, strict=True):
@@ -138,7 +159,8 @@ def print_workers(r: dict[str, Any]) -> None:
         f"{cpus} CPUs {r['cpus']}, none has one of its own"
     )
     print(
-        f"{'workers':>8} {'req/s':>9} {'CPU us/req':>11} {'cores':>6} {'streamed req/s':>15} "
+        f"{'workers':>8} {'req/s':>9} {'CPU us/req':>11} {'cores':>6} {'engine':>7} {'idle':>5} "
+        f"{'streamed req/s':>15} "
         f"{'tokens/s':>10}   (non-streamed at concurrency {CONCURRENCY}; streamed: "
         f"{STREAM_TOKENS} tokens at concurrency {STREAM_CONCURRENCY})"
     )
@@ -146,7 +168,8 @@ def print_workers(r: dict[str, Any]) -> None:
         m = r[str(n)]
         print(
             f"{n:>8} {m['req_s']:>9,.0f} {m['cpu_us_per_req']:>11,.0f} "
-            f"{m['req_s'] * m['cpu_us_per_req'] / 1e6:>6.2f} "
+            f"{m['req_s'] * m['cpu_us_per_req'] / 1e6:>6.2f} {m['engine_cores']:>7.2f} "
+            f"{m['idle']:>5.0%} "
             f"{m['stream_req_s']:>15,.0f} {m['stream_tokens_s']:>10,.0f}"
         )
     print(
@@ -156,8 +179,9 @@ def print_workers(r: dict[str, Any]) -> None:
         "and the load generator, what is left for the second worker bounds the ratio)"
     )
     print(
-        "cores: the CPUs Neutrino's processes kept busy under the non-streamed load (the "
-        "rest went to the engine, wrk and the kernel)"
+        "cores: the CPUs Neutrino's processes kept busy under the non-streamed load; engine: "
+        "the CPUs mock_ie (one Python process: at most 1.00) kept busy meanwhile; idle: the "
+        "machine's idle share (the rest went to wrk and the kernel)"
     )
     if one["errors"] or two["errors"]:
         print(f"WARNING: {one['errors'] + two['errors']} requests failed in the workers runs")

@@ -38,6 +38,13 @@ _KILL_MARGIN_S = 5.0  # past the drain's grace, a worker still running is killed
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
+def _worker_preexec() -> None:  # in the child, between fork and exec
+    _die_with_parent()
+    # A SIGHUP (reload) that comes while a worker starts must not end it: ignored (which
+    # lasts past exec) until the worker's event loop takes the signal over.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
 def _exit_text(code: int) -> str:
     if code < 0:
         return f"signal {signal.Signals(-code).name}"
@@ -126,7 +133,7 @@ class Supervisor:
     async def _spawn(self, index: int) -> asyncio.subprocess.Process:
         argv = [*self.argv, *self._extra, "--worker-index", str(index)]
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "neutrino", *argv, preexec_fn=_die_with_parent
+            sys.executable, "-m", "neutrino", *argv, preexec_fn=_worker_preexec
         )
         self.procs[index] = proc
         self._write_state()
@@ -174,13 +181,9 @@ class Supervisor:
 
 
 def supervise(cfg: Config, argv: list[str]) -> int:
-    """Run the supervisor of ``cfg.server.workers`` workers to its end (an exit status)."""
-    run = asyncio.run
-    if cfg.server.uvloop:
-        try:
-            import uvloop
+    """Run the supervisor of ``cfg.server.workers`` workers to its end (an exit status).
 
-            run = uvloop.run
-        except ImportError:
-            pass
-    return run(Supervisor(cfg, argv).run())
+    On asyncio's own loop, whatever ``[server] uvloop`` says (the workers' setting): the
+    supervisor serves no traffic, and uvloop's process spawning resets the child's
+    signals after ``preexec_fn``, which would undo the ignored SIGHUP."""
+    return asyncio.run(Supervisor(cfg, argv).run())

@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import stat
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -72,11 +73,18 @@ def requests_total(metrics: str) -> float:
     )
 
 
+def whole_log(server: NeutrinoProc) -> str:
+    try:
+        return server.log_path.read_text()
+    except FileNotFoundError:  # not started yet
+        return ""
+
+
 def listeners(server: NeutrinoProc) -> tuple[int, dict[str, str]]:
     """The supervisor's pid and the addresses it chose, from its log line."""
     line = re.compile(r"supervisor \(pid (\d+)\) starting 2 workers: (.+)")
-    assert wait_for(lambda: line.search(server.log_path.read_text()) is not None), server.log()
-    found = line.search(server.log_path.read_text())
+    assert wait_for(lambda: line.search(whole_log(server)) is not None), server.log()
+    found = line.search(whole_log(server))
     assert found is not None
     pairs = (item.split(" on ") for item in found.group(2).split(", "))
     return int(found.group(1)), dict(pairs)
@@ -165,6 +173,35 @@ def private_folder(supervisor: int) -> None:
     socks = list(folder.glob("worker-*.sock"))
     assert len(socks) == 2
     assert all(stat.S_IMODE(sock.stat().st_mode) == 0o600 for sock in socks)
+
+
+def test_reload_reaches_every_worker(tmp_path: Path) -> None:
+    """SIGHUP to the supervisor, or POST /neutrino/v1/reload to any worker: every worker
+    reloads. A SIGHUP while the workers start does not end them."""
+    server = NeutrinoProc(tmp_path, "--workers", "2")
+    try:
+        starting = threading.Thread(target=server.start)
+        starting.start()
+        assert wait_for(lambda: "worker 1 started" in whole_log(server), 20)
+        supervisor, _ = listeners(server)
+        os.kill(supervisor, signal.SIGHUP)  # the workers are still importing
+        starting.join(30)
+        assert wait_for(lambda: both_up(server)), server.log()
+        assert [w["restarts"] for w in workers(server)] == [0, 0], server.log()
+
+        def reloads() -> int:
+            return whole_log(server).count("configuration reloaded")
+
+        before = reloads()
+        os.kill(supervisor, signal.SIGHUP)
+        assert wait_for(lambda: reloads() == before + 2), server.log()
+        status, answer = server.post_json("/neutrino/v1/reload", b"")
+        assert status == 200 and answer["every_worker"] is True, answer
+        # The worker reached reloads, then the supervisor has both reload.
+        assert wait_for(lambda: reloads() == before + 5), server.log()
+        assert [w["restarts"] for w in workers(server)] == [0, 0]
+    finally:
+        server.stop()
 
 
 @pytest.fixture
