@@ -3,7 +3,8 @@
 A worker writes its tallies to ``raw-PID.json`` in the supervisor's folder each time it
 reports them (before it answers), so the file always holds at least what any scrape has
 seen of that worker. When a worker dies the supervisor adds its last file into
-``retired.json`` (its gauges at zero: a dead process runs nothing) and removes the file.
+``retired.json`` (its counters and histograms: a dead process runs nothing) and removes
+the file.
 A scrape merges the workers that answered, the files of those that did not (dead, or
 stuck) and the retired tallies; it reads the files before ``retired.json``, and
 ``retired.json`` names the workers it holds, so a worker retired meanwhile counts once.
@@ -18,7 +19,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from neutrino.observability.metrics import LIVE_GAUGES, merge
+from neutrino.observability.metrics import EVENT_COUNTERS, merge
 
 Raw = Mapping[str, Any]
 RETIRED = "retired.json"
@@ -47,9 +48,10 @@ def write_snapshot(folder: str | Path, pid: int, raw: Raw) -> None:
 
 
 def without_gauges(raw: Raw) -> dict[str, Any]:
-    """``raw`` as a dead process's: its counters and histograms, its gauges at zero."""
-    gauges = {key for _, _, key in LIVE_GAUGES}
-    live = {k: (0 if k in gauges else v) for k, v in raw.get("live", {}).items()}
+    """``raw`` as a dead process's: its counters and histograms; of its live values only
+    the counters (requests running, rates and the like are a live process's)."""
+    counters = {key for _, _, key in EVENT_COUNTERS}
+    live = {k: v for k, v in raw.get("live", {}).items() if k in counters}
     engines = {name: {**stats, "connections": 0} for name, stats in raw.get("engines", {}).items()}
     return {**raw, "live": live, "engines": engines}
 

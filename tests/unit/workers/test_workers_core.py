@@ -90,7 +90,12 @@ def raw(requests: int, running: int = 0, connections: int = 2) -> dict[str, Any]
     return {
         "requests": [["http", "chat", "m", "ok", requests]],
         "models": {},
-        "live": {"running": running, "waiting": running, "auth_refused": requests},
+        "live": {
+            "running": running,
+            "waiting": running,
+            "tokens_per_s": 9.5,
+            "auth_refused": requests,
+        },
         "engines": {"e": {"connections": connections, "reconnects": 1}},
     }
 
@@ -98,7 +103,7 @@ def raw(requests: int, running: int = 0, connections: int = 2) -> dict[str, Any]
 def total(raws: list[Any]) -> tuple[int, float, float]:
     merged = merge(raws)
     (*_, n), *_ = merged["requests"]
-    return n, merged["live"]["running"], merged["engines"]["e"]["connections"]
+    return n, merged["live"].get("running", 0), merged["engines"]["e"]["connections"]
 
 
 def test_a_dead_workers_counts_stay_and_its_gauges_go(tmp_path: Path) -> None:
@@ -113,7 +118,7 @@ def test_a_dead_workers_counts_stay_and_its_gauges_go(tmp_path: Path) -> None:
     retired = json.loads((tmp_path / "retired.json").read_text())
     assert retired["pids"] == [12]
     assert retired["raw"]["engines"]["e"] == {"connections": 0, "reconnects": 1}
-    assert retired["raw"]["live"]["auth_refused"] == 7  # a counter, kept
+    assert retired["raw"]["live"] == {"auth_refused": 7}  # a counter kept; no gauge, no rate
 
 
 def test_a_worker_retired_during_a_scrape_counts_once(tmp_path: Path) -> None:
