@@ -22,21 +22,24 @@ class Listener:
     what: str  # "HTTP", in messages
     flag: str  # the flag that gives a worker the address
     address: str  # HOST:PORT as configured
-    hint: str  # the settings that change it
+    hint: str  # the settings that change it, as a single process names them
 
 
 def listeners(cfg: Config) -> list[Listener]:
     """The TCP listeners ``cfg`` opens (each worker opens them all)."""
     host, port = cfg.server.http_host, cfg.server.http_port
     http = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    found = [Listener("HTTP", "--http-address", http, "[server] http_host and http_port")]
+    hint = "[server] http_host and http_port, or --http-address"
+    found = [Listener("HTTP", "--http-address", http, hint)]
     if cfg.grpc.enabled:
-        found.append(Listener("gRPC", "--grpc-address", cfg.grpc.address, "[grpc] address"))
-    metrics, admin = cfg.metrics.address, cfg.admin.address
-    if metrics:
-        found.append(Listener("metrics", "--metrics-address", metrics, "[metrics] address"))
-    if admin:
-        found.append(Listener("the admin routes", "--admin-address", admin, "[admin] address"))
+        hint = "[grpc] address, --grpc-address, or [grpc] enabled = false"
+        found.append(Listener("gRPC", "--grpc-address", cfg.grpc.address, hint))
+    if cfg.metrics.address:
+        hint = '[metrics] address or --metrics-address; "" turns it off'
+        found.append(Listener("metrics", "--metrics-address", cfg.metrics.address, hint))
+    if cfg.admin.address:
+        hint = "[admin] address or --admin-address"
+        found.append(Listener("the admin routes", "--admin-address", cfg.admin.address, hint))
     return found
 
 
@@ -63,7 +66,7 @@ def reserve(listener: Listener) -> tuple[socket.socket, str]:
     except OSError as exc:
         raise StartupError(
             f"cannot listen for {listener.what} on {listener.address}: {os_reason(exc)} "
-            f"(set {listener.hint}, or {listener.flag})"
+            f"(set {listener.hint})"
         ) from exc
     chosen = sock.getsockname()[1]
     head = listener.address.rpartition(":")[0]

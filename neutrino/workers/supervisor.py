@@ -59,24 +59,30 @@ class Supervisor:
         self.restarts = Restarts(self.count, policy)
         self.procs: list[asyncio.subprocess.Process | None] = [None] * self.count
         self.slot_restarts = [0] * self.count
-        self.folder = Path()
+        self.folder = Path("/nonexistent")  # made by run()
         self.failure: str | None = None
         self._extra: list[str] = []
         self._stop = asyncio.Event()
 
     async def run(self) -> int:
         """Serve until SIGTERM/SIGINT: 0; StartupError when workers cannot be kept up."""
-        reservation = Reservation(self.cfg)
-        self.folder = Path(tempfile.mkdtemp(prefix="neutrino-workers-"))
-        mock = MockSupervisor(self.cfg.mock) if self.cfg.embedded_mock else None
         try:
+            self.folder = Path(tempfile.mkdtemp(prefix="neutrino-workers-"))
+        except OSError as exc:
+            raise StartupError(f"cannot make the workers' folder: {os_reason(exc)}") from exc
+        reservation: Reservation | None = None
+        mock: MockSupervisor | None = None
+        try:
+            reservation = Reservation(self.cfg)
+            mock = MockSupervisor(self.cfg.mock) if self.cfg.embedded_mock else None
             await self._prepare(reservation, mock)
             await asyncio.gather(*(self._keep(i) for i in range(self.count)))
         finally:
             self._unhandle_signals()
             if mock is not None:
                 await mock.stop()
-            reservation.release()
+            if reservation is not None:
+                reservation.release()
             shutil.rmtree(self.folder, ignore_errors=True)
         if self.failure is not None:
             raise StartupError(self.failure)

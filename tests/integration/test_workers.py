@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import stat
 import threading
 import time
@@ -226,3 +227,21 @@ def test_workers_that_keep_failing_at_start_end_the_supervisor(tmpdir_: Path) ->
     assert "unknown default family 'nonexistent'" in run.stderr  # the workers' own words
     assert "Traceback" not in run.stderr
     assert list(tmpdir_.iterdir()) == []
+
+
+def test_a_taken_port_is_one_line_and_leaves_nothing(tmpdir_: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = run_neutrino(
+            tmpdir_,
+            *("--workers", "2", "--http-address", "127.0.0.1:0"),
+            *("--grpc-address", f"127.0.0.1:{port}", "--metrics-address", "127.0.0.1:0"),
+        )
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"neutrino: cannot listen for gRPC on 127.0.0.1:{port}: address already in use "
+        "(set [grpc] address, --grpc-address, or [grpc] enabled = false)"
+    ]
+    assert list(tmpdir_.iterdir()) == []  # no workers' folder, no mock started

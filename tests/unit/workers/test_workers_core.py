@@ -173,5 +173,5 @@ def test_a_port_taken_is_the_usual_one_line_error() -> None:
             Reservation(cfg)
     assert str(err.value) == (
         f"cannot listen for metrics on 127.0.0.1:{port}: address already in use "
-        "(set [metrics] address, or --metrics-address)"
+        '(set [metrics] address or --metrics-address; "" turns it off)'
     )
