@@ -180,8 +180,8 @@ def test_reload_reaches_every_worker(tmp_path: Path) -> None:
     """SIGHUP to the supervisor, or POST /neutrino/v1/reload to any worker: every worker
     reloads. A SIGHUP while the workers start does not end them."""
     server = NeutrinoProc(tmp_path, "--workers", "2")
+    starting = threading.Thread(target=server.start)
     try:
-        starting = threading.Thread(target=server.start)
         starting.start()
         assert wait_for(lambda: "worker 1 started" in whole_log(server), 20)
         supervisor, _ = listeners(server)
@@ -202,6 +202,7 @@ def test_reload_reaches_every_worker(tmp_path: Path) -> None:
         assert wait_for(lambda: reloads() == before + 5), server.log()
         assert [w["restarts"] for w in workers(server)] == [0, 0]
     finally:
+        starting.join(40)  # start() ends within its own timeout; then stop() finds the process
         server.stop()
 
 
