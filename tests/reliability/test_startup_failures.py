@@ -157,7 +157,8 @@ def test_debug_shows_the_traceback_before_the_line(tmpdir_: Path, busy_port: int
             "[limit]\nmax_queue = 1\n",
             (),
             "{cfg}: unknown section [limit] (known: engines, server, model, tokenizer, mock, "
-            "limits, engine_link, http, grpc, shutdown, admin, auth)",
+            "limits, engine_link, http, grpc, shutdown, admin, metrics, tracing, logging, "
+            "sombrero, discovery, auth)",
         ),
         (None, ("--no-such-flag",), "unrecognized arguments: --no-such-flag (see neutrino --help)"),
         (
