@@ -39,7 +39,8 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     work: Path = tmp_path_factory.mktemp("auth")
     script = work / "stall.json"
-    script.write_text(json.dumps({"rules": [{"match": "stall*", "fault": "stall"}]}))
+    # (a rule matches a substring of the prompt text: only the stalled request says "stall")
+    script.write_text(json.dumps({"rules": [{"match": "stall", "fault": "stall"}]}))
     mock = MockIE(work, "--script", str(script)).start()
     digests = work / "keys"
     digests.write_text(f"{hashlib.sha256(KEYS['file'].encode()).hexdigest()} name=from-file\n")
