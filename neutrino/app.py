@@ -48,7 +48,8 @@ class Neutrino:
         # Reads the configuration again (the same file and flags) for reload().
         self._reload_config = reload_config
         self._reload_lock = asyncio.Lock()
-        self._retiring: set[asyncio.Task[None]] = set()
+        # Routers a reload replaced, closing once their requests end.
+        self._retiring: dict[asyncio.Task[None], EngineRouter] = {}
         self.mock: MockSupervisor | None = MockSupervisor(cfg.mock) if cfg.embedded_mock else None
         try:
             self._build(cfg)
@@ -250,8 +251,9 @@ class Neutrino:
             floor = 0.5 if ended else 0.1
             await self.grpc.stop(max(floor, min(1.0, deadline - time.monotonic())))
         await self.router.close()
-        for task in list(self._retiring):
+        for task, old in list(self._retiring.items()):
             task.cancel()
+            await old.close()
         if self.metrics_server is not None:
             await self.metrics_server.stop()
         for registrar in self.registrars:
@@ -341,5 +343,8 @@ class Neutrino:
             await old.close()
 
         task = asyncio.get_running_loop().create_task(retire(), name="retire-engines")
-        self._retiring.add(task)
-        task.add_done_callback(self._retiring.discard)
+        self._retiring[task] = old
+        task.add_done_callback(self._retired)
+
+    def _retired(self, task: asyncio.Task[None]) -> None:
+        self._retiring.pop(task, None)

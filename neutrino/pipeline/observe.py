@@ -60,10 +60,10 @@ class Observed:
         self.route = route
         self.received = received
         self.span: Span | None = None
-        self.phases: dict[str, int] = {}
+        self.phases: dict[str, int] | None = None  # a traced request's, from its begin
 
     def mark(self, phase: str) -> None:
-        if self.span is not None:
+        if self.phases is not None:
             self.phases[phase] = time.monotonic_ns()
 
 
@@ -122,6 +122,7 @@ class Observer:
         if span is None:
             return traceparent
         obs.span = span
+        obs.phases = {}
         return span.traceparent
 
     def end(
@@ -135,22 +136,21 @@ class Observer:
     ) -> None:
         """The request ended: one tally, and its span's end (with ``source``'s response
         attributes)."""
+        metrics, span, finished = self.metrics, obs.span, self.finished
+        if metrics is None and span is None and finished is None:
+            return
         times = lifecycle.times
         end = times[lifecycle.state]
-        outcome = outcome_of(lifecycle, error)
-        finished = self.finished
         if finished is not None and lifecycle.state is State.COMPLETE:
             admitted = times.get(State.PROCESSING)
             if admitted is not None:
                 finished(admitted, end, usage[1])
-        if self.metrics is not None:
-            self.metrics.ended(
-                obs.protocol, obs.route, model, outcome, times, obs.received, end, usage
-            )
-        span = obs.span
+        if metrics is not None:
+            outcome = outcome_of(lifecycle, error)
+            metrics.ended(obs.protocol, obs.route, model, outcome, times, obs.received, end, usage)
         if span is None:
             return
-        phases = obs.phases
+        phases = obs.phases if obs.phases is not None else {}
         phases["received"] = obs.received
         for state, name in _PHASES:
             t = times.get(state)

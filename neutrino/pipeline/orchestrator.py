@@ -178,9 +178,11 @@ class Orchestrator:
         admitted = False
         counted = False  # its key counts it in flight
         obs = Observed(req.protocol, req.kind, req.received_ns or lifecycle.times[State.START])
-        traceparent = self.observe.begin(
-            obs, req.model, _OPERATIONS[req.kind], req.traceparent, _request_attrs(req)
-        )
+        traceparent = req.traceparent
+        if self.observe.tracer is not None:
+            traceparent = self.observe.begin(
+                obs, req.model, _OPERATIONS[req.kind], traceparent, _request_attrs(req)
+            )
         try:
             if self.draining:
                 raise _shutting_down()
@@ -270,13 +272,15 @@ class Orchestrator:
         timeout = timeout_s or self.cfg.limits.request_timeout_s
         route = type(job).__name__.lower()
         obs = Observed(protocol, route, received_ns or lifecycle.times[State.START])
-        traceparent = self.observe.begin(
-            obs,
-            model,
-            _OPERATIONS.get(route, route),
-            job.traceparent,
-            {"neutrino.request_id": request_id},
-        )
+        traceparent = job.traceparent
+        if self.observe.tracer is not None:
+            traceparent = self.observe.begin(
+                obs,
+                model,
+                _OPERATIONS.get(route, route),
+                traceparent,
+                {"neutrino.request_id": request_id},
+            )
         try:
             if self.draining:
                 raise _shutting_down()

@@ -87,7 +87,8 @@ class OpenAIRoutes:
                 ex.header("authorization"), ex.header("x-api-key")
             )
             check_json_type(ex.header("content-type"))
-            req = parse(parse_json(await ex.read(self.cfg.limits.max_body_bytes)), self.cfg.limits)
+            cfg = self.cfg
+            req = parse(parse_json(await ex.read(cfg.limits.max_body_bytes)), cfg.limits)
             if client_id:
                 req.request_id = request_id_for(_PREFIXES[req.kind], client_id)
             else:
@@ -110,7 +111,7 @@ class OpenAIRoutes:
             finally:
                 for gen in gens:
                     gen.close()
-            ex.reply(200, orjson.dumps(render(gens, results, self.cfg.http.reasoning_field)))
+            ex.reply(200, orjson.dumps(render(gens, results, cfg.http.reasoning_field)))
         except NeutrinoError as err:
             self.orch.observe.refused("http", route, err)
             ex.fail(err)
