@@ -23,8 +23,9 @@ import aiohttp
 
 from neutrino.config import DiscoveryConfig
 from neutrino.registration import etcd_api as api
+from neutrino.registration.loop import keep_registered
 from neutrino.registration.record import Source
-from neutrino.registration.state import Backoff, Registration, emit
+from neutrino.registration.state import Backoff, Registration
 
 __all__ = ["EtcdClient", "EtcdRegistrar", "EtcdUnavailable"]
 
@@ -154,34 +155,14 @@ class EtcdRegistrar:
             await task
 
     async def _run(self) -> None:
-        try:
-            while True:
-                await self._register()
-                reason, unexpected = await self._keep()
-                delay, note = self._state.failed(reason)
-                emit(log, "etcd", note, unexpected)
-                await asyncio.sleep(delay)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # a bug; registration stops, the server goes on
-            log.exception("etcd: registration stopped")
-
-    async def _register(self) -> None:
-        while True:
-            self._state.registering()
-            unexpected: BaseException | None = None
-            try:
-                await self._put_record()
-            except (EtcdUnavailable, api.EtcdError) as e:
-                error = _error(e)
-            except Exception as e:  # the source failed (the app's bug): its traceback once
-                error, unexpected = f"{type(e).__name__}: {e}", e
-            else:
-                emit(log, "etcd", self._state.succeeded())
-                return
-            delay, note = self._state.failed(error)
-            emit(log, "etcd", note, unexpected)
-            await asyncio.sleep(delay)
+        await keep_registered(
+            "etcd",
+            self._state,
+            self._put_record,
+            self._keep,
+            (EtcdUnavailable, api.EtcdError),
+            _error,
+        )
 
     async def _put_record(self) -> None:
         """Put the record on the lease, granting one if there is none alive."""

@@ -21,8 +21,9 @@ import grpc
 import grpc.aio
 
 from neutrino.config import SombreroConfig
+from neutrino.registration.loop import keep_registered
 from neutrino.registration.record import InstanceRecord, Source
-from neutrino.registration.state import Backoff, Registration, emit
+from neutrino.registration.state import Backoff, Registration
 from neutrino.registration.wire import pb, pb_grpc, record_to_pb, report_to_pb
 
 __all__ = ["SombreroRegistrar"]
@@ -145,34 +146,14 @@ class SombreroRegistrar:
                 await asyncio.wait_for(channel.close(grace=None), CLOSE_TIMEOUT_S)
 
     async def _run(self) -> None:
-        try:
-            while True:
-                await self._register()
-                reason, unexpected = await self._report()
-                delay, note = self._state.failed(reason)
-                emit(log, "sombrero", note, unexpected)
-                await asyncio.sleep(delay)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # a bug; registration stops, the server goes on
-            log.exception("sombrero: registration stopped")
-
-    async def _register(self) -> None:
-        while True:
-            self._state.registering()
-            unexpected: BaseException | None = None
-            try:
-                await self._send_record(self._source.record())
-            except grpc.aio.AioRpcError as e:
-                error = _rpc_error(e)
-            except Exception as e:  # the source failed (the app's bug): its traceback once
-                error, unexpected = f"{type(e).__name__}: {e}", e
-            else:
-                emit(log, "sombrero", self._state.succeeded())
-                return
-            delay, note = self._state.failed(error)
-            emit(log, "sombrero", note, unexpected)
-            await asyncio.sleep(delay)
+        await keep_registered(
+            "sombrero",
+            self._state,
+            lambda: self._send_record(self._source.record()),
+            self._report,
+            (grpc.aio.AioRpcError,),
+            _rpc_error,
+        )
 
     async def _send_record(self, record: InstanceRecord) -> None:
         self._instance_id = record.instance_id
