@@ -1,0 +1,147 @@
+"""The generation routes' shared steps, whatever API they speak.
+
+OpenAI's chat and completions, Anthropic's Messages and OpenAI's Responses API differ in
+how a request is parsed and how its answer is rendered; admitting the request (key,
+body, request id), running its choices and streaming them are the same, and live here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from neutrino.config import LimitsConfig
+from neutrino.errors import NeutrinoError
+from neutrino.frontends.common import client_request_id, request_id_for
+from neutrino.frontends.http.exchange import GONE, Exchange, check_json_type, parse_json
+from neutrino.frontends.http.sse import SlowClient, SSEStream, openai_error_events
+from neutrino.observability.logs import bind_request_id
+from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.orchestrator import Orchestrator
+from neutrino.pipeline.pull import collect
+from neutrino.pipeline.request import GenerateRequest
+
+Parse = Callable[[Any, LimitsConfig], GenerateRequest]
+# Starts the push delivery of a stream's generations (writes what opens the stream,
+# then hands each generation its push target).
+StartPush = Callable[[SSEStream, list[Generation]], None]
+
+
+async def admit(
+    ex: Exchange, orch: Orchestrator, parse: Parse, id_prefix: str, received_ns: int
+) -> GenerateRequest:
+    """Authenticate, read and parse one generation request (raises NeutrinoError).
+
+    A client's ``X-Request-Id`` names the request (``<id_prefix>-<id>``) and is echoed;
+    otherwise the answer's header carries the request's own id.
+    """
+    client_id = ex.request_id = client_request_id(ex.header("x-request-id"))
+    principal = orch.keys.authenticate(ex.header("authorization"), ex.header("x-api-key"))
+    check_json_type(ex.header("content-type"))
+    limits = orch.cfg.limits
+    req = parse(parse_json(await ex.read(limits.max_body_bytes)), limits)
+    if client_id:
+        req.request_id = request_id_for(id_prefix, client_id)
+    else:
+        ex.request_id = req.request_id
+    bind_request_id(req.request_id)  # every log line of this task names it
+    req.principal = principal
+    req.traceparent = ex.header("traceparent")
+    req.received_ns = received_ns
+    return req
+
+
+def choices(req: GenerateRequest) -> list[GenerateRequest]:
+    """One request per choice (``n``); a seed moves on by one per choice so they differ."""
+    if req.n == 1:
+        return [req]
+    return [
+        replace(req, seed=None if req.seed is None else (req.seed + i) % (1 << 64))
+        for i in range(req.n)
+    ]
+
+
+async def run_all(
+    orch: Orchestrator, req: GenerateRequest
+) -> tuple[list[Generation], list[tuple[str, Outcome]]]:
+    """Every choice of a non-streamed request run to its end: the generations and, per
+    choice, its text and outcome (raises the first error)."""
+    gens: list[Generation] = []
+    results: list[tuple[str, Outcome]] = []
+    try:
+        for choice in choices(req):
+            gens.append(await orch.start(choice))
+        for gen in gens:
+            results.append(await collect(gen))
+    finally:
+        for gen in gens:
+            gen.close()
+    return gens, results
+
+
+async def run_stream(
+    ex: Exchange,
+    orch: Orchestrator,
+    req: GenerateRequest,
+    start_push: StartPush,
+    keepalive_s: float,
+    error_events: Callable[[NeutrinoError], bytes] = openai_error_events,
+) -> None:
+    """Stream every choice of ``req`` on ``ex``.
+
+    The stream opens once the request is queued or running (a refusal before that is
+    raised: the route answers it as a plain error); an error after that is written as
+    the protocol's error event. A client that leaves, or reads too slowly, ends every
+    choice with one engine cancel each.
+    """
+    stream: SSEStream | None = None
+
+    async def open_stream() -> SSEStream:
+        nonlocal stream
+        if stream is None:
+            stream = SSEStream(
+                await ex.open_stream(),
+                req.n,
+                orch.cfg.limits.stream_buffer_bytes,
+                req.request_id,
+                orch.counters,
+                error_events,
+            )
+            # One keepalive for the response, from now: queued, then generating.
+            stream.keep_alive(keepalive_s)
+        return stream
+
+    async def on_queued() -> None:
+        await open_stream()
+
+    gens: list[Generation] = []
+    reason = "client disconnected"
+    try:
+        try:
+            for choice in choices(req):
+                gens.append(await orch.start(choice, on_queued=on_queued))
+        except NeutrinoError as err:
+            if stream is None:
+                raise
+            stream.fail(err)
+            await stream.end()
+            return
+        opened = await open_stream()
+        start_push(opened, gens)
+        await opened.done
+        await opened.end()
+        reason = opened.gone or reason
+    except SlowClient:
+        reason = "client too slow"  # it read nothing for send_timeout_s: reset
+    except GONE:
+        pass  # the client left; close() below cancels the engine requests
+    finally:
+        if stream is not None:
+            # Why the client was lost, as the stream saw it (a reset slow reader's
+            # handler may be cancelled before it reads the answer).
+            if stream.gone is not None and reason == "client disconnected":
+                reason = stream.gone
+            stream.stop()  # its keepalive timer and writer end with the response
+        for gen in gens:
+            gen.close(reason)
