@@ -1,0 +1,1 @@
+"""Load generation: the test_client load generator and its protocol clients."""
