@@ -55,8 +55,9 @@ class Exchange(Protocol):
         """Answer with a JSON body (a non-streamed response)."""
         ...
 
-    def fail(self, err: NeutrinoError) -> None:
-        """Answer with ``err`` (OpenAI's error JSON, Retry-After where it applies)."""
+    def fail(self, err: NeutrinoError, body: bytes | None = None) -> None:
+        """Answer with ``err``: its status and headers (Retry-After where it applies) and
+        ``body``, the error as the route's protocol renders it (default: OpenAI's JSON)."""
         ...
 
     async def open_stream(self) -> Body:
@@ -98,8 +99,8 @@ class AiohttpExchange:
     def reply(self, status: int, body: bytes) -> None:
         self.response = self._tag(web.Response(body=body, status=status, headers=_JSON_HEADERS))
 
-    def fail(self, err: NeutrinoError) -> None:
-        self.response = self._tag(error_response(err))
+    def fail(self, err: NeutrinoError, body: bytes | None = None) -> None:
+        self.response = self._tag(error_response(err, body))
 
     async def open_stream(self) -> Body:
         resp = self.response = self._tag(web.StreamResponse(headers=SSE_HEADERS))

@@ -38,10 +38,11 @@ ROUTES = {
 }
 
 
-def error_response(err: NeutrinoError) -> web.Response:
-    """OpenAI's error JSON, with its headers (Retry-After, WWW-Authenticate)."""
+def error_response(err: NeutrinoError, body: bytes | None = None) -> web.Response:
+    """``body`` (default: OpenAI's error JSON), with the error's status and headers
+    (Retry-After, WWW-Authenticate)."""
     return web.Response(
-        body=orjson.dumps(err.openai_body()),
+        body=orjson.dumps(err.openai_body()) if body is None else body,
         status=err.http_status,
         content_type="application/json",
         headers=dict(error_headers(err)) or None,

@@ -98,9 +98,13 @@ def json_head(status: int, length: int, close: bool, extra: bytes = b"") -> byte
     )
 
 
-def error_reply(err: NeutrinoError, close: bool, extra: bytes = b"") -> bytes:
-    """A whole error response: OpenAI's JSON error and its headers (headers.py)."""
-    body = orjson.dumps(err.openai_body())
+def error_reply(
+    err: NeutrinoError, close: bool, extra: bytes = b"", body: bytes | None = None
+) -> bytes:
+    """A whole error response: ``body`` (default: OpenAI's JSON error) and the error's
+    headers (headers.py)."""
+    if body is None:
+        body = orjson.dumps(err.openai_body())
     extra += b"".join(b"%s: %s\r\n" % (n.encode(), v.encode()) for n, v in error_headers(err))
     return json_head(err.http_status, len(body), close, extra) + body
 
@@ -151,8 +155,8 @@ class H1Exchange:
     def reply(self, status: int, body: bytes) -> None:
         self._conn.write(json_head(status, len(body), self.close, self._tag()) + body)
 
-    def fail(self, err: NeutrinoError) -> None:
-        self._conn.write(error_reply(err, self.close, self._tag()))
+    def fail(self, err: NeutrinoError, body: bytes | None = None) -> None:
+        self._conn.write(error_reply(err, self.close, self._tag(), body))
 
     async def open_stream(self) -> H1Body:
         self.streaming = True

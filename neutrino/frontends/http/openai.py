@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -13,28 +12,19 @@ from aiohttp import web
 
 from neutrino.config import Config
 from neutrino.errors import NeutrinoError
-from neutrino.frontends.common import client_request_id, request_id_for
-from neutrino.frontends.http.exchange import (
-    GONE,
-    AiohttpExchange,
-    Exchange,
-    check_json_type,
-    parse_json,
-)
+from neutrino.frontends.http.exchange import AiohttpExchange, Exchange
+from neutrino.frontends.http.generate import Parse, StartPush, admit, run_all, run_stream
 from neutrino.frontends.http.guard import guarded
 from neutrino.frontends.http.parse import parse_chat, parse_completion
 from neutrino.frontends.http.render import ChunkEncoder, chat_response, completion_response
-from neutrino.frontends.http.sse import ChoiceWriter, SlowClient, SSEStream
-from neutrino.observability.logs import bind_request_id
+from neutrino.frontends.http.sse import ChoiceWriter, SSEStream
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.orchestrator import Orchestrator
-from neutrino.pipeline.pull import collect
 from neutrino.pipeline.request import GenerateRequest
 
 log = logging.getLogger("neutrino.http")
 
 
-Parse = Callable[[Any, Any], GenerateRequest]
 _PREFIXES = {"chat": "chatcmpl", "completion": "cmpl"}
 Render = Callable[[list[Generation], list[tuple[str, Outcome]], str], dict[str, Any]]
 
@@ -81,111 +71,30 @@ class OpenAIRoutes:
     async def serve(self, ex: Exchange, parse: Parse, render: Render, route: str) -> None:
         """Answer one generation request on ``ex``, streamed or not."""
         received = time.monotonic_ns()
-        client_id = ex.request_id = client_request_id(ex.header("x-request-id"))
         try:
-            principal = self.orch.keys.authenticate(
-                ex.header("authorization"), ex.header("x-api-key")
-            )
-            check_json_type(ex.header("content-type"))
-            cfg = self.cfg
-            req = parse(parse_json(await ex.read(cfg.limits.max_body_bytes)), cfg.limits)
-            if client_id:
-                req.request_id = request_id_for(_PREFIXES[req.kind], client_id)
-            else:
-                ex.request_id = req.request_id
-            bind_request_id(req.request_id)  # every log line of this task names it
+            req = await admit(ex, self.orch, parse, _PREFIXES[route], received)
             log.debug("%s request for %s (stream: %s)", route, req.model, req.stream)
-            req.principal = principal
-            req.traceparent = ex.header("traceparent")
-            req.received_ns = received
             if req.stream:
-                await self._stream(ex, req)
+                await run_stream(ex, self.orch, req, self._start_push(req), self._keepalive)
                 return
-            gens: list[Generation] = []
-            results: list[tuple[str, Outcome]] = []
-            try:
-                for choice in _choices(req):
-                    gens.append(await self.orch.start(choice))
-                for gen in gens:
-                    results.append(await collect(gen))
-            finally:
-                for gen in gens:
-                    gen.close()
-            ex.reply(200, orjson.dumps(render(gens, results, cfg.http.reasoning_field)))
+            gens, results = await run_all(self.orch, req)
+            ex.reply(200, orjson.dumps(render(gens, results, self.cfg.http.reasoning_field)))
         except NeutrinoError as err:
             self.orch.observe.refused("http", route, err)
             ex.fail(err)
 
-    async def _stream(self, ex: Exchange, req: GenerateRequest) -> None:
-        stream: SSEStream | None = None
+    def _start_push(self, req: GenerateRequest) -> StartPush:
+        def start(stream: SSEStream, gens: list[Generation]) -> None:
+            """Stream every choice in push mode: OpenAI's chunks."""
+            encs = [ChunkEncoder(g, req.kind, req.include_usage, i) for i, g in enumerate(gens)]
+            for gen, enc in zip(gens, encs, strict=True):
+                first = enc.first()
+                if first:
+                    stream.write(first)
+                if gen.echo:
+                    stream.write(enc.text(gen.echo))
+            field = self.cfg.http.reasoning_field
+            for i, (gen, enc) in enumerate(zip(gens, encs, strict=True)):
+                gen.push_to(ChoiceWriter(stream, enc, i, field))
 
-        async def open_stream() -> SSEStream:
-            nonlocal stream
-            if stream is None:
-                stream = SSEStream(
-                    await ex.open_stream(),
-                    req.n,
-                    self.cfg.limits.stream_buffer_bytes,
-                    req.request_id,
-                    self.orch.counters,
-                )
-                # One keepalive for the response, from now: queued, then generating.
-                stream.keep_alive(self._keepalive)
-            return stream
-
-        async def on_queued() -> None:
-            await open_stream()
-
-        gens: list[Generation] = []
-        reason = "client disconnected"
-        try:
-            try:
-                for choice in _choices(req):
-                    gens.append(await self.orch.start(choice, on_queued=on_queued))
-            except NeutrinoError as err:
-                if stream is None:
-                    raise
-                stream.fail(err)
-                await stream.end()
-                return
-            reason = await self._push(await open_stream(), gens, req) or reason
-        except SlowClient:
-            reason = "client too slow"  # it read nothing for send_timeout_s: reset
-        except GONE:
-            pass  # the client left; close() below cancels the engine requests
-        finally:
-            if stream is not None:
-                # Why the client was lost, as the stream saw it (a reset slow reader's
-                # handler may be cancelled before it reads the answer).
-                if stream.gone is not None and reason == "client disconnected":
-                    reason = stream.gone
-                stream.stop()  # its keepalive timer and writer end with the response
-            for gen in gens:
-                gen.close(reason)
-
-    async def _push(
-        self, stream: SSEStream, gens: list[Generation], req: GenerateRequest
-    ) -> str | None:
-        """Stream every choice in push mode; returns why the client was lost, or None."""
-        encs = [ChunkEncoder(g, req.kind, req.include_usage, i) for i, g in enumerate(gens)]
-        for gen, enc in zip(gens, encs, strict=True):
-            first = enc.first()
-            if first:
-                stream.write(first)
-            if gen.echo:
-                stream.write(enc.text(gen.echo))
-        for i, (gen, enc) in enumerate(zip(gens, encs, strict=True)):
-            gen.push_to(ChoiceWriter(stream, enc, i, self.cfg.http.reasoning_field))
-        await stream.done
-        await stream.end()
-        return stream.gone
-
-
-def _choices(req: GenerateRequest) -> list[GenerateRequest]:
-    """One request per choice (``n``); a seed moves on by one per choice so they differ."""
-    if req.n == 1:
-        return [req]
-    return [
-        replace(req, seed=None if req.seed is None else (req.seed + i) % (1 << 64))
-        for i in range(req.n)
-    ]
+        return start

@@ -211,6 +211,10 @@ class ChunkEncoder:
             + self._tail[self._tail.rindex(b"}]") :]  # b'}]' [b',"usage":null'] b'}\n\n'
         )
 
+    def closing(self, outcomes: list[Outcome]) -> bytes:
+        """What ends the stream once every choice has ended: the usage chunk, [DONE]."""
+        return self.usage_chunk(outcomes) + SSE_DONE
+
     def usage_chunk(self, outcomes: Sequence[Outcome]) -> bytes:
         """The closing chunk with no choices and the usage (when asked for), else b""."""
         if not self._include_usage:

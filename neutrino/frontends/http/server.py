@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -13,12 +15,14 @@ from neutrino.errors import NeutrinoError, StartupError, os_reason
 from neutrino.frontends.common import client_request_id
 from neutrino.frontends.http import h1
 from neutrino.frontends.http.admin import AdminRoutes, ExtraState, Reload
+from neutrino.frontends.http.anthropic import AnthropicRoutes
 from neutrino.frontends.http.audio import AudioRoutes
 from neutrino.frontends.http.clock import Timeouts
 from neutrino.frontends.http.detect import DetectRoutes
 from neutrino.frontends.http.embeddings import EmbeddingRoutes
 from neutrino.frontends.http.guard import REFUSALS
 from neutrino.frontends.http.openai import OpenAIRoutes
+from neutrino.frontends.http.responses import ResponsesRoutes
 from neutrino.observability.counters import Counters
 from neutrino.observability.logs import ClientErrorsQuiet
 from neutrino.pipeline.auth import KeyRing
@@ -49,9 +53,17 @@ def build_app(
     app = web.Application(client_max_size=cfg.limits.max_body_bytes)
     app[REFUSALS] = orchestrator.observe.refused
     app.on_response_prepare.append(_echo_request_id)
-    openai = OpenAIRoutes(cfg, orchestrator)
-    openai.register(app)
-    app[_FAST_ROUTES] = openai.fast_routes()
+    fast: dict[bytes, Callable[[Any], Awaitable[None]]] = {}
+    # The generation routes of each API: served by the lean HTTP/1.1 server (and
+    # HTTP/3) through their Exchange handlers, by aiohttp when the fast path is off.
+    for api in (
+        OpenAIRoutes(cfg, orchestrator),
+        AnthropicRoutes(cfg, orchestrator),
+        ResponsesRoutes(cfg, orchestrator),
+    ):
+        api.register(app)
+        fast.update(api.fast_routes())
+    app[_FAST_ROUTES] = fast
     EmbeddingRoutes(cfg, orchestrator).register(app)
     AudioRoutes(cfg, orchestrator).register(app)
     DetectRoutes(cfg, orchestrator).register(app)

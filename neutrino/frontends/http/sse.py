@@ -81,9 +81,24 @@ class Body(Protocol):
         ...
 
 
+class Closing(Protocol):
+    """What ends a stream once every choice has ended (its protocol's last events)."""
+
+    def closing(self, outcomes: list[Outcome]) -> bytes: ...
+
+
+def openai_error_events(err: NeutrinoError) -> bytes:
+    """An error in an OpenAI stream: the error object as an event, then ``[DONE]``."""
+    return sse_error(err) + SSE_DONE
+
+
 class SSEStream:
+    """A streamed response's SSE body (the events themselves come from the protocol's
+    encoder: OpenAI's chunks by default, Anthropic's or the Responses API's events)."""
+
     __slots__ = (
         "_counters",
+        "_error_events",
         "_interval",
         "_limit",
         "_outcomes",
@@ -103,8 +118,10 @@ class SSEStream:
         limit_bytes: int,
         request_id: str = "",
         counters: Counters | None = None,
+        error_events: Callable[[NeutrinoError], bytes] = openai_error_events,
     ) -> None:
         self.body: Body | None = body
+        self._error_events = error_events
         body.on_lost = self._lost
         self._limit = limit_bytes
         self._request_id = request_id
@@ -160,15 +177,15 @@ class SSEStream:
 
     def fail(self, err: NeutrinoError) -> None:
         if not self.done.done():
-            self.write(sse_error(err) + SSE_DONE)
+            self.write(self._error_events(err))
             self._finish()
 
-    def ended(self, index: int, outcome: Outcome, enc: ChunkEncoder) -> None:
+    def ended(self, index: int, outcome: Outcome, end: Closing) -> None:
         self._outcomes[index] = outcome
         self._remaining -= 1
         if self._remaining == 0 and not self.done.done():
             done = [o for o in self._outcomes if o is not None]
-            self.write(enc.usage_chunk(done) + SSE_DONE)
+            self.write(end.closing(done))
             self._finish()
 
     def _lost(self, why: str) -> None:
