@@ -1,0 +1,265 @@
+"""One request, every protocol, the same answer.
+
+The same deterministic requests (a seeded, scripted ``mock_ie``) go over HTTP/1.1, HTTP/3,
+gRPC and, where the feature exists there, Anthropic's Messages API and OpenAI's Responses
+API, streamed and not. Each answer is read into one form (tests/support/parity.py) and
+compared with HTTP/1.1's: tokens and text, reasoning, tool calls, logprobs, finish
+reasons, usage counts and error kinds. A client that leaves mid-stream costs exactly one
+engine cancel, whatever protocol it spoke.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.support import parity
+from tests.support.parity import Answer
+from tests.support.procs import MockIE, NeutrinoProc, serving
+
+MODEL = "qwen3-mock"  # Qwen3: <think> reasoning and Hermes-style <tool_call> blocks
+VLM = "qwen2.5-vl-mock"
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look a city up.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "convert",
+            "description": "Convert an amount.",
+            "parameters": {
+                "type": "object",
+                "properties": {"amount": {"type": "number"}},
+                "required": ["amount"],
+            },
+        },
+    },
+]
+RULES: list[dict[str, Any]] = [
+    {"match": "parity-plain", "reply": "Hello from every protocol: ünïcödé 你好 ✓."},
+    {"match": "parity-think", "reply": "<think>Weigh it: 6 × 7.</think>The answer is 42."},
+    {
+        "match": "parity-tool",
+        "reply": 'Checking.<tool_call>\n{"name": "lookup", "arguments": {"city": "Zürich"}}'
+        "\n</tool_call>",
+    },
+    {"match": "parity-stop", "reply": "alpha beta HALT gamma delta"},
+    {"match": "parity-drop", "fault": "drop", "fault_after": 3},
+    {"match": "parity-stall", "fault": "stall", "fault_after": 2},
+]
+
+
+def user(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+def chat(text: str, **extra: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": MODEL, "messages": user(text), "max_tokens": 40, "seed": 7}
+    body.update(extra)
+    return body
+
+
+# ------------------------------------------------------------------------ the stack
+
+
+class Stack:
+    def __init__(self, mock: MockIE, server: NeutrinoProc) -> None:
+        self.mock = mock
+        self.server = server
+
+    @property
+    def http(self) -> str:
+        return self.server.base_url
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    work: Path = tmp_path_factory.mktemp("parity")
+    script = work / "script.json"
+    script.write_text(json.dumps({"rules": RULES}))
+    mock = MockIE(
+        work,
+        "--script",
+        str(script),
+        "--model",
+        "qwen3-mock:qwen3:32768",
+        "--model",
+        "qwen2.5-vl-mock:qwen2:32768",
+        "--itl-ms",
+        "2",
+    ).start()
+    server = NeutrinoProc(work, "--engine", mock.socket)
+    with serving(mock, server):
+        yield Stack(mock, server)
+
+
+# ---------------------------------------------------------------------- the drivers
+
+
+async def _post(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    async with aiohttp.ClientSession() as session, session.post(url, json=body) as resp:
+        return resp.status, await resp.read()
+
+
+async def http_chat(stack: Stack, body: dict[str, Any]) -> Answer:
+    status, raw = await _post(stack.http + "/v1/chat/completions", body)
+    return parity.openai_answer(status, json.loads(raw))
+
+
+async def http_chat_stream(stack: Stack, body: dict[str, Any]) -> Answer:
+    body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    status, raw = await _post(stack.http + "/v1/chat/completions", body)
+    return parity.openai_stream_answer(status, raw)
+
+
+Driver = Callable[[Stack, dict[str, Any]], Awaitable[Answer]]
+DRIVERS: dict[str, Driver] = {
+    "http": http_chat,
+    "http-stream": http_chat_stream,
+}
+ALL = tuple(DRIVERS)
+
+# ------------------------------------------------------------------------ the cases
+
+# name -> (request as an OpenAI chat body, the protocols that carry its features)
+CASES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
+    "plain": (chat("parity-plain"), ALL),
+    "sampled": (chat("say something", max_tokens=12), ALL),
+    "reasoning": (chat("parity-think"), ALL),
+    "tools-auto": (chat("parity-tool", tools=TOOLS), ALL),
+    "tools-required": (chat("pick one", tools=TOOLS, tool_choice="required"), ALL),
+    "tools-named": (
+        chat(
+            "convert it",
+            tools=TOOLS,
+            tool_choice={"type": "function", "function": {"name": "convert"}},
+        ),
+        ALL,
+    ),
+    "logprobs": (chat("parity-plain", logprobs=True, top_logprobs=2), ALL),
+    "n2": (chat("two ways", n=2, max_tokens=8), ALL),
+    "structured": (
+        chat(
+            "a city as JSON",
+            response_format={
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "city",
+                    "strict": True,
+                    "schema": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}, "size": {"type": "integer"}},
+                        "required": ["name", "size"],
+                        "additionalProperties": False,
+                    },
+                },
+            },
+        ),
+        ALL,
+    ),
+    "stop": (chat("parity-stop", stop=["HALT"]), ALL),
+    "length": (chat("parity-plain", max_tokens=3), ALL),
+    "unknown-model": ({**chat("parity-plain"), "model": "no-such-model"}, ALL),
+    "bad-input": (chat("parity-plain", max_tokens=-5), ALL),
+    "engine-loss": (chat("parity-drop"), ALL),
+}
+
+
+@pytest.fixture(scope="module")
+def baselines() -> dict[str, Answer]:
+    return {}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+async def test_same_answer_on_every_protocol(
+    stack: Stack, baselines: dict[str, Answer], case: str
+) -> None:
+    body, protocols = CASES[case]
+    base = await http_chat(stack, body)
+    assert base.error is None or len(base.error) == 1, base
+    for name in protocols:
+        got = await DRIVERS[name](stack, body)
+        _same(case, name, base, got)
+
+
+def _same(case: str, protocol: str, base: Answer, got: Answer) -> None:
+    where = f"{case} over {protocol}"
+    if base.error is not None:
+        assert got.error is not None and base.error <= got.error, (where, base, got)
+        return
+    assert got.error is None, (where, got)
+    assert got.prompt_tokens == base.prompt_tokens, where
+    assert got.completion_tokens == base.completion_tokens, where
+    assert len(got.choices) == len(base.choices), where
+    for b, g in zip(base.choices, got.choices, strict=True):
+        assert g.text == b.text, where
+        assert g.reasoning == b.reasoning, where
+        assert g.calls == b.calls, where
+        assert g.finish == b.finish, where
+        if b.logprobs is not None and g.logprobs is not None:
+            assert g.logprobs == b.logprobs, where
+
+
+async def test_the_cases_say_what_they_test(stack: Stack) -> None:
+    """The baseline answers are what each case is about (so a parity of empty answers
+    cannot pass)."""
+    got = {name: await http_chat(stack, body) for name, (body, _) in CASES.items()}
+    assert got["plain"].one.text == "Hello from every protocol: ünïcödé 你好 ✓."
+    assert got["reasoning"].one.reasoning == "Weigh it: 6 × 7."
+    assert got["reasoning"].one.text == "The answer is 42."
+    assert got["tools-auto"].one.calls == [("lookup", {"city": "Zürich"})]
+    assert got["tools-auto"].one.finish == "tool_calls"
+    assert [c[0] for c in got["tools-required"].one.calls] in (["lookup"], ["convert"])
+    assert [c[0] for c in got["tools-named"].one.calls] == ["convert"]
+    lp = got["logprobs"].one.logprobs
+    assert lp and all(len(top) == 2 for _, _, top in lp)
+    assert len(got["n2"].choices) == 2
+    assert set(json.loads(got["structured"].one.text)) == {"name", "size"}
+    assert got["stop"].one.text == "alpha beta " and got["stop"].one.finish == "stop"
+    assert got["length"].one.finish == "length" and got["length"].completion_tokens == 3
+    assert got["unknown-model"].error == frozenset({"MODEL_NOT_FOUND"})
+    assert got["bad-input"].error == frozenset({"BAD_REQUEST"})
+    assert got["engine-loss"].error is not None
+
+
+# ------------------------------------------------------------------ client cancels
+
+
+async def _cancel_http(stack: Stack, body: dict[str, Any]) -> None:
+    async with aiohttp.ClientSession() as session:
+        resp = await session.post(
+            stack.http + "/v1/chat/completions", json={**body, "stream": True}
+        )
+        await resp.content.readany()  # the stream is open: the request is on the engine
+        resp.close()  # the client leaves
+
+
+CANCELS: dict[str, Callable[[Stack, dict[str, Any]], Awaitable[None]]] = {
+    "http": _cancel_http,
+}
+
+
+@pytest.mark.parametrize("protocol", sorted(CANCELS))
+async def test_a_client_that_leaves_costs_one_engine_cancel(stack: Stack, protocol: str) -> None:
+    before = len(stack.mock.events("cancel"))
+    await CANCELS[protocol](stack, chat("parity-stall", max_tokens=200))
+    events = await asyncio.to_thread(stack.mock.wait_event, "cancel", before + 1, 10.0)
+    await asyncio.sleep(0.3)  # would a second cancel follow?
+    assert len(stack.mock.events("cancel")) == before + 1, protocol
+    assert events[before]["reason"] == "client disconnected"
