@@ -225,6 +225,7 @@ class Orchestrator:
                     text.stop_token_ids,
                     req.include_stop_str_in_output,
                     skip_special=parser is None,
+                    reported_ids=frozenset(req.stop_token_ids),
                 ),
                 prompt_tokens=len(prompt),
                 lifecycle=lifecycle,

@@ -31,6 +31,7 @@ class TextStream:
     __slots__ = (
         "_detok",
         "_include_stop",
+        "_reported_ids",
         "_stop",
         "_stop_ids",
         "completion_tokens",
@@ -46,11 +47,17 @@ class TextStream:
         stop_token_ids: frozenset[int],
         include_stop: bool = False,
         skip_special: bool = True,
+        reported_ids: frozenset[int] = frozenset(),
     ) -> None:
+        """``stop_token_ids``: the model's end tokens; ``reported_ids``: the request's own
+        stop token ids. Either ends the text unseen; as vLLM reports it, ``stop_reason``
+        names a request's id, or the stop string that matched, and is None at the
+        model's own end of sequence."""
         # Output parsers need the special-token markers (e.g. [TOOL_CALLS], <|channel|>).
         self._detok = Detokenizer(tokenizer, skip_special=skip_special)
         self._stop = StopMatcher(stops) if stops else None
         self._stop_ids = stop_token_ids
+        self._reported_ids = reported_ids
         self._include_stop = include_stop
         self.completion_tokens = 0
         self.shown = 0  # tokens of the last result that are visible (not an end token)
@@ -106,9 +113,14 @@ class TextStream:
             final
             and result.finish_reason is FinishReason.STOP
             and tokens
-            and (tokens[-1] == result.stop_token_id or tokens[-1] in self._stop_ids)
+            and (
+                tokens[-1] == result.stop_token_id
+                or tokens[-1] in self._stop_ids
+                or tokens[-1] in self._reported_ids
+            )
         ):
-            self.stop_reason = tokens[-1]
+            if tokens[-1] in self._reported_ids:
+                self.stop_reason = tokens[-1]
             tokens = tokens[:-1]  # the end token is counted but never shown
         self.shown = len(tokens)
         try:

@@ -9,6 +9,7 @@ from typing import Any
 import openai
 import pytest
 
+from neutrino.text.registry import load_tokenizer
 from tests.support.openapi import validate
 from tests.support.procs import MockIE, NeutrinoProc
 
@@ -397,3 +398,22 @@ def test_completion_echo(client: openai.OpenAI) -> None:
     assert text == r.choices[0].text
     with pytest.raises(openai.BadRequestError):
         client.completions.create(model=MODEL, prompt="x", echo=True, logprobs=1)
+
+
+def test_stop_reason_is_vllms(stack: tuple[MockIE, NeutrinoProc]) -> None:
+    """As vLLM's server reports it: null at the model's own end of sequence, the id of a
+    stop token the request named, the stop string that matched."""
+    body: dict[str, Any] = {"model": MODEL, "messages": MESSAGES, "max_tokens": 200, "seed": 5}
+    status, raw = raw_post(stack[1], "/v1/chat/completions", body)
+    plain = json.loads(raw)["choices"][0]
+    assert status == 200 and plain["finish_reason"] == "stop"
+    assert plain["stop_reason"] is None
+    ids = load_tokenizer("qwen2").encode(plain["message"]["content"])
+    stop_id = ids[4]
+    status, raw = raw_post(stack[1], "/v1/chat/completions", {**body, "stop_token_ids": [stop_id]})
+    choice = json.loads(raw)["choices"][0]
+    assert (choice["finish_reason"], choice["stop_reason"]) == ("stop", stop_id)
+    word = plain["message"]["content"].split()[2]
+    status, raw = raw_post(stack[1], "/v1/chat/completions", {**body, "stop": [word]})
+    choice = json.loads(raw)["choices"][0]
+    assert (choice["finish_reason"], choice["stop_reason"]) == ("stop", word)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neutrino.engine.messages import TextResult
+from neutrino.engine.messages import FinishReason, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.text_stream import TextStream
 from neutrino.text.registry import load_tokenizer
@@ -63,3 +63,26 @@ def test_a_frame_with_logprobs_counts_like_one_without() -> None:
     assert full.completion_tokens == plain.completion_tokens < len(IDS)
     assert full.shown == full.completion_tokens
     assert (full.finish_reason, full.stop_reason) == ("stop", "STOP")
+
+
+# vLLM's stop_reason (its OpenAI server's CompletionOutput.stop_reason, documented as "the stop
+# string or token id that caused the completion to stop, None if the completion finished for
+# some other reason including encountering the EOS token"): the model's own end token gives
+# None, a request's stop_token_ids entry its id, a stop string the string.
+END = 151645  # Qwen's <|im_end|>
+
+
+@pytest.mark.parametrize(
+    ("end_id", "reported", "expected"),
+    [
+        (END, frozenset(), None),  # the model's end of sequence
+        (151643, frozenset(), None),  # <|endoftext|>, another end token of the model's
+        (IDS[3], frozenset({IDS[3]}), IDS[3]),  # a stop token id the request asked for
+    ],
+)
+def test_stop_reason_follows_vllm(end_id: int, reported: frozenset[int], expected: object) -> None:
+    stream = TextStream(TOK, [], frozenset({END, 151643}), reported_ids=reported)
+    text = stream.feed(TextResult([*IDS[:3], end_id], FinishReason.STOP, stop_token_id=end_id))
+    assert text == TOK.decode(IDS[:3])  # the end token is counted, never shown
+    assert (stream.finish_reason, stream.stop_reason) == ("stop", expected)
+    assert stream.completion_tokens == 4
