@@ -208,6 +208,22 @@ class ShutdownConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ResponsesConfig:
+    """The Responses API's store of finished responses (``previous_response_id``,
+    ``GET``/``DELETE /v1/responses/{id}``): in memory, per worker, lost at a restart;
+    the oldest go first past either bound. 0 entries (the default): nothing is stored."""
+
+    store_entries: int = 0
+    store_bytes: int = 64 * 1024 * 1024  # the stored responses' JSON, roughly
+
+    def __post_init__(self) -> None:
+        for key in ("store_entries", "store_bytes"):
+            value = getattr(self, key)
+            if value < 0:
+                raise ConfigError(f"[responses].{key} must be at least 0, got {value}")
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -227,6 +243,7 @@ class Config:
     sombrero: SombreroConfig = field(default_factory=SombreroConfig)
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
+    responses: ResponsesConfig = field(default_factory=ResponsesConfig)
 
     @property
     def log_level(self) -> str:
@@ -253,6 +270,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "logging": LoggingConfig,
     "sombrero": SombreroConfig,
     "discovery": DiscoveryConfig,
+    "responses": ResponsesConfig,
 }
 
 
