@@ -1,4 +1,4 @@
-"""``kimi_k2``: Kimi K2 tool calls.
+r"""``kimi_k2``: Kimi K2 tool calls.
 
 Source: Moonshot's "Tool Calling" guide (``MoonshotAI/Kimi-K2`` ``docs/tool_call_guidance.md``,
 section "Manually Parsing Tool Calls"); vLLM's ``kimi_k2`` parser reads the same::
@@ -11,16 +11,27 @@ section "Manually Parsing Tool Calls"); vLLM's ``kimi_k2`` parser reads the same
 Calls are wrapped by ``<|tool_call_begin|>``/``<|tool_call_end|>`` inside the section; the tool
 id ``functions.{name}:{idx}`` and the JSON arguments are separated by
 ``<|tool_call_argument_begin|>``. The name is the id without the ``functions.`` prefix and the
-``:idx`` suffix (the model's own id is not used: ids are ``{id_prefix}{index}``). The singular
-spelling ``<|tool_call_section_begin|>``/``…_end|>`` is accepted too. See
-:mod:`neutrino.text.parsers.sectioned` for the handling of text and malformed calls.
+``:idx`` suffix. The singular spelling ``<|tool_call_section_begin|>``/``…_end|>`` is accepted
+too. See :mod:`neutrino.text.parsers.sectioned` for the handling of text and malformed calls.
+
+Ids, as vLLM's ``kimi_k2`` parser and SGLang's ``KimiK2Detector`` read them (both match the id
+against ``[\w.]+:\d+``):
+
+* a call whose id lacks the ``:{idx}`` suffix (``functions.get_weather.0``) is dropped, streamed
+  or not; the other calls of the section are kept. Neutrino also accepts ``-`` in the name
+  (OpenAI's function names may hold one, and both references would drop such a call).
+* the call's id in the answer is the model's own (``functions.get_weather:0``), as vLLM
+  returns it: Kimi K2's chat template writes an assistant turn's calls back with their ids, and
+  the model was trained on ids of that form.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from neutrino.text.parsers.base import load_object
+from neutrino.text.parsers.base import CallIds, load_object
 from neutrino.text.parsers.sectioned import SectionedToolParser
 
 __all__ = [
@@ -37,6 +48,8 @@ SECTION_END: Final = "<|tool_calls_section_end|>"
 CALL_BEGIN: Final = "<|tool_call_begin|>"
 CALL_END: Final = "<|tool_call_end|>"
 ARG_BEGIN: Final = "<|tool_call_argument_begin|>"
+# functions.NAME:IDX (the prefix optional); NAME may hold dots, as in both references.
+_ID = re.compile(r"(?:functions\.)?([\w.\-]+):\d+")
 
 
 class KimiK2ToolParser(SectionedToolParser):
@@ -47,18 +60,27 @@ class KimiK2ToolParser(SectionedToolParser):
     call_begin = CALL_BEGIN
     call_end = CALL_END
 
-    __slots__ = ()
+    __slots__ = ("_ids",)
+
+    def __init__(
+        self, *, tools: Sequence[Mapping[str, Any]] | None = None, id_prefix: CallIds = "call_"
+    ) -> None:
+        # The model's own ids, in call order (``id_prefix`` is not used: see the docstring).
+        self._ids: list[str] = []
+        super().__init__(tools=tools, id_prefix=self._ids.__getitem__)
+
+    def _rejects(self, body: str) -> bool:
+        ident, sep, _ = body.partition(ARG_BEGIN)
+        return bool(sep) and _ID.fullmatch(ident.strip()) is None
 
     def _parse_call(self, body: str) -> tuple[str, dict[str, Any]] | None:
         ident, sep, args_text = body.partition(ARG_BEGIN)
         if not sep:
             return None
-        name = ident.strip()
-        base, colon, idx = name.rpartition(":")
-        if colon and idx.isdigit():
-            name = base
-        name = name.removeprefix("functions.")
-        if not name:
-            return None
+        ident = ident.strip()
+        m = _ID.fullmatch(ident)
         args = load_object(args_text)
-        return None if args is None else (name, args)
+        if m is None or args is None:
+            return None
+        self._ids.append(ident)
+        return m.group(1), args

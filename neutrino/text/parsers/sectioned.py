@@ -3,8 +3,9 @@
 Used by ``deepseek_v3`` and ``kimi_k2``. A subclass names its markers and parses one call
 body. Text outside sections is content, and so is stray non-whitespace text between the calls
 of a section; whitespace-only runs between/around calls are dropped. A call body that does not
-parse is content verbatim (with its call markers; section markers are never output). A call
-still open at the end of the stream is parsed as if closed.
+parse is content verbatim (with its call markers; section markers are never output), unless
+the subclass rejects it outright (:meth:`SectionedToolParser._rejects`): then it is dropped,
+neither call nor content. A call still open at the end of the stream is parsed as if closed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ class SectionedToolParser(SegmentedToolParser):
     @abc.abstractmethod
     def _parse_call(self, body: str) -> Call | None:
         """``(name, arguments)`` of the text between the call markers, or ``None``."""
+
+    def _rejects(self, body: str) -> bool:
+        """Whether the call ``body`` is dropped (neither call nor content); by default none."""
+        return False
 
     def _scan(self, out: Delta, buf: str) -> str:
         seg = self._segments
@@ -72,5 +77,8 @@ class SectionedToolParser(SegmentedToolParser):
     def _close(self, out: Delta, end: str) -> None:
         body = "".join(self._raw)
         self._state = _SECTION
+        if self._rejects(body):
+            self._end_block(out, [])
+            return
         call = self._parse_call(body)
         self._end_block(out, None if call is None else [call], (self.call_begin, body, end))

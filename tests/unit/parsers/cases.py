@@ -818,6 +818,7 @@ KIMI = [
         "",
         calls=[("get_weather", {"city": "Beijing"})],
         markers=KIMI_MARKERS,
+        ids=("functions.get_weather:0",),  # the model's own id, as vLLM returns it
     ),
     Case(
         "parallel-newlines",
@@ -828,6 +829,7 @@ KIMI = [
         "Checking both.",
         calls=[("get_weather", NESTED), ("get_time", {})],
         markers=KIMI_MARKERS,
+        ids=("functions.get_weather:0", "functions.get_time:1"),
     ),
     Case(
         "malformed-args",
@@ -845,6 +847,30 @@ KIMI = [
         "Done.",
         calls=[("get_weather", {})],
         markers=KIMI_MARKERS,
+        ids=("get_weather:1",),
+    ),
+    # vLLM's kimi_k2 parser and SGLang's KimiK2Detector match a call's id against
+    # [\w.]+:\d+ (vLLM: tool_call_regex in kimi_k2_tool_parser.py; SGLang: kimik2_detector.py);
+    # a call whose id has no ":INDEX" suffix is dropped, the others are kept.
+    Case(
+        "id-without-index",
+        "tool",
+        "kimi_k2",
+        f'{_KB}{_KCB}functions.get_weather.0{_KA}{{"city": "Oslo"}}{_KCE}{_KE}',
+        "",
+        markers=KIMI_MARKERS,
+    ),
+    Case(
+        "broken-id-among-valid",
+        "tool",
+        "kimi_k2",
+        f'Two of three.{_KB}{_KCB}functions.get_weather:0{_KA}{{"city": "Oslo"}}{_KCE}'
+        f'{_KCB}functions.get_weather.1{_KA}{{"city": "Rome"}}{_KCE}'
+        f'{_KCB}functions.get-time:2{_KA}{{"tz": "CET"}}{_KCE}{_KE}',
+        "Two of three.",
+        calls=[("get_weather", {"city": "Oslo"}), ("get-time", {"tz": "CET"})],
+        markers=KIMI_MARKERS,
+        ids=("functions.get_weather:0", "functions.get-time:2"),
     ),
     Case(
         "plain",

@@ -32,6 +32,7 @@ class Case:
     # False: malformed on purpose, markers may legitimately end up in the content
     wellformed: bool = True
     markers: tuple[str, ...] = ()
+    ids: tuple[str, ...] | None = None  # the calls' ids (None: call_0, call_1, ...)
 
 
 @dataclass
@@ -97,7 +98,7 @@ def check_expected(case: Case) -> Result:
     assert r.reasoning == case.reasoning
     assert [(n, json.loads(a)) for _, n, a in r.final_calls] == case.calls
     for i, (call_id, name, args) in enumerate(r.final_calls):
-        assert call_id == f"call_{i}"
+        assert call_id == (f"call_{i}" if case.ids is None else case.ids[i])
         assert args == json.dumps(json.loads(args), ensure_ascii=False)
         assert isinstance(json.loads(args), dict)
         assert r.calls[i] == (call_id, name, args)
