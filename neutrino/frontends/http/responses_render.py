@@ -1,0 +1,151 @@
+"""Sans-IO rendering of the Responses API's objects: the Response, its output items,
+its usage and its error.
+
+A response's output is, in order: a ``reasoning`` item (when the model's reasoning was
+split off), a ``message`` item (its text; present unless the answer is only function
+calls), then one ``function_call`` item per call. A streamed response builds the same
+items as it goes (``responses_stream``), so its ``response.completed`` carries what the
+same request answers unstreamed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.generation import Outcome
+from neutrino.pipeline.logprobs import TokenLogprob, chat_logprobs
+from neutrino.text.parsers import ToolCall
+
+# An error's ResponseError code (the spec's closed set): what the client can act on.
+_ERROR_CODES = {
+    ErrorKind.QUEUE_FULL: "rate_limit_exceeded",
+    ErrorKind.ENGINE_OVERLOADED: "rate_limit_exceeded",
+    ErrorKind.KEY_CONCURRENCY: "rate_limit_exceeded",
+    ErrorKind.BAD_REQUEST: "invalid_prompt",
+    ErrorKind.CONTEXT_LENGTH: "invalid_prompt",
+}
+
+
+def response_id(request_id: str) -> str:
+    """The Response's id for a request's (``resp-…`` -> ``resp_…``)."""
+    tail = request_id.partition("-")[2] or request_id
+    return "resp_" + tail
+
+
+def item_id(prefix: str, resp_id: str, index: int) -> str:
+    """An output item's id: its kind (``rs``, ``msg``, ``fc``), its response, its place."""
+    return f"{prefix}_{resp_id[5:]}_{index}"
+
+
+def logprob_entries(entries: list[TokenLogprob] | None) -> list[dict[str, Any]]:
+    return [] if not entries else list(chat_logprobs(entries)["content"])
+
+
+def reasoning_item(iid: str, text: str, status: str) -> dict[str, Any]:
+    return {
+        "type": "reasoning",
+        "id": iid,
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+        "status": status,
+    }
+
+
+def text_part(text: str, logprobs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs}
+
+
+def message_item(
+    iid: str, status: str, text: str | None, logprobs: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """A message item; ``text`` None: no content part yet (a streamed item just opened)."""
+    content = [] if text is None else [text_part(text, logprobs or [])]
+    return {"type": "message", "id": iid, "status": status, "role": "assistant", "content": content}
+
+
+def call_item(
+    iid: str, call: ToolCall, status: str, arguments: str | None = None
+) -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": iid,
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": call.arguments if arguments is None else arguments,
+        "status": status,
+    }
+
+
+def end_status(outcome: Outcome) -> str:
+    """The status of the item the answer ended in."""
+    return "incomplete" if outcome.finish_reason == "length" else "completed"
+
+
+def wants_message(text: str, outcome: Outcome) -> bool:
+    """Whether the output has a message item: text, or nothing else to show."""
+    return bool(text) or not outcome.tool_calls
+
+
+def output_items(resp_id: str, text: str, outcome: Outcome) -> list[dict[str, Any]]:
+    """A finished answer's output items (as its stream builds them)."""
+    items: list[dict[str, Any]] = []
+    message = wants_message(text, outcome)
+    if outcome.reasoning:
+        status = "completed" if message else end_status(outcome)
+        items.append(reasoning_item(item_id("rs", resp_id, 0), outcome.reasoning, status))
+    if message:
+        iid = item_id("msg", resp_id, len(items))
+        items.append(
+            message_item(iid, end_status(outcome), text, logprob_entries(outcome.logprobs))
+        )
+    for call in outcome.tool_calls:
+        items.append(call_item(item_id("fc", resp_id, len(items)), call, "completed"))
+    return items
+
+
+def usage(outcome: Outcome) -> dict[str, Any]:
+    return {
+        "input_tokens": outcome.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": outcome.cached_tokens, "cache_write_tokens": 0},
+        "output_tokens": outcome.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": outcome.reasoning_tokens or 0},
+        "total_tokens": outcome.prompt_tokens + outcome.completion_tokens,
+    }
+
+
+def response_error(err: NeutrinoError) -> dict[str, Any]:
+    return {"code": _ERROR_CODES.get(err.kind, "server_error"), "message": err.message}
+
+
+def response_object(
+    echo: dict[str, Any],
+    resp_id: str,
+    created_at: int,
+    model: str,
+    output: list[dict[str, Any]],
+    outcome: Outcome | None = None,
+    error: NeutrinoError | None = None,
+) -> dict[str, Any]:
+    """The Response: in progress (no outcome, no error), failed (``error``), or ended as
+    ``outcome`` says (completed, or incomplete when cut by max_output_tokens)."""
+    if error is not None:
+        status = "failed"
+    elif outcome is None:
+        status = "in_progress"
+    else:
+        status = "incomplete" if outcome.finish_reason == "length" else "completed"
+    return {
+        "id": resp_id,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "completed_at": int(time.time()) if status == "completed" else None,
+        "error": None if error is None else response_error(error),
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "model": model,
+        "output": output,
+        "usage": None if outcome is None else usage(outcome),
+        **echo,
+    }
