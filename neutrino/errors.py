@@ -133,6 +133,13 @@ class NeutrinoError(Exception):
             }
         }
 
+    def anthropic_body(self) -> dict[str, Any]:
+        """The ``{"type": "error", "error": {...}}`` object of Anthropic's Messages API."""
+        return {
+            "type": "error",
+            "error": {"type": ANTHROPIC_TYPES[self.kind], "message": self.message},
+        }
+
     def fresh(self) -> NeutrinoError:
         """A copy to raise, for an error that an object keeps (a request's ending).
 
@@ -144,6 +151,33 @@ class NeutrinoError(Exception):
 
     def __repr__(self) -> str:
         return f"NeutrinoError({self.kind.name}, {self.message!r}, param={self.param!r})"
+
+
+# The error ``type`` of Anthropic's API for each kind (its status stays the kind's own:
+# Anthropic answers an overloaded server with 529, Neutrino with the kind's 429 or 503).
+ANTHROPIC_TYPES: dict[ErrorKind, str] = {
+    ErrorKind.BAD_REQUEST: "invalid_request_error",
+    ErrorKind.CONTEXT_LENGTH: "invalid_request_error",
+    ErrorKind.UNSUPPORTED: "invalid_request_error",
+    ErrorKind.UNAUTHENTICATED: "authentication_error",
+    ErrorKind.PERMISSION_DENIED: "permission_error",
+    ErrorKind.NOT_FOUND: "not_found_error",
+    ErrorKind.MODEL_NOT_FOUND: "not_found_error",
+    ErrorKind.METHOD_NOT_ALLOWED: "invalid_request_error",
+    ErrorKind.REQUEST_TIMEOUT: "timeout_error",
+    ErrorKind.PAYLOAD_TOO_LARGE: "request_too_large",
+    ErrorKind.UNSUPPORTED_MEDIA_TYPE: "invalid_request_error",
+    ErrorKind.QUEUE_FULL: "rate_limit_error",
+    ErrorKind.ENGINE_OVERLOADED: "overloaded_error",
+    ErrorKind.KEY_CONCURRENCY: "rate_limit_error",
+    ErrorKind.INTERNAL: "api_error",
+    ErrorKind.ENGINE_ERROR: "api_error",
+    ErrorKind.ENGINE_DISCONNECTED: "api_error",
+    ErrorKind.NO_ENGINE: "overloaded_error",
+    ErrorKind.SHUTTING_DOWN: "overloaded_error",
+    ErrorKind.TIMEOUT: "timeout_error",
+    ErrorKind.CANCELLED: "api_error",
+}
 
 
 class ClientTooSlow(NeutrinoError):

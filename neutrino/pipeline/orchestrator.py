@@ -189,15 +189,7 @@ class Orchestrator:
             self.keys.admit(req.principal, req.model, req.n)
             counted = True
             info = self._model_info(req.model)
-            if req.images and not info.can(Capability.VISION):
-                raise NeutrinoError(
-                    ErrorKind.BAD_REQUEST,
-                    f"the model {req.model!r} does not accept images",
-                    param="messages",
-                )
-            text = self.texts.cached(req.model)
-            if text is None:
-                text = await asyncio.to_thread(self.texts.get, req.model)
+            text = await self._model_text(req, info)
             prompt = await self._prompt_ids(req, text, info.context_length, obs)
             sampling = self._sampling(req, text, info, len(prompt))
             timeout = req.timeout_s or self.cfg.limits.request_timeout_s
@@ -249,6 +241,24 @@ class Orchestrator:
             raise self._abort(
                 req.request_id, req.model, lifecycle, admitted, exc, req.principal, counted, obs
             ) from None
+
+    async def count_prompt(self, req: GenerateRequest) -> int:
+        """The number of tokens of ``req``'s prompt, templated and tokenized as
+        :meth:`start` does it (no engine is asked; the key must allow the model)."""
+        if self.draining:
+            raise _shutting_down()
+        principal = req.principal
+        if principal is not None and not principal.allows(req.model):
+            raise NeutrinoError(
+                ErrorKind.PERMISSION_DENIED,
+                f"this API key may not use the model {req.model[:128]!r}",
+                param="model",
+                code="model_not_allowed",
+            )
+        info = self._model_info(req.model)
+        text = await self._model_text(req, info)
+        obs = Observed(req.protocol, req.kind, 0)
+        return len(await self._prompt_ids(req, text, info.context_length, obs))
 
     async def call(
         self,
@@ -459,6 +469,19 @@ class Orchestrator:
         raise NeutrinoError(
             ErrorKind.MODEL_NOT_FOUND, f"the model {model!r} does not exist", param="model"
         )
+
+    async def _model_text(self, req: GenerateRequest, info: ModelInfo) -> ModelText:
+        """The served model's text layer (its template and tokenizer) for ``req``."""
+        if req.images and not info.can(Capability.VISION):
+            raise NeutrinoError(
+                ErrorKind.BAD_REQUEST,
+                f"the model {req.model!r} does not accept images",
+                param="messages",
+            )
+        text = self.texts.cached(req.model)
+        if text is None:
+            text = await asyncio.to_thread(self.texts.get, req.model)
+        return text
 
     async def _prompt_ids(
         self, req: GenerateRequest, text: ModelText, ctx: int, obs: Observed

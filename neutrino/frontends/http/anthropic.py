@@ -1,22 +1,101 @@
-"""Placeholder: the routes of this API are being written (issue 17)."""
+"""Anthropic's Messages API: ``POST /v1/messages`` (streamed and not) and
+``POST /v1/messages/count_tokens``.
+
+A Messages request becomes the pipeline's chat request (``anthropic_parse``), runs as
+any other, and is answered in Anthropic's shapes (``anthropic_render``,
+``anthropic_stream``), its errors included. The ``anthropic-version`` and
+``anthropic-beta`` headers are accepted and not read: the API served is the one
+``anthropic_parse`` documents, whatever version a client names.
+"""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from neutrino.config import Config
+from neutrino.errors import NeutrinoError
+from neutrino.frontends.http.anthropic_parse import parse_count, parse_messages
+from neutrino.frontends.http.anthropic_render import error_body, error_events, message
+from neutrino.frontends.http.anthropic_stream import MessageWriter
+from neutrino.frontends.http.exchange import AiohttpExchange, Exchange
+from neutrino.frontends.http.generate import StartPush, admit, run_all, run_stream
+from neutrino.frontends.http.guard import guarded
+from neutrino.frontends.http.sse import SSEStream
+from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.orchestrator import Orchestrator
+from neutrino.pipeline.request import GenerateRequest
+
+log = logging.getLogger("neutrino.http")
+
+MESSAGES = "/v1/messages"
+COUNT_TOKENS = "/v1/messages/count_tokens"
+# The metric label of a Messages request: what it asks for is a chat generation.
+ROUTE = "chat"
+
+Handler = Callable[[Exchange], Awaitable[None]]
 
 
 class AnthropicRoutes:
     def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
         self.orch = orchestrator
+        self._keepalive = cfg.http.sse_keepalive_s
 
     def register(self, app: web.Application) -> None:
-        pass
+        app.router.add_post(MESSAGES, guarded(self._aiohttp(self.messages)))
+        app.router.add_post(COUNT_TOKENS, guarded(self._aiohttp(self.count_tokens)))
 
     def fast_routes(self) -> dict[bytes, Callable[[Any], Awaitable[None]]]:
-        return {}
+        """The same routes for the lean HTTP/1.1 server (path -> handler of an Exchange)."""
+        return {MESSAGES.encode(): self.messages, COUNT_TOKENS.encode(): self.count_tokens}
+
+    def _aiohttp(self, handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def serve(request: web.Request) -> web.StreamResponse:
+            ex = AiohttpExchange(request, self.orch.cfg.limits.send_timeout_s)
+            await handler(ex)
+            assert ex.response is not None
+            return ex.response
+
+        return serve
+
+    async def messages(self, ex: Exchange) -> None:
+        """Answer one Messages request on ``ex``, streamed or not."""
+        received = time.monotonic_ns()
+        try:
+            req = await admit(ex, self.orch, parse_messages, "msg", received)
+            log.debug("messages request for %s (stream: %s)", req.model, req.stream)
+            stops = frozenset(req.stop)
+            if req.stream:
+                start = self._start_push(stops)
+                await run_stream(ex, self.orch, req, start, self._keepalive, error_events)
+                return
+            gens, results = await run_all(self.orch, req)
+            text, outcome = results[0]
+            ex.reply(200, orjson.dumps(message(gens[0], text, outcome, stops)))
+        except NeutrinoError as err:
+            self.orch.observe.refused("http", ROUTE, err)
+            ex.fail(err, error_body(err))
+
+    async def count_tokens(self, ex: Exchange) -> None:
+        """``{"input_tokens": N}``: the prompt's length as generation counts it."""
+        try:
+            req: GenerateRequest = await admit(
+                ex, self.orch, parse_count, "msgcount", time.monotonic_ns()
+            )
+            count = await self.orch.count_prompt(req)
+            ex.reply(200, orjson.dumps({"input_tokens": count}))
+        except NeutrinoError as err:
+            ex.fail(err, error_body(err))
+
+    def _start_push(self, stops: frozenset[str]) -> StartPush:
+        def start(stream: SSEStream, gens: list[Generation]) -> None:
+            writer = MessageWriter(stream, stops)
+            writer.open(gens[0])
+            gens[0].push_to(writer)
+
+        return start
