@@ -33,6 +33,13 @@ class ServerConfig:
     # Processes serving the same listeners (SO_REUSEPORT), each with its own engine
     # connections, under one supervisor that restarts a worker that dies.
     workers: int = 1
+    # HOST:PORT (UDP) of the HTTP/3 listener; "" turns HTTP/3 off.
+    quic_address: str = "127.0.0.1:51056"
+    # PEM certificate (chain) and key for HTTP/3; unset: a self-signed pair kept in
+    # tls_dir ("" = ~/.local/state/neutrino/tls), its fingerprint logged at start.
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_dir: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,6 +346,8 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
 
 def _checked(cfg: Config) -> Config:
     """What no single value can say: values that must agree with each other."""
+    if cfg.server.quic_address:
+        split_address(cfg.server.quic_address, "[server].quic_address")
     link = cfg.engine_link
     if link.backoff_max_s < link.backoff_initial_s:
         raise ConfigError(
@@ -376,6 +385,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="TOML config file (default: $NEUTRINO_CFG)")
     p.add_argument("--http-address", help="HOST:PORT for the OpenAI HTTP API")
     p.add_argument("--grpc-address", help="HOST:PORT for the gRPC API")
+    p.add_argument("--quic-address", help='HOST:PORT (UDP) for HTTP/3 ("" = off)')
     p.add_argument(
         "--engine",
         action="append",
@@ -418,6 +428,10 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         server = replace(server, workers=check("server.workers", args.workers, "--workers"))
     if args.no_uvloop:
         server = replace(server, uvloop=False)
+    if args.quic_address is not None:
+        if args.quic_address:
+            split_address(args.quic_address, "--quic-address")
+        server = replace(server, quic_address=args.quic_address)
     cfg = replace(cfg, server=server)
     if args.engine:
         engines = [

@@ -51,7 +51,7 @@ def run_neutrino(
     instead is killed after ``timeout`` (subprocess.TimeoutExpired)."""
     environ = {**_env(), "TMPDIR": str(tmpdir), **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "neutrino", *args],
+        [sys.executable, "-m", "neutrino", "--quic-address", "", *args],  # HTTP/3 off unless asked
         cwd=REPO,
         env=environ,
         capture_output=True,
@@ -167,6 +167,8 @@ class NeutrinoProc:
             "127.0.0.1:0",
             "--metrics-address",
             "127.0.0.1:0",
+            "--quic-address",  # HTTP/3 off; a test that wants it passes 127.0.0.1:0 after this
+            "",
             *self.args,
         ]
         if self.config is not None:
@@ -189,6 +191,15 @@ class NeutrinoProc:
                 self.stop()
                 raise TimeoutError(f"neutrino did not become ready: {self.log()}")
             time.sleep(0.05)
+
+    def quic_port(self) -> int:
+        """The UDP port HTTP/3 listens on (from the start-up log: ``--quic-address
+        127.0.0.1:0`` picks a free one)."""
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            _, found, rest = line.partition("Neutrino HTTP/3 listening on udp ")
+            if found:
+                return int(rest.rpartition(":")[2])
+        raise AssertionError(f"HTTP/3 is not listening: {self.log()}")
 
     def status_code(self) -> int | None:
         try:

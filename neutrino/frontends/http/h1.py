@@ -77,15 +77,32 @@ class _Date:
 
 _DATE = _Date()
 
+# The Alt-Svc header that advertises HTTP/3 on every response ("": HTTP/3 is off).
+_alt_svc = ""
+_alt_svc_line = b""
+
+
+def advertise_h3(value: str) -> None:
+    """Set the Alt-Svc value of every HTTP/1.1 response (the QUIC listener, once bound)."""
+    global _alt_svc, _alt_svc_line
+    _alt_svc = value
+    _alt_svc_line = b"Alt-Svc: %b\r\n" % value.encode() if value else b""
+
+
+def alt_svc() -> str:
+    """The Alt-Svc value advertised ("" when none)."""
+    return _alt_svc
+
 
 def response_head(status: int, headers: bytes, close: bool) -> bytes:
     """Status line and headers (``headers``: pre-rendered lines) up to the blank line."""
-    return b"HTTP/1.1 %d %b\r\n%b%b%b%b\r\n" % (
+    return b"HTTP/1.1 %d %b\r\n%b%b%b%b%b\r\n" % (
         status,
         _REASONS.get(status, b"Unknown"),
         headers,
         _DATE.line(),
         _SERVER,
+        _alt_svc_line,
         b"Connection: close\r\n" if close else b"",
     )
 

@@ -53,6 +53,7 @@ def build_app(
     app = web.Application(client_max_size=cfg.limits.max_body_bytes)
     app[REFUSALS] = orchestrator.observe.refused
     app.on_response_prepare.append(_echo_request_id)
+    app.on_response_prepare.append(_advertise_h3)
     fast: dict[bytes, Callable[[Any], Awaitable[None]]] = {}
     # The generation routes of each API: served by the lean HTTP/1.1 server (and
     # HTTP/3) through their Exchange handlers, by aiohttp when the fast path is off.
@@ -78,6 +79,19 @@ async def _echo_request_id(request: web.Request, response: web.StreamResponse) -
         rid = client_request_id(request.headers.get("X-Request-Id", ""))
         if rid:
             response.headers["X-Request-Id"] = rid
+
+
+async def _advertise_h3(request: web.Request, response: web.StreamResponse) -> None:
+    """Alt-Svc on every answer while the HTTP/3 listener is on (as the lean server's)."""
+    value = h1.alt_svc()
+    if value:
+        response.headers["Alt-Svc"] = value
+
+
+def fast_routes(app: web.Application) -> dict[bytes, Callable[[Any], Awaitable[None]]]:
+    """The generation routes' Exchange handlers (path -> handler), for HTTP/3."""
+    routes: dict[bytes, Callable[[Any], Awaitable[None]]] = app[_FAST_ROUTES]
+    return routes
 
 
 def _key_check(keys: KeyRing) -> h1.AdmitHead:
