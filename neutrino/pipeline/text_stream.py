@@ -34,6 +34,7 @@ class TextStream:
         "_reported_ids",
         "_stop",
         "_stop_ids",
+        "_tok",
         "completion_tokens",
         "finish_reason",
         "shown",
@@ -55,6 +56,7 @@ class TextStream:
         model's own end of sequence."""
         # Output parsers need the special-token markers (e.g. [TOOL_CALLS], <|channel|>).
         self._detok = Detokenizer(tokenizer, skip_special=skip_special)
+        self._tok = tokenizer
         self._stop = StopMatcher(stops) if stops else None
         self._stop_ids = stop_token_ids
         self._reported_ids = reported_ids
@@ -97,6 +99,19 @@ class TextStream:
                 text += self._stop.matched
         return text
 
+    def _cut_tail(self, tokens: list[int], dropped: int) -> int:
+        """Cut by the token limit inside a multi-byte character: its bytes so far are not
+        shown (no U+FFFD), and the frame's last tokens that held only those bytes report
+        no logprobs; they still count. Returns how many of ``tokens`` that is."""
+        hidden = 0
+        for token_id in reversed(tokens):
+            size = len(self._tok.token_bytes(token_id))
+            if size > dropped:
+                break
+            dropped -= size
+            hidden += 1
+        return hidden
+
     def feed(self, result: TextResult) -> str:
         """Text made visible by ``result``; sets ``finish_reason`` when the stream ends."""
         tokens = result.tokens
@@ -127,7 +142,9 @@ class TextStream:
             text = self._detok.feed(tokens) if tokens else ""
         except InvalidTokenId as exc:
             raise _undecodable(exc) from None
-        if final:
+        if final and result.finish_reason is FinishReason.LENGTH and self._detok.pending_bytes:
+            self.shown -= self._cut_tail(tokens, self._detok.drop())
+        elif final:
             text += self._detok.finish()
         if self._stop is not None:
             text = self._stopped(text)

@@ -102,6 +102,12 @@ class Detokenizer:
         self._pending = b""
         return self._stripped(text) if self._strip else text
 
+    def drop(self) -> int:
+        """Discard held-back bytes (the stream was cut inside a character); how many."""
+        n = len(self._pending)
+        self._pending = b""
+        return n
+
     def _stripped(self, text: str) -> str:
         if text:
             self._strip = False

@@ -53,13 +53,16 @@ TOOLS: list[dict[str, Any]] = [
 ]
 RULES: list[dict[str, Any]] = [
     {"match": "parity-plain", "reply": "Hello from every protocol: ünïcödé 你好 ✓."},
-    {"match": "parity-think", "reply": "<think>Weigh it: 6 × 7.</think>The answer is 42."},
+    {"match": "parity-think", "reply": "<think>Weigh it: 6 ⋅ 7 ≠ 41.</think>The answer is 42."},
     {
         "match": "parity-tool",
         "reply": 'Checking.<tool_call>\n{"name": "lookup", "arguments": {"city": "Zürich"}}'
         "\n</tool_call>",
     },
     {"match": "parity-stop", "reply": "alpha beta HALT gamma delta"},
+    # Cut by max_tokens inside 🫠 (three byte-level tokens): no broken character shown.
+    {"match": "parity-melt-think", "reply": "<think>hm 🫠</think>ok"},
+    {"match": "parity-melt", "reply": "ok 🫠 done"},
     {"match": "parity-drop", "fault": "drop", "fault_after": 3},
     {"match": "parity-stall", "fault": "stall", "fault_after": 2},
 ]
@@ -175,6 +178,8 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     ),
     "stop": (chat("parity-stop", stop=["HALT"]), ALL),
     "length": (chat("parity-plain", max_tokens=3), ALL),
+    "cut-character": (chat("parity-melt", max_tokens=3, logprobs=True), ALL),
+    "cut-character-reasoning": (chat("parity-melt-think", max_tokens=4), ALL),
     "unknown-model": ({**chat("parity-plain"), "model": "no-such-model"}, ALL),
     "bad-input": (chat("parity-plain", max_tokens=-5), ALL),
     "engine-loss": (chat("parity-drop"), ALL),
@@ -221,7 +226,7 @@ async def test_the_cases_say_what_they_test(stack: Stack) -> None:
     cannot pass)."""
     got = {name: await http_chat(stack, body) for name, (body, _) in CASES.items()}
     assert got["plain"].one.text == "Hello from every protocol: ünïcödé 你好 ✓."
-    assert got["reasoning"].one.reasoning == "Weigh it: 6 × 7."
+    assert got["reasoning"].one.reasoning == "Weigh it: 6 ⋅ 7 ≠ 41."
     assert got["reasoning"].one.text == "The answer is 42."
     assert got["tools-auto"].one.calls == [("lookup", {"city": "Zürich"})]
     assert got["tools-auto"].one.finish == "tool_calls"
@@ -233,6 +238,11 @@ async def test_the_cases_say_what_they_test(stack: Stack) -> None:
     assert set(json.loads(got["structured"].one.text)) == {"name", "size"}
     assert got["stop"].one.text == "alpha beta " and got["stop"].one.finish == "stop"
     assert got["length"].one.finish == "length" and got["length"].completion_tokens == 3
+    cut = got["cut-character"]
+    assert (cut.one.text, cut.one.finish, cut.completion_tokens) == ("ok ", "length", 3)
+    assert [t for t, _, _ in cut.one.logprobs or []] == ["ok", " \ufffd"]  # "\xab": none
+    cut = got["cut-character-reasoning"]
+    assert (cut.one.reasoning, cut.one.text, cut.completion_tokens) == ("hm ", "", 4)
     assert got["unknown-model"].error == frozenset({"MODEL_NOT_FOUND"})
     assert got["bad-input"].error == frozenset({"BAD_REQUEST"})
     assert got["engine-loss"].error is not None

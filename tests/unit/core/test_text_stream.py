@@ -86,3 +86,38 @@ def test_stop_reason_follows_vllm(end_id: int, reported: frozenset[int], expecte
     assert text == TOK.decode(IDS[:3])  # the end token is counted, never shown
     assert (stream.finish_reason, stream.stop_reason) == ("stop", expected)
     assert stream.completion_tokens == 4
+
+
+# Issue 18, item 5: an answer cut by max_tokens inside a multi-byte character. vLLM's
+# incremental detokenizer holds back an incomplete UTF-8 tail until the next token completes
+# it; at the token limit no token comes, so nothing broken may be shown: no U+FFFD.
+MELT = TOK.encode("ok 🫠")  # "ok", " \xf0\x9f", "\xab", "\xa0": 🫠 spans three tokens
+
+
+@pytest.mark.parametrize("cut", [1, 2])  # tokens of the emoji generated before the limit
+def test_a_length_stop_inside_a_character_shows_no_broken_character(cut: int) -> None:
+    emoji_at = len(MELT) - 3
+    ids = MELT[: emoji_at + cut]
+    lps = [-0.5] * len(ids)
+    stream = TextStream(TOK, [], frozenset())
+    text = stream.feed(TextResult(ids, FinishReason.LENGTH, logprobs=lps))
+    assert text == "ok " and "\ufffd" not in text
+    assert stream.finish_reason == "length"
+    assert stream.completion_tokens == len(ids)  # every generated token counts
+    # Tokens that held only the cut character's bytes report no logprobs; the first of
+    # the emoji's tokens also carries the space, which is shown.
+    assert stream.shown == emoji_at + 1
+
+
+def test_a_length_stop_on_a_whole_character_shows_it() -> None:
+    stream = TextStream(TOK, [], frozenset())
+    assert stream.feed(TextResult(MELT, FinishReason.LENGTH)) == "ok 🫠"
+    assert stream.shown == len(MELT)
+
+
+def test_an_end_token_after_a_broken_character_still_shows_the_replacement() -> None:
+    """Only the token limit cuts: a model that ends its own text on a broken character
+    wrote it (as bytes.decode with "replace" reads it)."""
+    stream = TextStream(TOK, [], frozenset({151645}))
+    text = stream.feed(TextResult([*MELT[:-1], 151645], FinishReason.STOP, stop_token_id=151645))
+    assert text == "ok \ufffd"
