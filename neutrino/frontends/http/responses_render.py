@@ -136,7 +136,7 @@ def response_object(
         status = "in_progress"
     else:
         status = "incomplete" if outcome.finish_reason == "length" else "completed"
-    return {
+    resp = {
         "id": resp_id,
         "object": "response",
         "created_at": created_at,
@@ -146,6 +146,8 @@ def response_object(
         "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
         "model": model,
         "output": output,
-        "usage": None if outcome is None else usage(outcome),
         **echo,
     }
+    if outcome is not None:  # the spec's usage is an object or absent, never null
+        resp["usage"] = usage(outcome)
+    return resp
