@@ -109,7 +109,7 @@ def post(server: NeutrinoProc, body: dict[str, Any]) -> tuple[int, bytes]:
 def wire_events(raw: bytes) -> list[dict[str, Any]]:
     """The events of a raw stream, each checked: its ``event:`` line names its type, its
     sequence number is the next one, it fits the spec's ResponseStreamEvent."""
-    events = []
+    events: list[dict[str, Any]] = []
     for block in raw.decode().split("\n\n"):
         lines = [line for line in block.splitlines() if not line.startswith(":")]
         if not lines:
@@ -153,20 +153,18 @@ def test_item_input_and_instructions(client: openai.OpenAI) -> None:
     assert r.output_text == "Instructed." and r.instructions == "INSTRUCTIONS-MARKER: be terse."
     # Every kind of message item reaches the prompt: system, developer, an earlier
     # assistant turn (output_text parts), easy messages with string content.
-    r = client.responses.create(
-        model=MODEL,
-        input=[
-            {"role": "system", "content": "You are terse."},
-            {"role": "developer", "content": [{"type": "input_text", "text": "Be kind."}]},
-            {"role": "user", "content": "First question"},
-            {
-                "type": "message",
-                "role": "assistant",
-                "content": [{"type": "output_text", "text": "EARLIER-ASSISTANT-TURN"}],
-            },
-            {"type": "message", "role": "user", "content": "And now?"},
-        ],
-    )
+    items: Any = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "developer", "content": [{"type": "input_text", "text": "Be kind."}]},
+        {"role": "user", "content": "First question"},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "EARLIER-ASSISTANT-TURN"}],
+        },
+        {"type": "message", "role": "user", "content": "And now?"},
+    ]
+    r = client.responses.create(model=MODEL, input=items)
     assert r.output_text == "Seen the earlier turn."
 
 
@@ -352,7 +350,9 @@ def test_max_output_tokens_is_incomplete(
     validate(sdk_json(r), "Response")
     assert r.status == "incomplete" and r.incomplete_details is not None
     assert r.incomplete_details.reason == "max_output_tokens"
-    assert r.usage is not None and r.usage.output_tokens == 5 and r.output[0].status == "incomplete"
+    [msg] = r.output
+    assert msg.type == "message" and msg.status == "incomplete"
+    assert r.usage is not None and r.usage.output_tokens == 5
     status, raw = post(
         stack[1],
         {"model": MODEL, "input": "Tell me a story", "max_output_tokens": 5, "stream": True},
@@ -360,6 +360,29 @@ def test_max_output_tokens_is_incomplete(
     last = wire_events(raw)[-1]
     assert status == 200 and last["type"] == "response.incomplete"
     assert last["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+
+
+def test_logprobs(client: openai.OpenAI) -> None:
+    kw: Any = {
+        "model": MODEL,
+        "input": "Say hello",
+        "top_logprobs": 2,
+        "include": ["message.output_text.logprobs"],
+    }
+    r = client.responses.create(**kw)
+    validate(sdk_json(r), "Response")
+    [msg] = r.output
+    assert msg.type == "message"
+    lps = msg.content[0].logprobs
+    assert lps and "".join(lp.token for lp in lps) == HELLO
+    assert all(len(lp.top_logprobs) == 2 for lp in lps) and r.top_logprobs == 2
+    streamed = [
+        sdk_json(lp)
+        for e in client.responses.create(**kw, stream=True)
+        if e.type == "response.output_text.delta"
+        for lp in e.logprobs
+    ]
+    assert streamed == [sdk_json(lp) for lp in lps]
 
 
 def test_previous_response_id_needs_the_store(client: openai.OpenAI) -> None:
