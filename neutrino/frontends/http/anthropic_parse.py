@@ -74,6 +74,9 @@ def _parse(body: Any, limits: LimitsConfig, *, generate: bool) -> GenerateReques
     thinking = body.get("thinking")
     if thinking is not None:
         chat["chat_template_kwargs"] = thinking_kwargs(thinking)
+    output = body.get("output_config")
+    if output is not None:
+        _output_config(output, chat, generate)
     try:
         return parse_chat(chat, limits)
     except NeutrinoError as err:
@@ -94,7 +97,7 @@ def _generation_fields(body: dict[str, Any], chat: dict[str, Any]) -> None:
         if not is_num(temperature) or not 0.0 <= temperature <= 1.0:
             raise bad_request("temperature must be a number between 0 and 1", "temperature")
         chat["temperature"] = temperature
-    for key in ("top_p", "top_k", "stream"):
+    for key in ("top_p", "top_k", "stream", "seed"):  # seed: Neutrino's extension
         if body.get(key) is not None:
             chat[key] = body[key]
     stops = body.get("stop_sequences")
@@ -111,6 +114,37 @@ def _generation_fields(body: dict[str, Any], chat: dict[str, Any]) -> None:
             if not isinstance(user, str):
                 raise bad_request("metadata.user_id must be a string", "metadata.user_id")
             chat["user"] = user
+
+
+_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
+
+
+def _output_config(output: Any, chat: dict[str, Any], generate: bool) -> None:
+    """``effort`` (the template's ``reasoning_effort``, as the OpenAI route's) and
+    ``format`` (a JSON schema the answer follows: a strict ``response_format``)."""
+    if not isinstance(output, dict):
+        raise bad_request("output_config must be an object", "output_config")
+    effort = output.get("effort")
+    if effort is not None:
+        if effort not in _EFFORTS:
+            raise bad_request(
+                "output_config.effort must be one of low, medium, high, xhigh, max",
+                "output_config.effort",
+            )
+        chat["reasoning_effort"] = _EFFORTS[effort]
+    form = output.get("format")
+    if form is None or not generate:
+        return
+    kind, schema = (form.get("type"), form.get("schema")) if isinstance(form, dict) else (0, 0)
+    if kind != "json_schema" or not isinstance(schema, dict):
+        raise bad_request(
+            "output_config.format must be {'type': 'json_schema', 'schema': {...}}",
+            "output_config.format",
+        )
+    chat["response_format"] = {
+        "type": "json_schema",
+        "json_schema": {"name": "output", "schema": schema, "strict": True},
+    }
 
 
 def thinking_kwargs(thinking: Any) -> dict[str, Any]:
@@ -385,7 +419,8 @@ _PATH = re.compile(r"messages\[(\d+)\](?:\.content\[(\d+)\])?")
 
 def _in_anthropic_terms(err: NeutrinoError, origins: Origins) -> NeutrinoError:
     """``err`` with the translated body's message paths (``messages[k].content[p]``)
-    given as the client's own (the system prompt and tool results move messages)."""
+    given as the client's own (the system prompt and tool results move messages), and
+    its message naming the field (Anthropic's error object has no ``param``)."""
 
     def where(m: re.Match[str]) -> str:
         k = int(m.group(1))
@@ -402,6 +437,8 @@ def _in_anthropic_terms(err: NeutrinoError, origins: Origins) -> NeutrinoError:
 
     message = _PATH.sub(where, err.message)
     param = None if err.param is None else _PATH.sub(where, err.param)
+    if param is not None and param not in message:
+        message = f"{param}: {message}"
     if message == err.message and param == err.param:
         return err
     return NeutrinoError(err.kind, message, param=param, code=err.code)
