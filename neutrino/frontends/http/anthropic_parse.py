@@ -194,12 +194,15 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
         schema = tool.get("input_schema")
         if not isinstance(schema, dict):
             raise bad_request(f"{where}.input_schema must be an object", f"{where}.input_schema")
-        function: dict[str, Any] = {"name": name, "parameters": schema}
+        # OpenAI's order (name, description, parameters): the templates render the
+        # tools as JSON, so the same tools give the same prompt over either API.
+        function: dict[str, Any] = {"name": name}
         description = tool.get("description")
         if description is not None:
             if not isinstance(description, str):
                 raise bad_request(f"{where}.description must be a string", where)
             function["description"] = description
+        function["parameters"] = schema
         out.append({"type": "function", "function": function})
     return out
 
