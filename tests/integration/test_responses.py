@@ -4,6 +4,8 @@ spec (``Response``, ``ResponseStreamEvent``)."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import time
 import urllib.request
@@ -15,12 +17,14 @@ import jsonschema
 import openai
 import pydantic
 import pytest
+from PIL import Image
 
 from tests.support.openapi import validate
 from tests.support.procs import MockIE, NeutrinoProc
 
 MODEL = "qwen2.5-mock"
 R1 = "deepseek-r1-distill-qwen-mock"
+VLM = "qwen2.5-vl-mock"
 HELLO = "Hello! Grüße 你好 😀"
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 THOUGHT, ANSWER = "The user says hi; answer briefly.\n", "\n\nHello! 你好"
@@ -68,6 +72,7 @@ def _mock(work: Path) -> MockIE:
     script = work / "rules.json"
     script.write_text(json.dumps({"rules": RULES}))
     models = ["--model", f"{MODEL}:qwen2:32768", "--model", f"{R1}:deepseek-r1-distill-qwen:32768"]
+    models += ["--model", f"{VLM}:qwen2:32768:generate+vision"]
     return MockIE(work, "--script", str(script), *models).start()
 
 
@@ -166,6 +171,22 @@ def test_item_input_and_instructions(client: openai.OpenAI) -> None:
     ]
     r = client.responses.create(model=MODEL, input=items)
     assert r.output_text == "Seen the earlier turn."
+
+
+def data_uri(fmt: str, size: tuple[int, int]) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", size, (200, 30, 30)).save(buf, format=fmt)
+    return f"data:image/{fmt.lower()};base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def test_input_images_reach_the_engine(client: openai.OpenAI) -> None:
+    parts: Any = [
+        {"type": "input_text", "text": "What is in these images?"},
+        {"type": "input_image", "image_url": data_uri("PNG", (64, 32)), "detail": "auto"},
+        {"type": "input_image", "image_url": data_uri("JPEG", (20, 10)), "detail": "low"},
+    ]
+    r = client.responses.create(model=VLM, input=[{"role": "user", "content": parts}])
+    assert r.output_text == "I see 2 image(s): 64x32 image/png, 20x10 image/jpeg."
 
 
 def test_stream_equals_non_stream(client: openai.OpenAI) -> None:
