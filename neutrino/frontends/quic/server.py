@@ -72,6 +72,9 @@ class Http3Server:
         return config
 
     async def start(self) -> None:
+        quic_log = logging.getLogger("quic")  # aioquic's: a few lines per connection
+        if quic_log.level == logging.NOTSET and not log.isEnabledFor(logging.DEBUG):
+            quic_log.setLevel(logging.WARNING)
         host, port = split_address(self.address, "[server] quic_address")
         config = self._configuration(host)
         create = functools.partial(H3Protocol, settings=self.settings)

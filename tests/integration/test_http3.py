@@ -1,0 +1,273 @@
+"""HTTP/3 over QUIC: a real Neutrino process and mock_ie, through an aioquic client
+(``neutrino.loadgen.h3``), with the answers compared to HTTP/1.1's."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neutrino.loadgen.h3 import H3Client, H3Error, H3Response
+from tests.support.procs import MockIE, NeutrinoProc, serving
+
+MODEL = "qwen2.5-mock"
+MAX_BODY = 65536
+BUFFER = 16384  # [limits] stream_buffer_bytes: what a client may leave unread
+JSON = {"content-type": "application/json"}
+
+
+class Stack:
+    def __init__(self, mock: MockIE, server: NeutrinoProc, tls_dir: Path) -> None:
+        self.mock = mock
+        self.server = server
+        self.tls_dir = tls_dir
+        self.port = server.quic_port()
+
+    def client(self) -> H3Client:
+        return H3Client("127.0.0.1", self.port)
+
+    def cancels(self) -> list[dict[str, Any]]:
+        return self.mock.events("cancel")
+
+    def wait_cancels(self, before: int) -> list[dict[str, Any]]:
+        """The cancels after the first ``before``, once one arrived (and a moment more,
+        for a second that should not come)."""
+        deadline = time.monotonic() + 10
+        while len(self.cancels()) <= before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)
+        return self.cancels()[before:]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    work = tmp_path_factory.mktemp("h3")
+    mock = MockIE(work, "--itl-ms", "5").start()
+    tls_dir = work / "tls"
+    config = f"""
+[[engines]]
+socket = "{mock.socket}"
+[server]
+tls_dir = "{tls_dir}"
+[limits]
+max_body_bytes = {MAX_BODY}
+stream_buffer_bytes = {BUFFER}
+"""
+    server = NeutrinoProc(work, "--quic-address", "127.0.0.1:0", config=config)
+    with serving(mock, server):
+        yield Stack(mock, server, tls_dir)
+
+
+def chat(**extra: Any) -> bytes:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "seed": 7}
+    return json.dumps({**body, **extra}).encode()
+
+
+async def post(client: H3Client, path: str, body: bytes) -> tuple[H3Response, Any]:
+    resp = await client.request("POST", path, JSON, body)
+    return resp, json.loads(await resp.read())
+
+
+def sse_events(raw: bytes) -> list[str]:
+    return [line[6:] for line in raw.decode().split("\n") if line.startswith("data: ")]
+
+
+async def test_chat_matches_http1(stack: Stack) -> None:
+    async with stack.client() as client:
+        resp, answer = await post(client, "/v1/chat/completions", chat(max_tokens=12))
+    assert resp.status == 200
+    assert resp.headers["content-type"] == "application/json"
+    assert resp.headers["x-request-id"] == answer["id"]
+    status, h1 = stack.server.post_json("/v1/chat/completions", chat(max_tokens=12))
+    assert status == 200
+    assert answer["choices"] == h1["choices"]
+    assert answer["usage"]["completion_tokens"] == h1["usage"]["completion_tokens"] == 12
+
+
+async def test_streamed_chat_is_sse_in_data_frames(stack: Stack) -> None:
+    async with stack.client() as client:
+        resp = await client.request(
+            "POST", "/v1/chat/completions", JSON, chat(max_tokens=10, stream=True)
+        )
+        assert resp.status == 200
+        assert resp.headers["content-type"] == "text/event-stream"
+        pieces = [c async for c in resp.chunks()]
+    assert len(pieces) > 2  # streamed as it was made, not in one piece
+    events = sse_events(b"".join(pieces))
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    _, h1 = stack.server.post_json("/v1/chat/completions", chat(max_tokens=10))
+    assert text == h1["choices"][0]["message"]["content"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+
+
+async def test_completions(stack: Stack) -> None:
+    body = json.dumps({"model": MODEL, "prompt": "Once upon", "max_tokens": 6, "seed": 3}).encode()
+    async with stack.client() as client:
+        resp, answer = await post(client, "/v1/completions", body)
+    assert resp.status == 200 and answer["object"] == "text_completion"
+    _, h1 = stack.server.post_json("/v1/completions", body)
+    assert answer["choices"][0]["text"] == h1["choices"][0]["text"]
+
+
+async def test_relayed_routes(stack: Stack) -> None:
+    """Routes served by the aiohttp handlers: models, embeddings, status."""
+    async with stack.client() as client:
+        models = await client.request("GET", "/v1/models")
+        listed = json.loads(await models.read())
+        emb, vectors = await post(
+            client, "/v1/embeddings", json.dumps({"model": "embed-mock", "input": "hi"}).encode()
+        )
+        status = await client.request("GET", "/neutrino/v1/status")
+        status_body = json.loads(await status.read())
+    assert models.status == 200
+    assert listed == stack.server.get_json("/v1/models")
+    assert "connection" not in models.headers and "transfer-encoding" not in models.headers
+    assert emb.status == 200 and len(vectors["data"][0]["embedding"]) > 0
+    assert status.status == 200 and status_body["status"] == "ok"
+
+
+async def test_many_requests_on_one_connection(stack: Stack) -> None:
+    async with stack.client() as client:
+        results = await asyncio.gather(
+            *(post(client, "/v1/chat/completions", chat(max_tokens=3, seed=i)) for i in range(40))
+        )
+    assert [r.status for r, _ in results] == [200] * 40
+    assert len({a["id"] for _, a in results}) == 40
+
+
+async def test_unknown_model_is_openai_404(stack: Stack) -> None:
+    async with stack.client() as client:
+        resp, answer = await post(client, "/v1/chat/completions", chat(model="no-such-model"))
+    assert resp.status == 404
+    assert answer["error"]["code"] == "model_not_found"
+    assert answer["error"]["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/embeddings"])
+async def test_body_over_the_limit_is_413(stack: Stack, path: str) -> None:
+    big = b'{"model": "x", "input": "' + b"a" * (MAX_BODY + 10) + b'"}'
+    async with stack.client() as client:
+        resp, answer = await post(client, path, big)
+        assert resp.status == 413
+        assert answer["error"]["code"] == "request_too_large"
+        again, _ = await post(client, "/v1/chat/completions", chat(max_tokens=1))
+        assert again.status == 200  # the connection serves on
+
+
+async def test_reset_mid_stream_cancels_once(stack: Stack) -> None:
+    before = len(stack.cancels())
+    async with stack.client() as client:
+        resp = await client.request(
+            "POST",
+            "/v1/chat/completions",
+            JSON,
+            chat(max_tokens=5000, stream=True, ignore_eos=True),
+        )
+        received = b""
+        async for piece in resp.chunks():
+            received += piece
+            if received.count(b"data: ") >= 3:
+                break
+        resp.reset()
+        cancels = await asyncio.to_thread(stack.wait_cancels, before)
+        history = await asyncio.to_thread(stack.server.history, 1)
+        # The connection goes on serving after one of its streams was reset.
+        again, _ = await post(client, "/v1/chat/completions", chat(max_tokens=1))
+        assert again.status == 200
+    assert len(cancels) == 1 and cancels[0]["reason"] == "client disconnected"
+    assert history[0]["state"] == "cancelled"
+
+
+async def test_connection_closed_mid_stream_cancels_once(stack: Stack) -> None:
+    before = len(stack.cancels())
+    async with stack.client() as client:
+        resp = await client.request(
+            "POST",
+            "/v1/chat/completions",
+            JSON,
+            chat(max_tokens=5000, stream=True, ignore_eos=True),
+        )
+        async for _ in resp.chunks():
+            break
+        client.close()
+    cancels = await asyncio.to_thread(stack.wait_cancels, before)
+    assert len(cancels) == 1 and cancels[0]["reason"] == "client disconnected"
+
+
+async def test_client_that_stops_reading_is_dropped(stack: Stack) -> None:
+    """A client that acknowledges nothing: what it has not taken grows past the stream
+    buffer limit, its stream is reset and its engine request cancelled once."""
+    before = len(stack.cancels())
+    async with stack.client() as client:
+        resp = await client.request(
+            "POST",
+            "/v1/chat/completions",
+            JSON,
+            chat(max_tokens=5000, stream=True, ignore_eos=True),
+        )
+        assert resp.status == 200
+        client.stop_receiving()
+        cancels = await asyncio.to_thread(stack.wait_cancels, before)
+    assert len(cancels) == 1 and cancels[0]["reason"] == "client too slow"
+    assert "not reading its stream" in stack.server.log_path.read_text(errors="replace")
+
+
+def test_alt_svc_on_http1(stack: Stack) -> None:
+    want = f'h3=":{stack.port}"; ma=86400'
+    # The lean server's own answer, and one of aiohttp's (a route it relays).
+    req = urllib.request.Request(
+        stack.server.base_url + "/v1/chat/completions", data=chat(max_tokens=1), headers=JSON
+    )
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.headers["Server"] == "neutrino" and r.headers["Alt-Svc"] == want
+    with urllib.request.urlopen(stack.server.base_url + "/v1/models", timeout=10) as r:
+        assert r.headers["Alt-Svc"] == want
+
+
+def test_self_signed_certificate_is_kept_and_its_fingerprint_logged(stack: Stack) -> None:
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate((stack.tls_dir / "selfsigned-cert.pem").read_bytes())
+    fingerprint = hashlib.sha256(cert.public_bytes(_der())).hexdigest().upper()
+    log = stack.server.log_path.read_text(errors="replace")
+    shown = re.search(r"HTTP/3 certificate .*SHA-256 fingerprint ([0-9A-F:]+)", log)
+    assert shown is not None and shown.group(1).replace(":", "") == fingerprint
+    assert (stack.tls_dir.stat().st_mode & 0o777) == 0o700
+    assert ((stack.tls_dir / "selfsigned-key.pem").stat().st_mode & 0o777) == 0o600
+
+
+def _der() -> Any:
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    return Encoding.DER
+
+
+async def test_error_when_the_stream_is_reset_before_the_answer(stack: Stack) -> None:
+    """A non-streamed request abandoned while it runs: one cancel, connection intact."""
+    before = len(stack.cancels())
+    queries = len(stack.mock.events("query"))
+    async with stack.client() as client:
+        task = asyncio.ensure_future(
+            client.request(
+                "POST", "/v1/chat/completions", JSON, chat(max_tokens=3000, ignore_eos=True)
+            )
+        )
+        deadline = time.monotonic() + 5
+        while len(stack.mock.events("query")) == queries and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        task.cancel()  # request() resets the stream of a request it gives up on
+        with pytest.raises((asyncio.CancelledError, H3Error)):
+            await task
+        cancels = await asyncio.to_thread(stack.wait_cancels, before)
+    assert len(cancels) == 1 and cancels[0]["reason"] == "client disconnected"
