@@ -11,6 +11,8 @@ engine cancel, whatever protocol it spoke.
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -18,7 +20,9 @@ from typing import Any
 
 import aiohttp
 import pytest
+from PIL import Image
 
+from neutrino.loadgen.h3 import H3Client
 from tests.support import parity
 from tests.support.parity import Answer
 from tests.support.procs import MockIE, NeutrinoProc, serving
@@ -73,9 +77,18 @@ def user(text: str) -> list[dict[str, Any]]:
 
 
 def chat(text: str, **extra: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": MODEL, "messages": user(text), "max_tokens": 40, "seed": 7}
+    """A chat request; with no seed, mock_ie's reply depends on the prompt's ids alone, so
+    protocols without a seed (Anthropic's, the Responses API) get the same sampled reply
+    when they template the same prompt."""
+    body: dict[str, Any] = {"model": MODEL, "messages": user(text), "max_tokens": 40}
     body.update(extra)
     return body
+
+
+def png_data_uri(size: tuple[int, int]) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", size, (200, 30, 30)).save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
 # ------------------------------------------------------------------------ the stack
@@ -90,6 +103,10 @@ class Stack:
     def http(self) -> str:
         return self.server.base_url
 
+    @property
+    def quic_port(self) -> int:
+        return self.server.quic_port()
+
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
@@ -103,11 +120,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "--model",
         "qwen3-mock:qwen3:32768",
         "--model",
-        "qwen2.5-vl-mock:qwen2:32768",
+        "qwen2.5-vl-mock:qwen2:32768:generate+vision",
         "--itl-ms",
         "2",
     ).start()
-    server = NeutrinoProc(work, "--engine", mock.socket)
+    server = NeutrinoProc(work, "--engine", mock.socket, "--quic-address", "127.0.0.1:0")
     with serving(mock, server):
         yield Stack(mock, server)
 
@@ -131,12 +148,62 @@ async def http_chat_stream(stack: Stack, body: dict[str, Any]) -> Answer:
     return parity.openai_stream_answer(status, raw)
 
 
+async def _h3_post(stack: Stack, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    async with H3Client("127.0.0.1", stack.quic_port) as client:
+        resp = await client.request(
+            "POST", path, {"content-type": "application/json"}, json.dumps(body).encode()
+        )
+        return resp.status, await resp.read()
+
+
+async def h3_chat(stack: Stack, body: dict[str, Any]) -> Answer:
+    status, raw = await _h3_post(stack, "/v1/chat/completions", body)
+    return parity.openai_answer(status, json.loads(raw))
+
+
+async def h3_chat_stream(stack: Stack, body: dict[str, Any]) -> Answer:
+    body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    status, raw = await _h3_post(stack, "/v1/chat/completions", body)
+    return parity.openai_stream_answer(status, raw)
+
+
+async def anthropic(stack: Stack, body: dict[str, Any]) -> Answer:
+    status, raw = await _post(stack.http + "/v1/messages", parity.to_anthropic(body))
+    return parity.anthropic_answer(status, json.loads(raw))
+
+
+async def anthropic_stream(stack: Stack, body: dict[str, Any]) -> Answer:
+    request = {**parity.to_anthropic(body), "stream": True}
+    status, raw = await _post(stack.http + "/v1/messages", request)
+    return parity.anthropic_stream_answer(status, raw)
+
+
+async def responses(stack: Stack, body: dict[str, Any]) -> Answer:
+    status, raw = await _post(stack.http + "/v1/responses", parity.to_responses(body))
+    return parity.responses_answer(status, json.loads(raw))
+
+
+async def responses_stream(stack: Stack, body: dict[str, Any]) -> Answer:
+    request = {**parity.to_responses(body), "stream": True}
+    status, raw = await _post(stack.http + "/v1/responses", request)
+    return parity.responses_stream_answer(status, raw)
+
+
 Driver = Callable[[Stack, dict[str, Any]], Awaitable[Answer]]
 DRIVERS: dict[str, Driver] = {
     "http": http_chat,
     "http-stream": http_chat_stream,
+    "h3": h3_chat,
+    "h3-stream": h3_chat_stream,
+    "anthropic": anthropic,
+    "anthropic-stream": anthropic_stream,
+    "responses": responses,
+    "responses-stream": responses_stream,
 }
 ALL = tuple(DRIVERS)
+OPENAI = ("http", "http-stream", "h3", "h3-stream")  # n, logprobs, seed: OpenAI's chat only
+NO_STOP = tuple(d for d in ALL if not d.startswith("responses"))  # Responses has no stop
+NO_ANTHROPIC = tuple(d for d in ALL if not d.startswith("anthropic"))  # no response_format
 
 # ------------------------------------------------------------------------ the cases
 
@@ -144,6 +211,7 @@ ALL = tuple(DRIVERS)
 CASES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "plain": (chat("parity-plain"), ALL),
     "sampled": (chat("say something", max_tokens=12), ALL),
+    "seeded": (chat("say something", max_tokens=12, seed=7), OPENAI),
     "reasoning": (chat("parity-think"), ALL),
     "tools-auto": (chat("parity-tool", tools=TOOLS), ALL),
     "tools-required": (chat("pick one", tools=TOOLS, tool_choice="required"), ALL),
@@ -155,8 +223,8 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
         ),
         ALL,
     ),
-    "logprobs": (chat("parity-plain", logprobs=True, top_logprobs=2), ALL),
-    "n2": (chat("two ways", n=2, max_tokens=8), ALL),
+    "logprobs": (chat("parity-plain", logprobs=True, top_logprobs=2), OPENAI),
+    "n2": (chat("two ways", n=2, max_tokens=8, seed=3), OPENAI),
     "structured": (
         chat(
             "a city as JSON",
@@ -174,11 +242,28 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
                 },
             },
         ),
-        ALL,
+        NO_ANTHROPIC,
     ),
-    "stop": (chat("parity-stop", stop=["HALT"]), ALL),
+    "stop": (chat("parity-stop", stop=["HALT"]), NO_STOP),
     "length": (chat("parity-plain", max_tokens=3), ALL),
     "cut-character": (chat("parity-melt", max_tokens=3, logprobs=True), ALL),
+    "images": (
+        {
+            "model": VLM,
+            "max_tokens": 40,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "What is in these images?"},
+                        {"type": "image_url", "image_url": {"url": png_data_uri((64, 32))}},
+                        {"type": "image_url", "image_url": {"url": png_data_uri((20, 10))}},
+                    ],
+                }
+            ],
+        },
+        ALL,
+    ),
     "cut-character-reasoning": (chat("parity-melt-think", max_tokens=4), ALL),
     "unknown-model": ({**chat("parity-plain"), "model": "no-such-model"}, ALL),
     "bad-input": (chat("parity-plain", max_tokens=-5), ALL),
@@ -246,22 +331,52 @@ async def test_the_cases_say_what_they_test(stack: Stack) -> None:
     assert got["unknown-model"].error == frozenset({"MODEL_NOT_FOUND"})
     assert got["bad-input"].error == frozenset({"BAD_REQUEST"})
     assert got["engine-loss"].error is not None
+    assert got["images"].one.text == "I see 2 image(s): 64x32 image/png, 20x10 image/png."
 
 
 # ------------------------------------------------------------------ client cancels
 
 
-async def _cancel_http(stack: Stack, body: dict[str, Any]) -> None:
+async def _leave(url: str, body: dict[str, Any]) -> None:
+    """Open a stream, read its first bytes, leave (close the connection)."""
     async with aiohttp.ClientSession() as session:
-        resp = await session.post(
-            stack.http + "/v1/chat/completions", json={**body, "stream": True}
-        )
+        resp = await session.post(url, json={**body, "stream": True})
         await resp.content.readany()  # the stream is open: the request is on the engine
-        resp.close()  # the client leaves
+        resp.close()
+
+
+async def _cancel_http(stack: Stack, body: dict[str, Any]) -> None:
+    await _leave(stack.http + "/v1/chat/completions", body)
+
+
+async def _cancel_anthropic(stack: Stack, body: dict[str, Any]) -> None:
+    await _leave(stack.http + "/v1/messages", parity.to_anthropic(body))
+
+
+async def _cancel_responses(stack: Stack, body: dict[str, Any]) -> None:
+    await _leave(stack.http + "/v1/responses", parity.to_responses(body))
+
+
+async def _cancel_h3(stack: Stack, body: dict[str, Any]) -> None:
+    """HTTP/3: the client resets its request stream; the connection stays up."""
+    async with H3Client("127.0.0.1", stack.quic_port) as client:
+        resp = await client.request(
+            "POST",
+            "/v1/chat/completions",
+            {"content-type": "application/json"},
+            json.dumps({**body, "stream": True}).encode(),
+        )
+        async for _ in resp.chunks():
+            break
+        resp.reset()
+        await asyncio.sleep(0.5)  # the connection outlives the stream
 
 
 CANCELS: dict[str, Callable[[Stack, dict[str, Any]], Awaitable[None]]] = {
     "http": _cancel_http,
+    "h3": _cancel_h3,
+    "anthropic": _cancel_anthropic,
+    "responses": _cancel_responses,
 }
 
 

@@ -33,6 +33,11 @@ def kinds_of_stream_error(error: dict[str, Any]) -> frozenset[str]:
     )
 
 
+def kinds_of_code(code: str | None) -> frozenset[str]:
+    """The kinds an error code (OpenAI's ``code``, the Responses API's error codes) names."""
+    return frozenset(k.name for k in ErrorKind if k.spec.code == code)
+
+
 def kinds_of_grpc(code_name: str) -> frozenset[str]:
     """The kinds a gRPC status can stand for."""
     return frozenset(k.name for k in ErrorKind if k.spec.grpc == code_name)
@@ -152,3 +157,191 @@ def openai_stream_answer(status: int, raw: bytes) -> Answer:
         out.choices.append(choice)
     out.choices = [by_index[i] for i in sorted(by_index)]
     return out
+
+
+# --------------------------------------------------------------------- Anthropic
+
+
+def _parts(content: Any, convert: Any) -> Any:
+    """A message's content with each OpenAI part converted (a string stays a string)."""
+    return content if isinstance(content, str) else [convert(p) for p in content]
+
+
+def _anthropic_part(part: dict[str, Any]) -> dict[str, Any]:
+    if part["type"] == "text":
+        return part
+    media, _, data = part["image_url"]["url"].removeprefix("data:").partition(";base64,")
+    return {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
+
+
+def _responses_part(part: dict[str, Any]) -> dict[str, Any]:
+    if part["type"] == "text":
+        return {"type": "input_text", "text": part["text"]}
+    return {"type": "input_image", "image_url": part["image_url"]["url"]}
+
+
+_ANTHROPIC_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+}
+
+
+def kinds_of_anthropic(status: int, error_type: str) -> frozenset[str]:
+    """The kinds an Anthropic error (its status and ``error.type``) can stand for."""
+    from neutrino.errors import ANTHROPIC_TYPES
+
+    return frozenset(
+        k.name
+        for k, t in ANTHROPIC_TYPES.items()
+        if t == error_type and (status == 0 or k.spec.http_status == status)
+    )
+
+
+def to_anthropic(body: dict[str, Any]) -> dict[str, Any]:
+    """The Messages request a client of Anthropic's API writes for an OpenAI chat body."""
+    out: dict[str, Any] = {
+        "model": body["model"],
+        "max_tokens": body.get("max_tokens", 64),
+        "messages": [
+            {"role": m["role"], "content": _parts(m["content"], _anthropic_part)}
+            for m in body["messages"]
+        ],
+    }
+    if "tools" in body:
+        out["tools"] = [
+            {
+                "name": t["function"]["name"],
+                "description": t["function"]["description"],
+                "input_schema": t["function"]["parameters"],
+            }
+            for t in body["tools"]
+        ]
+    choice = body.get("tool_choice")
+    if choice == "required":
+        out["tool_choice"] = {"type": "any"}
+    elif isinstance(choice, dict):
+        out["tool_choice"] = {"type": "tool", "name": choice["function"]["name"]}
+    if "stop" in body:
+        out["stop_sequences"] = body["stop"]
+    return out
+
+
+def anthropic_answer(status: int, body: dict[str, Any]) -> Answer:
+    """A Messages API response (or its error) as an answer."""
+    if status != 200:
+        return Answer(error=kinds_of_anthropic(status, body["error"]["type"]))
+    choice = Choice(finish=_ANTHROPIC_FINISH[body["stop_reason"]])
+    for block in body["content"]:
+        if block["type"] == "text":
+            choice.text += block["text"]
+        elif block["type"] == "thinking":
+            choice.reasoning += block["thinking"]
+        elif block["type"] == "tool_use":
+            choice.calls.append((block["name"], block["input"]))
+    usage = body["usage"]
+    return Answer([choice], usage["input_tokens"], usage["output_tokens"])
+
+
+def anthropic_stream_answer(status: int, raw: bytes) -> Answer:
+    """A streamed Messages response, added up from its events as the SDK does."""
+    if status != 200:
+        return anthropic_answer(status, json.loads(raw))
+    out, choice = Answer(), Choice()
+    blocks: dict[int, dict[str, Any]] = {}
+    for name, data in sse_events(raw):
+        event = json.loads(data)
+        assert event["type"] == name, (name, event)
+        if name == "error":
+            return Answer(error=kinds_of_anthropic(0, event["error"]["type"]))
+        if name == "message_start":
+            out.prompt_tokens = event["message"]["usage"]["input_tokens"]
+        elif name == "content_block_start":
+            blocks[event["index"]] = {**event["content_block"], "json": ""}
+        elif name == "content_block_delta":
+            block, delta = blocks[event["index"]], event["delta"]
+            if delta["type"] == "text_delta":
+                choice.text += delta["text"]
+            elif delta["type"] == "thinking_delta":
+                choice.reasoning += delta["thinking"]
+            elif delta["type"] == "input_json_delta":
+                block["json"] += delta["partial_json"]
+        elif name == "message_delta":
+            choice.finish = _ANTHROPIC_FINISH[event["delta"]["stop_reason"]]
+            out.completion_tokens = event["usage"]["output_tokens"]
+    choice.calls = [
+        (b["name"], json.loads(b["json"] or "{}"))
+        for _, b in sorted(blocks.items())
+        if b["type"] == "tool_use"
+    ]
+    out.choices = [choice]
+    return out
+
+
+# ------------------------------------------------------------------ Responses API
+
+
+def to_responses(body: dict[str, Any]) -> dict[str, Any]:
+    """The Responses API request a client writes for an OpenAI chat body."""
+    out: dict[str, Any] = {
+        "model": body["model"],
+        "input": [
+            {"role": m["role"], "content": _parts(m["content"], _responses_part)}
+            for m in body["messages"]
+        ],
+        "max_output_tokens": body.get("max_tokens", 64),
+    }
+    if "tools" in body:
+        out["tools"] = [{"type": "function", **t["function"]} for t in body["tools"]]
+    choice = body.get("tool_choice")
+    if choice is not None:
+        named = isinstance(choice, dict)
+        out["tool_choice"] = (
+            {"type": "function", "name": choice["function"]["name"]} if named else choice
+        )
+    fmt = body.get("response_format")
+    if fmt is not None and fmt["type"] == "json_schema":
+        out["text"] = {"format": {"type": "json_schema", **fmt["json_schema"]}}
+    return out
+
+
+def responses_answer(status: int, body: dict[str, Any]) -> Answer:
+    """A Response object (or OpenAI's error JSON) as an answer."""
+    if status != 200:
+        return Answer(error=kinds_of_http(status, body))
+    if body["status"] == "failed":
+        return Answer(error=kinds_of_code(body["error"]["code"]))
+    choice = Choice()
+    for item in body["output"]:
+        if item["type"] == "message":
+            choice.text += "".join(c["text"] for c in item["content"] if c["type"] == "output_text")
+        elif item["type"] == "reasoning":
+            choice.reasoning += "".join(c["text"] for c in item.get("content") or [])
+        elif item["type"] == "function_call":
+            choice.calls.append((item["name"], json.loads(item["arguments"])))
+    incomplete = body["status"] == "incomplete"
+    choice.finish = "length" if incomplete else "tool_calls" if choice.calls else "stop"
+    usage = body["usage"]
+    return Answer([choice], usage["input_tokens"], usage["output_tokens"])
+
+
+def responses_stream_answer(status: int, raw: bytes) -> Answer:
+    """A streamed response: its final event's Response, checked against the deltas."""
+    if status != 200:
+        return responses_answer(status, json.loads(raw))
+    text, final = "", None
+    for name, data in sse_events(raw):
+        event = json.loads(data)
+        assert event["type"] == name, (name, event)
+        if name == "response.output_text.delta":
+            text += event["delta"]
+        elif name == "error":
+            return Answer(error=kinds_of_code(event["code"]))
+        elif name in ("response.completed", "response.incomplete", "response.failed"):
+            final = event["response"]
+    assert final is not None, raw[-500:]
+    answer = responses_answer(200, final)
+    if answer.error is None:
+        assert text == answer.one.text, (text, answer)
+    return answer
