@@ -18,6 +18,9 @@ folder: protoc sees that folder under the virtual proto path ``neutrino/v1``
 ``neutrino/v1/sombrero_pb2.py`` with imports that resolve as generated, and rides along
 wherever the ``neutrino.v1`` stubs go (gitignored, in the wheel). The proto package, and so
 the wire names (``/sombrero.v1.Sombrero/Register``), stay ``sombrero.v1``.
+``protos/grpc/reflection/v1/reflection.proto`` (gRPC server reflection v1, which
+grpcio-reflection does not ship) rides along the same way, as
+``neutrino/v1/reflection_pb2.py`` with its package ``grpc.reflection.v1``.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ PROTO_ROOT = resources.PROTOS
 OUT_ROOT = resources.PACKAGE.parent  # the checkout, or site-packages
 PACKAGE_DIR = Path("neutrino") / "v1"  # relative to PROTO_ROOT and to the output root
 # Protos of other packages compiled into PACKAGE_DIR (folder relative to PROTO_ROOT).
-EXTRA_DIRS = (Path("sombrero") / "v1",)
+EXTRA_DIRS = (Path("sombrero") / "v1", Path("grpc") / "reflection" / "v1")
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 
 

@@ -1,56 +1,81 @@
-"""Sans-IO mapping between ``neutrino.v1`` messages and the pipeline's types.
+"""Sans-IO: a ``neutrino.v1`` GenerateRequest as the pipeline's :class:`GenerateRequest`.
 
-Validation mirrors the HTTP front end's ranges; a bad field raises a BAD_REQUEST
-:class:`NeutrinoError` naming it (INVALID_ARGUMENT on the wire).
+The message becomes the OpenAI JSON body that the HTTP route would get for the same
+request, and that body goes through the HTTP routes' own parser
+(:mod:`neutrino.frontends.http.parse`): one set of rules, defaults and error messages for
+both protocols. Only fields the client set reach the body, so an unset optional field
+takes HTTP's default. A bad field raises the parser's :class:`NeutrinoError`, its
+``param`` renamed to the field's path in the proto message (``chat.messages[0].parts[1]``
+for HTTP's ``messages[0].content[1]``); INVALID_ARGUMENT on the wire.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import base64
+import re
+from typing import Any
+
+import orjson
 
 from neutrino.config import LimitsConfig
-from neutrino.errors import bad_request
-from neutrino.frontends.common import new_id
-from neutrino.frontends.grpc.stubs import common_pb2, inference_pb2
-from neutrino.pipeline.generation import Outcome
-from neutrino.pipeline.modalities import ModelInfo
-from neutrino.pipeline.request import GenerateRequest, check_stops
+from neutrino.errors import NeutrinoError, bad_request
+from neutrino.frontends.grpc.stubs import inference_pb2
+from neutrino.frontends.http.parse import parse_chat, parse_completion
+from neutrino.pipeline.request import GenerateRequest
 
-ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-_MAX_INT = (1 << 31) - 1
-_COMPLETION_MAX_TOKENS = 16  # OpenAI's default for completions, as over HTTP
+_MAX_COMPLETION_TOP = 5  # OpenAI's integer `logprobs` of completions
 
-
-def _number(
-    msg: inference_pb2.GenerateRequest, key: str, default: float, lo: float, hi: float
-) -> float:
-    if not msg.HasField(key):
-        return default
-    v = float(getattr(msg, key))
-    if not lo <= v <= hi:  # NaN fails too
-        raise bad_request(f"{key} must be between {lo:g} and {hi:g}", key)
-    return v
-
-
-def _integer(msg: inference_pb2.GenerateRequest, key: str, lo: int) -> int | None:
-    if not msg.HasField(key):
-        return None
-    v = int(getattr(msg, key))
-    if v < lo:
-        raise bad_request(f"{key} must be between {lo} and {_MAX_INT}", key)
-    return v
-
-
-def _messages(chat: inference_pb2.Chat) -> list[dict[str, Any]]:
-    if not chat.messages:
-        raise bad_request("chat.messages must not be empty", "chat.messages")
-    out: list[dict[str, Any]] = []
-    for i, m in enumerate(chat.messages):
-        if m.role not in ROLES:
-            where = f"chat.messages[{i}].role"
-            raise bad_request(f"{where} must be one of {sorted(ROLES)}", where)
-        out.append({"role": m.role, "content": m.content})
-    return out
+# Request fields that are the same scalar in the proto and in OpenAI's JSON.
+_OPTIONAL = (
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "min_tokens",
+    "n",
+    "include_stop_str_in_output",
+)
+_MODES = {
+    inference_pb2.TOOL_CHOICE_MODE_AUTO: "auto",
+    inference_pb2.TOOL_CHOICE_MODE_NONE: "none",
+    inference_pb2.TOOL_CHOICE_MODE_REQUIRED: "required",
+}
+_FORMATS = {
+    inference_pb2.RESPONSE_FORMAT_TYPE_TEXT: "text",
+    inference_pb2.RESPONSE_FORMAT_TYPE_JSON_OBJECT: "json_object",
+    inference_pb2.RESPONSE_FORMAT_TYPE_JSON_SCHEMA: "json_schema",
+}
+_EFFORTS = {
+    inference_pb2.REASONING_EFFORT_MINIMAL: "minimal",
+    inference_pb2.REASONING_EFFORT_LOW: "low",
+    inference_pb2.REASONING_EFFORT_MEDIUM: "medium",
+    inference_pb2.REASONING_EFFORT_HIGH: "high",
+}
+_REASONING_FORMATS = {
+    inference_pb2.REASONING_FORMAT_PARSED: "parsed",
+    inference_pb2.REASONING_FORMAT_RAW: "raw",
+    inference_pb2.REASONING_FORMAT_HIDDEN: "hidden",
+}
+# HTTP's parameter names -> the proto field paths (leading name; see _renamed).
+_PATHS = {
+    "messages": "chat.messages",
+    "add_generation_prompt": "chat.add_generation_prompt",
+    "tools": "chat.tools",
+    "tool_choice": "chat.tool_choice",
+    "parallel_tool_calls": "chat.parallel_tool_calls",
+    "response_format": "chat.response_format",
+    "chat_template_kwargs": "chat.chat_template_kwargs_json",
+    "reasoning_effort": "chat.reasoning_effort",
+    "reasoning_format": "chat.reasoning_format",
+    "prompt": "completion.prompt",
+    "echo": "completion.echo",
+}
+_HEAD = re.compile(r"[A-Za-z_]+")
 
 
 def to_request(
@@ -62,81 +87,207 @@ def to_request(
     which = msg.WhichOneof("input")
     if which is None:
         raise bad_request("set either chat or completion", "input")
-    kind: Literal["chat", "completion"] = "chat" if which == "chat" else "completion"
-    stop = list(msg.stop)
-    check_stops(stop, limits)
-    if any(t > _MAX_INT for t in msg.stop_token_ids):
-        raise bad_request(f"stop_token_ids must be at most {_MAX_INT}", "stop_token_ids")
-    top_p = _number(msg, "top_p", 1.0, 0.0, 1.0)
-    if top_p == 0.0:
-        raise bad_request("top_p must be greater than 0", "top_p")
-    top_k = _integer(msg, "top_k", -1)
-    req = GenerateRequest(
-        request_id=new_id("chatcmpl" if kind == "chat" else "cmpl"),
-        model=msg.model,
-        kind=kind,
-        max_tokens=_integer(msg, "max_tokens", 1),
-        temperature=_number(msg, "temperature", 1.0, 0.0, 2.0),
-        top_p=top_p,
-        top_k=-1 if top_k is None or top_k == 0 else top_k,
-        min_p=_number(msg, "min_p", 0.0, 0.0, 1.0),
-        seed=msg.seed if msg.HasField("seed") else None,
-        stop=stop,
-        stop_token_ids=list(msg.stop_token_ids),
-        presence_penalty=_number(msg, "presence_penalty", 0.0, -2.0, 2.0),
-        frequency_penalty=_number(msg, "frequency_penalty", 0.0, -2.0, 2.0),
-        repetition_penalty=_number(msg, "repetition_penalty", 1.0, 0.0, 2.0),
-        ignore_eos=msg.ignore_eos,
-        min_tokens=_integer(msg, "min_tokens", 0) or 0,
-        stream=stream,
-        include_usage=stream,
-        user=msg.user or None,
-    )
-    if kind == "chat":
-        req.messages = _messages(msg.chat)
-        if msg.chat.HasField("add_generation_prompt"):
-            req.add_generation_prompt = msg.chat.add_generation_prompt
-    else:
-        req.prompt = msg.completion.prompt
-        if req.max_tokens is None:
-            req.max_tokens = _COMPLETION_MAX_TOKENS
+    body = to_body(msg)
+    try:
+        req = parse_chat(body, limits) if which == "chat" else parse_completion(body, limits)
+    except NeutrinoError as err:
+        raise _renamed(err) from None
+    req.stream = stream
+    req.include_usage = stream  # a stream's last message always carries the usage
     return req
 
 
-_FINISH = {
-    "stop": inference_pb2.FINISH_REASON_STOP,
-    "length": inference_pb2.FINISH_REASON_LENGTH,
-}
+def to_body(msg: inference_pb2.GenerateRequest) -> dict[str, Any]:
+    """The OpenAI JSON body of ``msg`` (chat or completion; set fields only)."""
+    body: dict[str, Any] = {"model": msg.model}
+    for key in _OPTIONAL:
+        if msg.HasField(key):
+            body[key] = getattr(msg, key)
+    if msg.stop:
+        body["stop"] = list(msg.stop)
+    if msg.stop_token_ids:
+        body["stop_token_ids"] = list(msg.stop_token_ids)
+    if msg.ignore_eos:
+        body["ignore_eos"] = True
+    if msg.user:
+        body["user"] = msg.user
+    if msg.HasField("structured_outputs"):
+        body["structured_outputs"] = _structured(msg.structured_outputs)
+    if msg.WhichOneof("input") == "chat":
+        _chat(msg.chat, body)
+        if msg.HasField("logprobs"):
+            body["logprobs"] = msg.logprobs
+        if msg.HasField("top_logprobs"):
+            body["top_logprobs"] = msg.top_logprobs
+    else:
+        _completion(msg, body)
+    return body
 
 
-def finish_reason(outcome: Outcome) -> inference_pb2.FinishReason:
-    return _FINISH.get(outcome.finish_reason, inference_pb2.FINISH_REASON_UNSPECIFIED)
+# ---------------------------------------------------------------- chat
 
 
-def stop_reason(outcome: Outcome) -> inference_pb2.StopReason | None:
-    r = outcome.stop_reason
-    if isinstance(r, str):
-        return inference_pb2.StopReason(stop_string=r)
-    if isinstance(r, int):
-        return inference_pb2.StopReason(stop_token_id=r)
-    return None
+def _chat(chat: inference_pb2.Chat, body: dict[str, Any]) -> None:
+    body["messages"] = [_message(m, i) for i, m in enumerate(chat.messages)]
+    if chat.HasField("add_generation_prompt"):
+        body["add_generation_prompt"] = chat.add_generation_prompt
+    if chat.tools:
+        body["tools"] = [_tool(t, i) for i, t in enumerate(chat.tools)]
+    choice = chat.tool_choice.WhichOneof("choice") if chat.HasField("tool_choice") else None
+    if choice == "function":
+        body["tool_choice"] = {"type": "function", "function": {"name": chat.tool_choice.function}}
+    elif choice == "mode" and chat.tool_choice.mode in _MODES:
+        body["tool_choice"] = _MODES[chat.tool_choice.mode]
+    if chat.HasField("parallel_tool_calls"):
+        body["parallel_tool_calls"] = chat.parallel_tool_calls
+    if chat.HasField("response_format"):
+        body["response_format"] = _response_format(chat.response_format)
+    if chat.chat_template_kwargs_json:
+        body["chat_template_kwargs"] = _json(
+            chat.chat_template_kwargs_json, "chat.chat_template_kwargs_json"
+        )
+    if chat.reasoning_effort in _EFFORTS:
+        body["reasoning_effort"] = _EFFORTS[chat.reasoning_effort]
+    if chat.reasoning_format in _REASONING_FORMATS:
+        body["reasoning_format"] = _REASONING_FORMATS[chat.reasoning_format]
 
 
-def usage(outcome: Outcome) -> common_pb2.Usage:
-    t = outcome.timings
-    return common_pb2.Usage(
-        prompt_tokens=outcome.prompt_tokens,
-        completion_tokens=outcome.completion_tokens,
-        total_tokens=outcome.prompt_tokens + outcome.completion_tokens,
-        cached_tokens=outcome.cached_tokens,
-        queue_time=t.get("queue_time", 0.0),
-        prompt_time=t.get("prompt_time", 0.0),
-        completion_time=t.get("completion_time", 0.0),
-        total_time=t.get("total_time", 0.0),
-    )
+def _message(m: inference_pb2.ChatMessage, i: int) -> dict[str, Any]:
+    """One message as OpenAI's JSON (an assistant's tool calls without content: null)."""
+    out: dict[str, Any] = {"role": m.role}
+    if m.parts:
+        if m.content:
+            where = f"chat.messages[{i}]"
+            raise bad_request(f"{where}: set content or parts, not both", f"{where}.parts")
+        out["content"] = [_part(p, f"chat.messages[{i}].parts[{j}]") for j, p in enumerate(m.parts)]
+    elif m.content or not (m.role == "assistant" and m.tool_calls):
+        out["content"] = m.content
+    else:
+        out["content"] = None
+    if m.HasField("name"):
+        out["name"] = m.name
+    if m.tool_calls:
+        out["tool_calls"] = [_call(c) for c in m.tool_calls]
+    if m.HasField("tool_call_id"):
+        out["tool_call_id"] = m.tool_call_id
+    if m.HasField("reasoning_content"):
+        out["reasoning_content"] = m.reasoning_content
+    return out
 
 
-def model_card(info: ModelInfo, created: int) -> common_pb2.Model:
-    return common_pb2.Model(
-        id=info.name, context_length=info.context_length, created=created, owned_by="neutrino"
-    )
+def _part(p: inference_pb2.ContentPart, where: str) -> dict[str, Any]:
+    kind = p.WhichOneof("part")
+    if kind == "text":
+        return {"type": "text", "text": p.text}
+    if kind == "image_url":
+        return {"type": "image_url", "image_url": {"url": p.image_url}}
+    if kind == "image":
+        # The same checks as a data URI's (decode_image_url sniffs the format itself).
+        url = "data:application/octet-stream;base64," + base64.b64encode(p.image).decode()
+        return {"type": "image_url", "image_url": {"url": url}}
+    raise bad_request(f"{where} must set text, image_url or image", where)
+
+
+def _call(c: inference_pb2.ToolCall) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": c.id} if c.id else {}
+    out["type"] = "function"
+    out["function"] = {"name": c.name, "arguments": c.arguments}
+    return out
+
+
+def _tool(t: inference_pb2.Tool, i: int) -> dict[str, Any]:
+    """A function tool as OpenAI's JSON: name, description, parameters, strict."""
+    fn: dict[str, Any] = {"name": t.name}
+    if t.description:
+        fn["description"] = t.description
+    if t.parameters_json:
+        fn["parameters"] = _json(t.parameters_json, f"chat.tools[{i}].parameters_json")
+    if t.HasField("strict"):
+        fn["strict"] = t.strict
+    return {"type": "function", "function": fn}
+
+
+def _response_format(rf: inference_pb2.ResponseFormat) -> dict[str, Any]:
+    kind = _FORMATS.get(rf.type)
+    if kind is None:
+        raise bad_request(
+            "chat.response_format.type must be TEXT, JSON_OBJECT or JSON_SCHEMA",
+            "chat.response_format.type",
+        )
+    out: dict[str, Any] = {"type": kind}
+    if kind == "json_schema":
+        js = rf.json_schema
+        spec: dict[str, Any] = {"name": js.name}
+        if js.description:
+            spec["description"] = js.description
+        where = "chat.response_format.json_schema.schema_json"
+        spec["schema"] = _json(js.schema_json, where) if js.schema_json else {}
+        if js.HasField("strict"):
+            spec["strict"] = js.strict
+        out["json_schema"] = spec
+    return out
+
+
+def _structured(so: inference_pb2.StructuredOutputs) -> dict[str, Any]:
+    kind = so.WhichOneof("constraint")
+    if kind is None:
+        return {}  # the parser names what is missing
+    if kind == "choice":
+        return {"choice": list(so.choice.choices)}
+    return {kind: getattr(so, kind)}
+
+
+def _json(text: str, where: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise bad_request(f"{where} must be valid JSON text", where) from None
+
+
+# ---------------------------------------------------------------- completion
+
+
+def _completion(msg: inference_pb2.GenerateRequest, body: dict[str, Any]) -> None:
+    c = msg.completion
+    if c.prompt_token_ids:
+        if c.prompt:
+            raise bad_request(
+                "set completion.prompt or completion.prompt_token_ids, not both",
+                "completion.prompt_token_ids",
+            )
+        body["prompt"] = list(c.prompt_token_ids)
+    else:
+        body["prompt"] = c.prompt
+    if c.echo:
+        body["echo"] = True
+    # OpenAI's completions take one integer: the alternatives per token (logprobs on).
+    if msg.HasField("top_logprobs"):
+        if not msg.logprobs:
+            raise bad_request("top_logprobs requires logprobs=true", "top_logprobs")
+        if not 0 <= msg.top_logprobs <= _MAX_COMPLETION_TOP:
+            raise bad_request(
+                f"top_logprobs must be between 0 and {_MAX_COMPLETION_TOP} for a completion",
+                "top_logprobs",
+            )
+    if msg.logprobs:
+        body["logprobs"] = msg.top_logprobs
+
+
+# ---------------------------------------------------------------- errors
+
+
+def _renamed(err: NeutrinoError) -> NeutrinoError:
+    """``err`` with its param as a path in the proto message."""
+    param = err.param
+    if not param:
+        return err
+    head = _HEAD.match(param)
+    name = head.group(0) if head else ""
+    if name in _PATHS:
+        param = _PATHS[name] + param[len(name) :]
+        param = param.replace(".function.", ".").replace(".content[", ".parts[")
+    elif name == "logprobs" and param == "logprobs":
+        param = "top_logprobs"  # a completion's integer logprobs is top_logprobs here
+    if param == err.param:
+        return err
+    return NeutrinoError(err.kind, err.message, param=param, code=err.code)

@@ -1,4 +1,5 @@
-"""The gRPC server: ``neutrino.v1`` services, ``grpc.health.v1`` and reflection.
+"""The gRPC server: ``neutrino.v1`` services, ``grpc.health.v1`` and reflection (v1 and
+v1alpha).
 
 It runs on the process's event loop beside the HTTP server (``grpc.aio``) and is
 started and stopped by :class:`neutrino.app.Neutrino`.
@@ -15,10 +16,10 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from neutrino.config import Config
 from neutrino.errors import StartupError, os_reason
+from neutrino.frontends.grpc import reflection
 from neutrino.frontends.grpc.audio import AudioService
 from neutrino.frontends.grpc.embeddings import EmbeddingsService
 from neutrino.frontends.grpc.register import add_service
@@ -123,9 +124,7 @@ class GrpcServer:
         add_service(vision_pb2_grpc.add_VisionServicer_to_server, VisionService(cfg, orch), server)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            (*NEUTRINO_SERVICES, HEALTH_SERVICE, reflection.SERVICE_NAME), server
-        )
+        reflection.enable((*NEUTRINO_SERVICES, HEALTH_SERVICE), server)
         # An engine that connects while the server starts sets the event; the watcher
         # then updates at once instead of one health interval later.
         self._refresh = asyncio.Event()

@@ -1,20 +1,22 @@
-"""The ``neutrino.v1.Inference`` servicer: requests into the orchestrator, text out.
+"""The ``neutrino.v1.Inference`` servicer: requests into the orchestrator, answers out.
 
-Streams use the generation's pull API (``wait``/``take``), so every write is awaited
-and a slow client holds the stream back instead of growing a buffer in grpc. A call
-that ends early (client gone, deadline passed) always reaches ``gen.close``, which
-sends the engine its one cancel frame.
+A request is converted (``convert``: through the HTTP routes' parser) into the
+pipeline's request, its ``n`` choices run as over HTTP, and the outcomes are rendered
+(``render``); streams are written by ``stream.pump``, every write awaited. A call that
+ends early (client gone, deadline passed) always reaches ``gen.close`` for each choice,
+which sends the engine its one cancel frame.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from neutrino.config import Config
 from neutrino.errors import ClientTooSlow, NeutrinoError
-from neutrino.frontends.grpc import convert
+from neutrino.frontends.grpc import convert, render
 from neutrino.frontends.grpc.calls import (
     Context,
     caller,
@@ -23,15 +25,16 @@ from neutrino.frontends.grpc.calls import (
     guarded,
     metadata,
     refusals,
-    send,
     status_code,
     timeout_s,
 )
+from neutrino.frontends.grpc.stream import pump
 from neutrino.frontends.grpc.stubs import common_pb2, inference_pb2, inference_pb2_grpc
+from neutrino.frontends.http.generate import choices
 from neutrino.observability.logs import bind_request_id
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.orchestrator import Orchestrator
-from neutrino.pipeline.pull import Pull, collect
+from neutrino.pipeline.pull import collect
 from neutrino.pipeline.request import GenerateRequest
 
 __all__ = ["InferenceService", "error_metadata", "status_code"]
@@ -71,6 +74,28 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             req.timeout_s = timeout
         return req
 
+    @contextlib.asynccontextmanager
+    async def _running(
+        self, req: GenerateRequest, context: Context
+    ) -> AsyncIterator[list[Generation]]:
+        """Every choice of ``req`` started (``n``, as over HTTP), and closed at the end:
+        one engine cancel for each still running when the call goes away."""
+        gens: list[Generation] = []
+        reason = "client disconnected"
+        try:
+            for choice in choices(req):
+                gens.append(await self.orch.start(choice))
+            yield gens
+        except asyncio.CancelledError:
+            reason = end_reason(context)
+            raise
+        except ClientTooSlow:
+            reason = "client too slow"
+            raise
+        finally:
+            for gen in gens:
+                gen.close(reason)
+
     # ---------------------------------------------------------------- Generate
 
     async def Generate(
@@ -78,24 +103,9 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
     ) -> inference_pb2.GenerateResponse | None:
         async def run() -> inference_pb2.GenerateResponse:
             req = self._request(request, context, stream=False)
-            gen = await self.orch.start(req)
-            reason = "client disconnected"
-            try:
-                text, outcome = await collect(gen)
-            except asyncio.CancelledError:
-                reason = end_reason(context)
-                raise
-            finally:
-                gen.close(reason)
-            return inference_pb2.GenerateResponse(
-                id=gen.request_id,
-                model=gen.model,
-                created=gen.created,
-                text=text,
-                finish_reason=convert.finish_reason(outcome),
-                usage=convert.usage(outcome),
-                stop_reason=convert.stop_reason(outcome),
-            )
+            async with self._running(req, context) as gens:
+                results = [await collect(gen) for gen in gens]
+            return render.response(gens, results)
 
         return await guarded(context, "Generate", run, _refusals(self.orch, request))
 
@@ -106,51 +116,10 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
     ) -> None:
         async def run() -> None:
             req = self._request(request, context, stream=True)
-            gen = await self.orch.start(req)
-            reason = "client disconnected"
-            try:
-                await self._pump(gen, context)
-            except asyncio.CancelledError:
-                reason = end_reason(context)
-                raise
-            except ClientTooSlow:
-                reason = "client too slow"
-                raise
-            finally:
-                gen.close(reason)
+            async with self._running(req, context) as gens:
+                await pump(context, gens, self.cfg.limits.send_timeout_s)
 
         await guarded(context, "GenerateStream", run, _refusals(self.orch, request))
-
-    async def _pump(self, gen: Generation, context: Context) -> None:
-        def chunk(text: str) -> inference_pb2.GenerateStreamResponse:
-            return inference_pb2.GenerateStreamResponse(
-                id=gen.request_id, model=gen.model, created=gen.created, delta=text
-            )
-
-        limit = self.cfg.limits.send_timeout_s
-        pull = Pull(gen)
-        while True:
-            await pull.wait()
-            text, _ = pull.take()
-            if not pull.ended:
-                if text:
-                    await send(context, chunk(text), limit)
-                continue
-            err = gen.error
-            if err is not None:
-                if text:
-                    await send(context, chunk(text), limit)
-                raise err.fresh()
-            outcome = gen.outcome
-            if outcome is not None:
-                last = chunk(text)
-                last.finish_reason = convert.finish_reason(outcome)
-                last.usage.CopyFrom(convert.usage(outcome))
-                stop = convert.stop_reason(outcome)
-                if stop is not None:
-                    last.stop_reason.CopyFrom(stop)
-                await send(context, last, limit)
-                return
 
     # ---------------------------------------------------------------- ListModels
 
@@ -162,7 +131,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             models = self.orch.engines.models()
             return common_pb2.ListModelsResponse(
                 models=[
-                    convert.model_card(m, self._created)
+                    render.model_card(m, self._created)
                     for m in models.values()
                     if principal is None or principal.allows(m.name)
                 ]

@@ -11,6 +11,8 @@ try:
         embeddings_pb2_grpc,
         inference_pb2,
         inference_pb2_grpc,
+        reflection_pb2,
+        reflection_pb2_grpc,
         vision_pb2,
         vision_pb2_grpc,
     )
@@ -30,6 +32,8 @@ __all__ = [
     "embeddings_pb2_grpc",
     "inference_pb2",
     "inference_pb2_grpc",
+    "reflection_pb2",
+    "reflection_pb2_grpc",
     "vision_pb2",
     "vision_pb2_grpc",
 ]

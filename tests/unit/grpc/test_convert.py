@@ -10,7 +10,7 @@ import pytest
 
 from neutrino.config import ConfigError, LimitsConfig, load
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.frontends.grpc import convert
+from neutrino.frontends.grpc import convert, render
 from neutrino.pipeline.generation import Outcome
 from neutrino.v1 import inference_pb2
 
@@ -120,17 +120,17 @@ def test_outcome_mapping() -> None:
         timings={"queue_time": 0.5, "prompt_time": 0.25, "completion_time": 1.0, "total_time": 2},
         stop_reason=None,
     )
-    u = convert.usage(out)
+    u = render.usage(out)
     assert (u.prompt_tokens, u.completion_tokens, u.total_tokens, u.cached_tokens) == (7, 5, 12, 2)
     assert (u.queue_time, u.prompt_time, u.completion_time, u.total_time) == (0.5, 0.25, 1, 2)
-    assert convert.finish_reason(out) == inference_pb2.FINISH_REASON_LENGTH
-    assert convert.stop_reason(out) is None
+    assert render.finish_reason(out) == inference_pb2.FINISH_REASON_LENGTH
+    assert render.stop_reason(out) is None
     out.finish_reason, out.stop_reason = "stop", "END"
-    assert convert.finish_reason(out) == inference_pb2.FINISH_REASON_STOP
-    reason = convert.stop_reason(out)
+    assert render.finish_reason(out) == inference_pb2.FINISH_REASON_STOP
+    reason = render.stop_reason(out)
     assert reason is not None and reason.stop_string == "END"
     out.stop_reason = 151645
-    reason = convert.stop_reason(out)
+    reason = render.stop_reason(out)
     assert reason is not None and reason.stop_token_id == 151645
 
 
