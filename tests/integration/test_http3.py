@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import re
+import signal
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -271,3 +272,42 @@ async def test_error_when_the_stream_is_reset_before_the_answer(stack: Stack) ->
             await task
         cancels = await asyncio.to_thread(stack.wait_cancels, before)
     assert len(cancels) == 1 and cancels[0]["reason"] == "client disconnected"
+
+
+async def test_sigterm_lets_a_stream_finish_and_exits_cleanly(tmp_path: Path) -> None:
+    """Drain: a stream in flight on HTTP/3 ends with [DONE] within the grace, no engine
+    cancel, and the process exits 0 (the QUIC listener closes with the rest)."""
+    mock = MockIE(tmp_path, "--itl-ms", "10").start()
+    config = f'[[engines]]\nsocket = "{mock.socket}"\n[server]\ntls_dir = "{tmp_path / "tls"}"\n'
+    server = NeutrinoProc(tmp_path, "--quic-address", "127.0.0.1:0", config=config)
+    with serving(mock, server):
+        async with H3Client("127.0.0.1", server.quic_port()) as client:
+            body = chat(max_tokens=60, stream=True, ignore_eos=True)
+            resp = await client.request("POST", "/v1/chat/completions", JSON, body)
+            pieces = [await anext(aiter(resp.chunks()))]
+            assert server.proc is not None
+            server.proc.send_signal(signal.SIGTERM)
+            pieces += [c async for c in resp.chunks()]
+        code = await asyncio.to_thread(server.stop)
+    events = sse_events(b"".join(pieces))
+    assert events[-1] == "[DONE]"
+    assert json.loads(events[-2])["choices"][0]["finish_reason"] == "length"  # all 60 tokens
+    assert code == 0
+    assert mock.events("cancel") == []
+
+
+async def test_anthropic_messages_and_its_error_shape(stack: Stack) -> None:
+    """Every generation route of the HTTP/1.1 server is served: Anthropic's Messages,
+    its errors (a body over the limit too) in Anthropic's shape."""
+    body = {"model": MODEL, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    headers = {**JSON, "anthropic-version": "2023-06-01"}
+    big = json.dumps({**body, "system": "a" * (MAX_BODY + 10)}).encode()
+    async with stack.client() as client:
+        ok = await client.request("POST", "/v1/messages", headers, json.dumps(body).encode())
+        message = json.loads(await ok.read())
+        over = await client.request("POST", "/v1/messages", headers, big)
+        refused = json.loads(await over.read())
+    assert ok.status == 200 and message["type"] == "message"
+    assert message["usage"]["output_tokens"] == 5
+    assert over.status == 413
+    assert refused["type"] == "error" and refused["error"]["type"] == "request_too_large"

@@ -79,9 +79,11 @@ class ResponseReader:
         if status < 200:
             return
         self.started = True
-        self._sink.head(status, self._headers)
-        if self._head_only:
+        if self._head_only:  # no body follows (some clients hold a length to its word)
+            self._sink.head(status, [h for h in self._headers if h[0].lower() != "content-length"])
             self._end()
+        else:
+            self._sink.head(status, self._headers)
 
     def on_body(self, body: bytes) -> None:
         if self.started and not self.done:
