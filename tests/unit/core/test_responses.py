@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from neutrino.config import LimitsConfig
+from neutrino.config import ConfigError, LimitsConfig, from_mapping
 from neutrino.engine.messages import GuidedMode
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.http.responses_parse import ResponsesRequest, Stored, parse_responses
@@ -327,3 +327,13 @@ def test_store_bounds_and_owners() -> None:
     assert store.lookup("alice", "resp_b") is not None and store.lookup("bob", "resp_b") is None
     assert store.delete("resp_b") and not store.delete("resp_b")
     assert ResponseStore(0, 100).put("", [], {"id": "resp_n"}) is False
+
+
+def test_the_store_section() -> None:
+    assert from_mapping({}).responses.store_entries == 0  # off by default
+    cfg = from_mapping({"responses": {"store_entries": 10, "store_bytes": 4096}}).responses
+    assert (cfg.store_entries, cfg.store_bytes) == (10, 4096)
+    with pytest.raises(ConfigError, match=r"\[responses\]\.store_bytes"):
+        from_mapping({"responses": {"store_bytes": -1}})
+    with pytest.raises(ConfigError, match="unknown key"):
+        from_mapping({"responses": {"entries": 1}})
