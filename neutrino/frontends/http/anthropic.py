@@ -41,6 +41,24 @@ ROUTE = "chat"
 Handler = Callable[[Exchange], Awaitable[None]]
 
 
+class FastRoute:
+    """A fast route's handler that also renders, in Anthropic's shape, the errors the
+    lean server answers before the handler runs (a bad key, a body too large): the
+    server calls its ``error_body``."""
+
+    __slots__ = ("_handler",)
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+
+    async def __call__(self, ex: Exchange) -> None:
+        await self._handler(ex)
+
+    @staticmethod
+    def error_body(err: NeutrinoError) -> bytes:
+        return error_body(err)
+
+
 class AnthropicRoutes:
     def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
         self.orch = orchestrator
@@ -52,7 +70,10 @@ class AnthropicRoutes:
 
     def fast_routes(self) -> dict[bytes, Callable[[Any], Awaitable[None]]]:
         """The same routes for the lean HTTP/1.1 server (path -> handler of an Exchange)."""
-        return {MESSAGES.encode(): self.messages, COUNT_TOKENS.encode(): self.count_tokens}
+        return {
+            MESSAGES.encode(): FastRoute(self.messages),
+            COUNT_TOKENS.encode(): FastRoute(self.count_tokens),
+        }
 
     def _aiohttp(self, handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def serve(request: web.Request) -> web.StreamResponse:

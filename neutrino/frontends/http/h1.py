@@ -430,11 +430,11 @@ class H1Protocol(asyncio.Protocol):
         self._route = route
         refused = self._admit_head(self._headers) if self._admit_head is not None else None
         if refused is not None:  # no key, no body: answered before a byte of it is read
-            self._answer_early(refused)
+            self._answer_early(refused, route)
             return
         length = self._headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self._max_body:
-            self._answer_early(self._too_large())
+            self._answer_early(self._too_large(), route)
             return
         if self._headers.get(b"expect", b"").lower() == b"100-continue":
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -452,7 +452,7 @@ class H1Protocol(asyncio.Protocol):
             return
         self._body_len += len(body)
         if self._body_len > self._max_body:
-            self._answer_early(self._too_large())
+            self._answer_early(self._too_large(), self._route)
             return
         self._body.append(body)
 
@@ -567,13 +567,14 @@ class H1Protocol(asyncio.Protocol):
             )
         )
 
-    def _answer_early(self, err: NeutrinoError) -> None:
-        """Answer (in order) without reading further, then close the connection."""
+    def _answer_early(self, err: NeutrinoError, route: Route | None = None) -> None:
+        """Answer (in order) without reading further, then close the connection (in the
+        error form of ``route``, the fast route the request is for, when known)."""
         self._stopped = True
         self._clock.message_done()  # nothing more is awaited from the client
         if self.transport is not None:
             self.transport.pause_reading()
-        self._queue.append((_fixed(err), H1Exchange(self, {}, True)))
+        self._queue.append((_fixed(err, route), H1Exchange(self, {}, True)))
         if self._task is None:
             self._next()
 
@@ -636,9 +637,14 @@ class _TooLong(Exception):
     pass
 
 
-def _fixed(err: NeutrinoError) -> Route:
+def _fixed(err: NeutrinoError, route: Route | None = None) -> Route:
+    # A route of an API whose errors have their own shape (Anthropic's) renders them: its
+    # ``error_body`` (default: OpenAI's JSON error).
+    render: Callable[[NeutrinoError], bytes] | None = getattr(route, "error_body", None)
+    body = render(err) if render is not None else None
+
     async def answer(ex: H1Exchange) -> None:
-        ex.fail(err)
+        ex.fail(err, body)
 
     return answer
 
