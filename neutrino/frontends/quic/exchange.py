@@ -143,10 +143,3 @@ class H3Body:
 
     def close(self) -> None:
         pass  # nothing runs beside the connection's own transmissions
-
-    def lost(self, why: str) -> None:
-        """The client reset or stopped the stream."""
-        if not self.gone:
-            self.gone = True
-            if self.on_lost is not None:
-                self.on_lost(why)

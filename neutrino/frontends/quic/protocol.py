@@ -133,16 +133,6 @@ class RequestStream:
     def reset(self) -> None:
         self._conn.abort_stream(self, ErrorCode.H3_REQUEST_CANCELLED)
 
-    def head_fields(self, status: int, headers: list[tuple[str, str]]) -> None:
-        self.send_head(response_fields(status, headers))
-
-    # Sink (relay.py)
-    def data(self, data: bytes) -> None:
-        self.send_data(data)
-
-    def end(self) -> None:
-        self.send_data(b"", end=True)
-
 
 class _Sink:
     """The relay's view of a stream (head, data, end)."""
@@ -153,13 +143,13 @@ class _Sink:
         self._stream = stream
 
     def head(self, status: int, headers: list[tuple[str, str]]) -> None:
-        self._stream.head_fields(status, headers)
+        self._stream.send_head(response_fields(status, headers))
 
     def data(self, data: bytes) -> None:
-        self._stream.data(data)
+        self._stream.send_data(data)
 
     def end(self) -> None:
-        self._stream.end()
+        self._stream.send_data(b"", end=True)
 
 
 class H3Protocol(QuicConnectionProtocol):
@@ -359,7 +349,7 @@ class H3Protocol(QuicConnectionProtocol):
         """aiohttp closed its connection: the response is whole, or it never will be."""
         if not stream.ended:
             if stream.answered:
-                stream.end()
+                stream.send_data(b"", end=True)
             else:
                 self.abort_stream(stream, ErrorCode.H3_INTERNAL_ERROR)
         self._finished(stream)
@@ -402,10 +392,10 @@ class H3Protocol(QuicConnectionProtocol):
                 self._refuse(sid, ErrorCode.H3_REQUEST_CANCELLED)
             return
         stream.client_done = stream.ended = True
-        self._abandon(stream, "client disconnected")
+        self._abandon(stream)
         self._finished(stream)
 
-    def _abandon(self, stream: RequestStream, why: str) -> None:
+    def _abandon(self, stream: RequestStream) -> None:
         if stream.task is not None and not stream.task.done():
             stream.task.cancel()  # the route closes its generations: one cancel each
         if stream.relay is not None:
@@ -416,7 +406,7 @@ class H3Protocol(QuicConnectionProtocol):
             self._heads.pop(sid)[1].cancel()
         for stream in list(self.requests.values()):
             stream.client_done = stream.ended = True
-            self._abandon(stream, "connection closed")
+            self._abandon(stream)
             self._finished(stream)
         if self._pinger is not None:
             self._pinger.cancel()

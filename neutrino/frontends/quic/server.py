@@ -76,6 +76,11 @@ class Http3Server:
         if quic_log.level == logging.NOTSET and not log.isEnabledFor(logging.DEBUG):
             quic_log.setLevel(logging.WARNING)
         host, port = split_address(self.address, "[server] quic_address")
+        if port == 0 and self.cfg.worker.active:
+            raise StartupError(
+                "under --workers, HTTP/3 needs a fixed port ([server] quic_address or "
+                "--quic-address HOST:PORT): each worker would pick its own"
+            )
         config = self._configuration(host)
         create = functools.partial(H3Protocol, settings=self.settings)
         loop = asyncio.get_running_loop()
