@@ -556,7 +556,7 @@ ERRORS: dict[str, tuple[dict[str, Any], grpc.StatusCode, str]] = {
             },
         ),
         grpc.StatusCode.INVALID_ARGUMENT,
-        "chat.response_format.json_schema.schema",
+        "chat.response_format.json_schema.schema_json",
     ),
     "bad-image": (
         {

@@ -25,21 +25,27 @@ from neutrino.pipeline.request import GenerateRequest
 
 _MAX_COMPLETION_TOP = 5  # OpenAI's integer `logprobs` of completions
 
-# Request fields that are the same scalar in the proto and in OpenAI's JSON.
-_OPTIONAL = (
-    "max_tokens",
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "seed",
-    "presence_penalty",
-    "frequency_penalty",
-    "repetition_penalty",
-    "min_tokens",
-    "n",
-    "include_stop_str_in_output",
+# Request fields that are the same in the proto and in OpenAI's JSON (a proto3 scalar
+# without presence, ignore_eos and user, counts as set when it is not its default).
+_SCALARS = frozenset(
+    {
+        "max_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+        "min_tokens",
+        "n",
+        "include_stop_str_in_output",
+        "ignore_eos",
+        "user",
+    }
 )
+_LISTS = frozenset({"stop", "stop_token_ids"})
 _MODES = {
     inference_pb2.TOOL_CHOICE_MODE_AUTO: "auto",
     inference_pb2.TOOL_CHOICE_MODE_NONE: "none",
@@ -76,6 +82,13 @@ _PATHS = {
     "echo": "completion.echo",
 }
 _HEAD = re.compile(r"[A-Za-z_]+")
+# Inside those: HTTP's nested names -> the proto's (JSON objects are JSON text here).
+_FIELDS = (
+    (re.compile(r"\.function\.parameters$"), ".parameters_json"),
+    (re.compile(r"\.json_schema\.schema$"), ".json_schema.schema_json"),
+    (re.compile(r"\.function\."), "."),
+    (re.compile(r"\.content\["), ".parts["),
+)
 
 
 def to_request(
@@ -100,19 +113,14 @@ def to_request(
 def to_body(msg: inference_pb2.GenerateRequest) -> dict[str, Any]:
     """The OpenAI JSON body of ``msg`` (chat or completion; set fields only)."""
     body: dict[str, Any] = {"model": msg.model}
-    for key in _OPTIONAL:
-        if msg.HasField(key):
-            body[key] = getattr(msg, key)
-    if msg.stop:
-        body["stop"] = list(msg.stop)
-    if msg.stop_token_ids:
-        body["stop_token_ids"] = list(msg.stop_token_ids)
-    if msg.ignore_eos:
-        body["ignore_eos"] = True
-    if msg.user:
-        body["user"] = msg.user
-    if msg.HasField("structured_outputs"):
-        body["structured_outputs"] = _structured(msg.structured_outputs)
+    for fd, value in msg.ListFields():  # the set fields only, in one call
+        key = fd.name
+        if key in _SCALARS:
+            body[key] = value
+        elif key in _LISTS:
+            body[key] = list(value)
+        elif key == "structured_outputs":
+            body[key] = _structured(value)
     if msg.WhichOneof("input") == "chat":
         _chat(msg.chat, body)
         if msg.HasField("logprobs"):
@@ -285,7 +293,8 @@ def _renamed(err: NeutrinoError) -> NeutrinoError:
     name = head.group(0) if head else ""
     if name in _PATHS:
         param = _PATHS[name] + param[len(name) :]
-        param = param.replace(".function.", ".").replace(".content[", ".parts[")
+        for http, proto in _FIELDS:
+            param = http.sub(proto, param)
     elif name == "logprobs" and param == "logprobs":
         param = "top_logprobs"  # a completion's integer logprobs is top_logprobs here
     if param == err.param:

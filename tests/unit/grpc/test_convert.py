@@ -13,6 +13,7 @@ from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.grpc import convert, render
 from neutrino.pipeline.generation import Outcome
 from neutrino.v1 import inference_pb2
+from tests.support.grpc_parity import grpc_request
 
 LIMITS = LimitsConfig()
 
@@ -146,3 +147,126 @@ def test_grpc_config(tmp_path: Path) -> None:
     assert not loaded.enabled and loaded.address == "127.0.0.1:7000"
     with pytest.raises(ConfigError):
         load(["--grpc-address", "nonsense"], environ={})
+
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "description": "d",
+            "parameters": {"type": "object", "properties": {"n": {"minimum": 1}}},
+        },
+    }
+]
+BODIES: list[dict[str, Any]] = [
+    {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+    {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "s", "name": "boss"},
+            {"role": "user", "content": [{"type": "text", "text": "look"}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+                "reasoning_content": "r",
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "42"},
+        ],
+        "tools": TOOLS,
+        "tool_choice": {"type": "function", "function": {"name": "f"}},
+        "parallel_tool_calls": False,
+        "logprobs": True,
+        "top_logprobs": 3,
+        "n": 2,
+        "seed": 5,
+        "stop": ["x"],
+        "stop_token_ids": [7],
+        "include_stop_str_in_output": True,
+        "chat_template_kwargs": {"enable_thinking": False, "budget": 3},
+        "reasoning_effort": "low",
+        "add_generation_prompt": False,
+    },
+    {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "x", "schema": {"type": "object"}, "strict": True},
+        },
+        "tool_choice": "none",
+    },
+]
+
+
+@pytest.mark.parametrize("body", BODIES)
+def test_the_body_is_what_an_openai_client_sends(body: dict[str, Any]) -> None:
+    """A gRPC request written from an OpenAI body (as the proto documents it) turns back
+    into that body, so HTTP's parser sees what it would over HTTP."""
+    assert convert.to_body(grpc_request(body)) == body
+    convert.to_request(grpc_request(body), LIMITS, stream=False)  # valid as over HTTP
+
+
+def test_chat_only_and_completion_fields() -> None:
+    msg = chat(structured_outputs=inference_pb2.StructuredOutputs(regex="[a-z]+"))
+    msg.chat.reasoning_format = inference_pb2.REASONING_FORMAT_HIDDEN
+    req = convert.to_request(msg, LIMITS, stream=True)
+    assert req.reasoning_format == "hidden" and req.guided is not None
+    assert req.stream and req.include_usage
+    msg = inference_pb2.GenerateRequest(
+        model="m",
+        completion=inference_pb2.Completion(prompt_token_ids=[1, 2, 3], echo=True),
+        logprobs=True,
+        top_logprobs=2,
+        structured_outputs=inference_pb2.StructuredOutputs(
+            choice=inference_pb2.Choices(choices=["a", "b"])
+        ),
+    )
+    assert convert.to_body(msg) == {
+        "model": "m",
+        "prompt": [1, 2, 3],
+        "echo": True,
+        "logprobs": 2,
+        "structured_outputs": {"choice": ["a", "b"]},
+    }
+
+
+def test_image_bytes_are_a_data_uri_of_them() -> None:
+    msg = chat()
+    msg.chat.messages[0].content = ""
+    msg.chat.messages[0].parts.add(image=b"\x89PNG")
+    part = convert.to_body(msg)["messages"][0]["content"][0]
+    assert part["type"] == "image_url"
+    assert part["image_url"]["url"] == "data:application/octet-stream;base64,iVBORw=="
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"top_logprobs": 2}, "top_logprobs"),
+        ({"tool_choice": "required"}, "chat.tool_choice"),
+        ({"tools": [{"type": "function", "function": {"name": ""}}]}, "chat.tools[0]"),
+        ({"chat_template_kwargs": {"tools": 1}}, "chat.chat_template_kwargs_json"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": 1}}},
+            "chat.response_format.json_schema.schema_json",
+        ),
+        ({"n": 99}, "n"),
+    ],
+)
+def test_http_params_become_proto_paths(body: dict[str, Any], param: str) -> None:
+    full = {"model": "m", "messages": [{"role": "user", "content": "hi"}], **body}
+    with pytest.raises(NeutrinoError) as info:
+        convert.to_request(grpc_request(full), LIMITS, stream=False)
+    assert info.value.param == param
+
+
+def test_tool_parameters_that_are_no_object_name_the_json_field() -> None:
+    msg = chat()
+    msg.chat.tools.add(name="f", parameters_json="[1]")
+    with pytest.raises(NeutrinoError) as info:
+        convert.to_request(msg, LIMITS, stream=False)
+    assert info.value.param == "chat.tools[0].parameters_json"

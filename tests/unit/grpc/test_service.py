@@ -169,3 +169,40 @@ async def test_list_models() -> None:
     resp = await svc.ListModels(common_pb2.ListModelsRequest(), FakeContext())  # type: ignore[arg-type]
     assert resp is not None
     assert [(m.id, m.context_length, m.created) for m in resp.models] == [(MODEL, 4096, 1000)]
+
+
+@pytest.mark.parametrize(("remaining", "reason"), [(5.0, "client disconnected"), (0.0, "timeout")])
+async def test_a_cancelled_n2_stream_cancels_each_choice_once(
+    remaining: float, reason: str
+) -> None:
+    svc, engine, orch = make(reply_tokens=500)
+    ctx = FakeContext(remaining=5.0, hold_after=3)
+    task = asyncio.ensure_future(svc.GenerateStream(chat(max_tokens=500, n=2), ctx))  # type: ignore[arg-type]
+    await asyncio.wait_for(ctx.held.wait(), 5)
+    ctx.remaining = remaining
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(engine.queries) == 2
+    assert [r for _, r in engine.cancels] == [reason, reason]
+    assert orch.inflight == 0
+    assert [h["state"] for h in orch.history.latest(2)] == ["cancelled", "cancelled"]
+
+
+async def test_n2_unary_and_stream_agree_per_choice() -> None:
+    svc, engine, _ = make()
+    ctx: Any = FakeContext()
+    resp = await svc.Generate(chat(max_tokens=8, seed=3, n=2), ctx)
+    assert resp is not None and [c.index for c in resp.choices] == [0, 1]
+    assert resp.text == resp.choices[0].text != resp.choices[1].text
+    assert resp.usage.completion_tokens == 16
+    await svc.GenerateStream(chat(max_tokens=8, seed=3, n=2), ctx)
+    for i in (0, 1):
+        assert "".join(m.delta for m in ctx.written if m.index == i) == resp.choices[i].text
+    finals = [m for m in ctx.written if m.finish_reason]
+    assert sorted(m.index for m in finals) == [0, 1]
+    assert [m.HasField("usage") for m in ctx.written].count(True) == 1
+    assert ctx.written[-1].usage.completion_tokens == 16
+    seeds = [q.sampling.seed for q in engine.queries if isinstance(q, TextQuery)]
+    assert seeds == [3, 4, 3, 4]
+    assert not engine.cancels
