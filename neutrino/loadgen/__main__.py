@@ -66,6 +66,9 @@ def target(opts: Options) -> str:
     return opts.url
 
 
+CONNECT_TIMEOUT_S = 30.0
+
+
 class Abort(Exception):
     """Nothing could be sent (the reason is the message)."""
 
@@ -94,8 +97,7 @@ async def session(opts: Options, source: PromptSource) -> tuple[Recorder, float,
     the model; Abort when no request could be sent."""
     driver = make_driver(opts)
     try:
-        await driver.start()
-        model = opts.model or await _first_model(driver, opts.timeout)
+        model = await _prepare(driver, opts)
         params = Params(model, opts.stream, opts.ignore_eos, opts.temperature)
         plan = Plan(
             opts.requests, opts.concurrency, opts.rate, opts.duration, opts.timeout, opts.seed
@@ -119,13 +121,23 @@ async def session(opts: Options, source: PromptSource) -> tuple[Recorder, float,
             await driver.close()
 
 
-async def _first_model(driver: Driver, timeout: float) -> str:
+async def _prepare(driver: Driver, opts: Options) -> str:
+    """Connect, and find the model to ask (the first one the server lists unless --model
+    names one), within CONNECT_TIMEOUT_S; Abort when that fails."""
+    what = "connect to the server"
+    limit = min(opts.timeout, CONNECT_TIMEOUT_S)
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(limit):
+            await driver.start()
+            if opts.model is not None:
+                return opts.model
+            what = "list the server's models"
             model = await driver.first_model()
+    except TimeoutError:
+        raise Abort(f"cannot {what} at {target(opts)}: no answer within {limit:g} s") from None
     except Exception as exc:
         kind, message = driver.classify(exc) or classify(exc)
-        raise Abort(f"cannot list the server's models: {kind}: {message}") from None
+        raise Abort(f"cannot {what} at {target(opts)}: {kind}: {message}") from None
     if model is None:
         raise Abort("the server lists no model; name one with --model")
     return model

@@ -239,7 +239,8 @@ def test_connection_errors_and_timeouts(stack: Stack, tmp_path: Path) -> None:
     assert run.summary["errors"]["connection"]["count"] == 3
     nothing = run_client(stack, tmp_path, "--url", closed, "-n", "3")  # no model to list
     assert nothing.rc == 1 and nothing.report == {}
-    assert "cannot list the server's models: connection" in nothing.stderr
+    assert "cannot list the server's models at http://127.0.0.1:" in nothing.stderr
+    assert ": connection: " in nothing.stderr
     late = run_client(stack, tmp_path, "--model", MODEL, "-n", "3", "--timeout", "0.000001")
     assert late.rc == 1
     assert late.summary["errors"]["timeout"]["count"] == 3
