@@ -113,7 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
         "chat requests over HTTP, gRPC, HTTP/3 or Anthropic's Messages API and reports "
         "throughput and latency as vLLM's bench serve does.",
     )
-    t = p.add_argument_group("target")
+    _target(p.add_argument_group("target"))
+    _load(p.add_argument_group("load"))
+    _requests(p.add_argument_group("requests"))
+    _output(p.add_argument_group("output"))
+    return p
+
+
+def _target(t: argparse._ArgumentGroup) -> None:
     t.add_argument(
         "--protocol",
         choices=PROTOCOLS,
@@ -143,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--model", help="model name (default: the first one the server lists)")
     t.add_argument("--api-key", help="API key (Authorization: Bearer, or x-api-key)")
-    load = p.add_argument_group("load")
+
+
+def _load(load: argparse._ArgumentGroup) -> None:
     load.add_argument(
         "-n",
         "--requests",
@@ -155,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency",
         type=_positive(int),
         help="closed loop: requests in flight (default "
-        f"{DEFAULT_CONCURRENCY}); with --rate: the most in flight (default no cap)",
+        f"{DEFAULT_CONCURRENCY}); with --rate: the most in flight (default 10000)",
     )
     load.add_argument(
         "--rate",
@@ -179,7 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument(
         "--seed", type=int, default=0, help="seeds prompts, lengths and arrivals (default 0)"
     )
-    r = p.add_argument_group("requests")
+
+
+def _requests(r: argparse._ArgumentGroup) -> None:
     r.add_argument(
         "--stream",
         action=argparse.BooleanOptionalAction,
@@ -227,7 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="generate max_tokens whatever the model's end token (not anthropic)",
     )
     r.add_argument("--temperature", type=float)
-    o = p.add_argument_group("output")
+
+
+def _output(o: argparse._ArgumentGroup) -> None:
     o.add_argument("--show-output", action="store_true", help="print each answer's text")
     o.add_argument(
         "--progress",
@@ -248,7 +261,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="P,...",
         help="latency percentiles besides mean and median (default 99)",
     )
-    return p  # fmt: skip
 
 
 def parse(argv: list[str] | None = None) -> Options:
