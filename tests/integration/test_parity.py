@@ -19,13 +19,21 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import grpc
 import pytest
 from PIL import Image
 
 from neutrino.loadgen.h3 import H3Client
+from neutrino.v1.inference_pb2_grpc import InferenceStub
 from tests.support import parity
+from tests.support.grpc_parity import (
+    grpc_answer,
+    grpc_error_answer,
+    grpc_request,
+    grpc_stream_answer,
+)
 from tests.support.parity import Answer
-from tests.support.procs import MockIE, NeutrinoProc, serving
+from tests.support.procs import MockIE, NeutrinoProc, free_port, serving
 
 MODEL = "qwen3-mock"  # Qwen3: <think> reasoning and Hermes-style <tool_call> blocks
 VLM = "qwen2.5-vl-mock"
@@ -95,13 +103,18 @@ def png_data_uri(size: tuple[int, int]) -> str:
 
 
 class Stack:
-    def __init__(self, mock: MockIE, server: NeutrinoProc) -> None:
+    def __init__(self, mock: MockIE, server: NeutrinoProc, grpc_address: str) -> None:
         self.mock = mock
         self.server = server
+        self.grpc_address = grpc_address
 
     @property
     def http(self) -> str:
         return self.server.base_url
+
+    @property
+    def grpc(self) -> str:
+        return self.grpc_address
 
     @property
     def quic_port(self) -> int:
@@ -124,9 +137,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "--itl-ms",
         "2",
     ).start()
-    server = NeutrinoProc(work, "--engine", mock.socket, "--quic-address", "127.0.0.1:0")
+    grpc_address = f"127.0.0.1:{free_port()}"
+    server = NeutrinoProc(
+        work,
+        "--engine",
+        mock.socket,
+        "--quic-address",
+        "127.0.0.1:0",
+        "--grpc-address",
+        grpc_address,
+    )
     with serving(mock, server):
-        yield Stack(mock, server)
+        yield Stack(mock, server, grpc_address)
 
 
 # ---------------------------------------------------------------------- the drivers
@@ -189,19 +211,42 @@ async def responses_stream(stack: Stack, body: dict[str, Any]) -> Answer:
     return parity.responses_stream_answer(status, raw)
 
 
+async def grpc_unary(stack: Stack, body: dict[str, Any]) -> Answer:
+    async with grpc.aio.insecure_channel(stack.grpc) as ch:
+        try:
+            resp = await InferenceStub(ch).Generate(grpc_request(body), timeout=30)
+        except grpc.aio.AioRpcError as err:
+            return grpc_error_answer(err)
+        return grpc_answer(resp)
+
+
+async def grpc_stream(stack: Stack, body: dict[str, Any]) -> Answer:
+    async with grpc.aio.insecure_channel(stack.grpc) as ch:
+        msgs = []
+        try:
+            async for msg in InferenceStub(ch).GenerateStream(grpc_request(body), timeout=30):
+                msgs.append(msg)
+        except grpc.aio.AioRpcError as err:
+            return grpc_error_answer(err)
+        return grpc_stream_answer(msgs)
+
+
 Driver = Callable[[Stack, dict[str, Any]], Awaitable[Answer]]
 DRIVERS: dict[str, Driver] = {
     "http": http_chat,
     "http-stream": http_chat_stream,
     "h3": h3_chat,
     "h3-stream": h3_chat_stream,
+    "grpc": grpc_unary,
+    "grpc-stream": grpc_stream,
     "anthropic": anthropic,
     "anthropic-stream": anthropic_stream,
     "responses": responses,
     "responses-stream": responses_stream,
 }
 ALL = tuple(DRIVERS)
-OPENAI = ("http", "http-stream", "h3", "h3-stream")  # n, logprobs, seed: OpenAI's chat only
+# n, logprobs, seed: OpenAI's chat and Neutrino's gRPC API
+OPENAI = ("http", "http-stream", "h3", "h3-stream", "grpc", "grpc-stream")
 NO_STOP = tuple(d for d in ALL if not d.startswith("responses"))  # Responses has no stop
 NO_ANTHROPIC = tuple(d for d in ALL if not d.startswith("anthropic"))  # no response_format
 
@@ -372,7 +417,17 @@ async def _cancel_h3(stack: Stack, body: dict[str, Any]) -> None:
         await asyncio.sleep(0.5)  # the connection outlives the stream
 
 
+async def _cancel_grpc(stack: Stack, body: dict[str, Any]) -> None:
+    """gRPC: the client cancels its call after the first message."""
+    async with grpc.aio.insecure_channel(stack.grpc) as ch:
+        call = InferenceStub(ch).GenerateStream(grpc_request(body), timeout=30)
+        await call.read()
+        call.cancel()
+        await asyncio.sleep(0.5)  # the channel outlives the call
+
+
 CANCELS: dict[str, Callable[[Stack, dict[str, Any]], Awaitable[None]]] = {
+    "grpc": _cancel_grpc,
     "http": _cancel_http,
     "h3": _cancel_h3,
     "anthropic": _cancel_anthropic,
