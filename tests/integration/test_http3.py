@@ -288,7 +288,7 @@ async def test_sigterm_lets_a_stream_finish_and_exits_cleanly(tmp_path: Path) ->
             assert server.proc is not None
             server.proc.send_signal(signal.SIGTERM)
             pieces += [c async for c in resp.chunks()]
-        code = await asyncio.to_thread(server.stop)
+        code = await asyncio.to_thread(server.proc.wait, 20)  # a second SIGTERM would kill it
     events = sse_events(b"".join(pieces))
     assert events[-1] == "[DONE]"
     assert json.loads(events[-2])["choices"][0]["finish_reason"] == "length"  # all 60 tokens
