@@ -54,7 +54,7 @@ class Http3Server:
         server = self.cfg.server
         creds = tls.load(server.tls_cert, server.tls_key, server.tls_dir, host)
         self.fingerprint = creds.fingerprint
-        kind = "self-signed, kept in" if creds.self_signed else "from"
+        kind = "self-signed, in" if creds.self_signed else "from"
         log.info(
             "HTTP/3 certificate (%s %s): SHA-256 fingerprint %s",
             kind,

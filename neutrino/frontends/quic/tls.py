@@ -5,7 +5,8 @@ certificate (ECDSA P-256, for localhost, 127.0.0.1, ::1 and the listener's host)
 once and kept in a private folder (``[server] tls_dir``; default
 ``~/.local/state/neutrino/tls``, mode 0700), so that its fingerprint stays the same across
 restarts and every worker of ``--workers`` serves the same one. It is made again when it
-has expired or no longer names the host.
+has expired or no longer names the host. If the default folder cannot be made (a service
+user without a home), a certificate made for this run only is used, with a warning.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import datetime
 import fcntl
 import ipaddress
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,8 @@ from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPri
 from cryptography.x509.oid import NameOID
 
 from neutrino.errors import StartupError
+
+log = logging.getLogger("neutrino.http")
 
 _CERT = "selfsigned-cert.pem"
 _KEY = "selfsigned-key.pem"
@@ -59,7 +63,14 @@ def load(cert: str, key: str, folder: str, host: str) -> Credentials:
         raise StartupError("[server] tls_cert and tls_key go together (set both, or neither)")
     if cert:
         return Credentials(*_read(Path(cert).expanduser(), Path(key).expanduser()), cert, False)
-    return self_signed(Path(folder).expanduser() if folder else DEFAULT_DIR.expanduser(), host)
+    if folder:
+        return self_signed(Path(folder).expanduser(), host)
+    try:
+        return self_signed(DEFAULT_DIR.expanduser(), host)
+    except StartupError as exc:  # a service user without a home: HTTP/3 still serves
+        log.warning("%s; using a certificate made for this run only", exc)
+        made, private = _make(host)
+        return Credentials([made], private, "memory, this run only", True)
 
 
 def _read(cert: Path, key: Path) -> tuple[list[x509.Certificate], CertificateIssuerPrivateKeyTypes]:

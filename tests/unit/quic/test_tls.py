@@ -70,3 +70,14 @@ def test_a_folder_that_cannot_be_made_is_a_startup_error(tmp_path: Path) -> None
     blocker.write_text("")
     with pytest.raises(StartupError, match="tls_dir"):
         tls.load("", "", str(blocker / "tls"), "localhost")
+
+
+def test_default_folder_that_cannot_be_made_falls_back_to_this_run_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setattr(tls, "DEFAULT_DIR", blocker / "tls")
+    creds = tls.load("", "", "", "localhost")
+    assert creds.self_signed and creds.source == "memory, this run only"
+    assert "this run only" in caplog.text
