@@ -6,6 +6,7 @@ request to the recorder."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import random
 import time
@@ -80,10 +81,12 @@ class Runner:
         self.interrupted = 0  # requests cancelled by stop()
         self.max_lag = 0.0  # the open loop's latest start behind its schedule (seconds)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._stopped: asyncio.Event | None = None
 
     async def run(self) -> float:
         """Run the plan; the duration from the first send to the last end (seconds)."""
         self.start = self.clock()
+        self._stopped = asyncio.Event()
         if self.plan.rate is None:
             await self._closed()
         else:
@@ -93,6 +96,8 @@ class Runner:
     def stop(self) -> None:
         """Start nothing more and cancel the requests in flight (Ctrl-C)."""
         self.stopping = True
+        if self._stopped is not None:
+            self._stopped.set()
         for task in list(self._tasks):
             task.cancel()
 
@@ -127,9 +132,7 @@ class Runner:
             rate, random.Random(plan.seed), count=plan.requests, duration=plan.duration
         )
         for index, at in enumerate(arrivals):
-            delay = self.start + at - self.clock()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await self._sleep(self.start + at - self.clock())
             await slots.acquire()
             if self.stopping:
                 break
@@ -137,6 +140,12 @@ class Runner:
             self._spawn(index).add_done_callback(lambda _: slots.release())
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _sleep(self, delay: float) -> None:
+        """Wait ``delay`` seconds, or less if stop() comes first."""
+        if delay > 0 and self._stopped is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopped.wait(), delay)
 
     def _spawn(self, index: int) -> asyncio.Task[None]:
         task = asyncio.create_task(self._one(index))
