@@ -501,7 +501,8 @@ class Orchestrator:
                     **req.template_kwargs,
                 )
             except TemplateError as exc:
-                raise NeutrinoError(ErrorKind.BAD_REQUEST, str(exc), param="messages") from None
+                param = exc.param or "messages"
+                raise NeutrinoError(ErrorKind.BAD_REQUEST, str(exc), param=param) from None
             obs.mark("templated")
             ids = await self._encode(rendered, text, ctx, "messages")
             obs.mark("tokenized")

@@ -31,4 +31,12 @@ class InvalidTokenId(TokenizerError, ValueError):
 
 
 class TemplateError(ValueError):
-    """A chat template could not be rendered; the message is safe to show a client."""
+    """A chat template could not be rendered; the message is safe to show a client.
+
+    ``param`` names the request field the template could not render, where known
+    (e.g. ``messages[2].content``).
+    """
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param

@@ -9,7 +9,6 @@ and Python-style methods (``.strip()``, ``.items()``, ...) through minijinja's p
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
@@ -26,6 +25,8 @@ from neutrino.text.families import (
     family_for_model,
     load_families,
 )
+from neutrino.text.template_fields import client_name, first_reached, none_fields
+from neutrino.text.template_source import NOT_ITERABLE, LiteralError, prepare
 
 __all__ = [
     "DEFAULT_TEMPLATES_PATH",
@@ -41,7 +42,6 @@ __all__ = [
 ]
 
 _TEMPLATE_NAME = "chat"
-_NEWLINES = re.compile(r"\r\n?")
 
 
 def tojson(
@@ -61,75 +61,16 @@ def _raise_exception(message: Any) -> NoReturn:
     raise TemplateError(str(message))
 
 
-_TAG = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
+class _NotIterable(TemplateError):
+    """A guarded loop's sequence was none (``loop``: its number in the prepared template)."""
+
+    def __init__(self, loop: int) -> None:
+        super().__init__("'NoneType' object is not iterable")
+        self.loop = loop
 
 
-def _line_continuations(source: str) -> str:
-    """Drop backslash-newlines inside tags, as jinja2 does in string literals.
-
-    jinja2 decodes string literals with Python's escapes, where a backslash before a
-    newline continues the line; minijinja keeps both characters. Published templates
-    (Mistral Small 3.1's default system prompt) rely on jinja2's behaviour.
-    """
-    if "\\\n" not in source:
-        return source
-    return _TAG.sub(lambda m: m.group(0).replace("\\\n", ""), source)
-
-
-_FOR = re.compile(r"(\{%-?\s*for\s+)(.*?)(\s*-?%\})", re.DOTALL)
-_NOT_ITERABLE = "'NoneType' object is not iterable"
-
-
-def _top_level_split(text: str, word: str) -> int:
-    """Index of `` word `` in ``text`` outside brackets and string literals, or -1."""
-    depth = 0
-    quote = ""
-    i = 0
-    needle = f" {word} "
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0 and text.startswith(needle, i):
-            return i
-        i += 1
-    return -1
-
-
-def _strict_loops(source: str) -> str:
-    """Make ``{% for x in seq %}`` fail on a none ``seq``, as jinja2 does.
-
-    minijinja iterates over none as an empty sequence; jinja2 raises, and so does
-    transformers' renderer, which turns some conversations into errors. Each loop's
-    sequence becomes ``(seq if seq is not none else raise_exception(...))``.
-    """
-
-    def rewrite(m: re.Match[str]) -> str:
-        head, body, tail = m.group(1), m.group(2), m.group(3)
-        at = _top_level_split(body, "in")
-        if at < 0:
-            return m.group(0)
-        target, rest = body[:at], body[at + 4 :]
-        suffix = ""
-        if rest.endswith(" recursive"):
-            rest, suffix = rest[: -len(" recursive")], " recursive"
-        cond = _top_level_split(rest, "if")
-        if cond >= 0:
-            rest, suffix = rest[:cond], rest[cond:] + suffix
-        seq = rest.strip()
-        guarded = f"({seq} if ({seq}) is not none else raise_exception({_NOT_ITERABLE!r}))"
-        return f"{head}{target} in {guarded}{suffix}{tail}"
-
-    return _FOR.sub(rewrite, source)
+def _not_iterable(loop: int) -> NoReturn:
+    raise _NotIterable(loop)
 
 
 def _iterable(value: Any) -> bool:
@@ -149,7 +90,7 @@ class ChatTemplate:
     ``clock`` supplies the time for ``strftime_now`` (default: local ``datetime.now``).
     """
 
-    __slots__ = ("_env", "_specials", "family")
+    __slots__ = ("_env", "_loops", "_specials", "family")
 
     def __init__(self, family: ModelFamily, *, clock: Callable[[], datetime] | None = None) -> None:
         now = datetime.now if clock is None else clock
@@ -169,13 +110,15 @@ class ChatTemplate:
         env.add_test("iterable", _iterable)
         env.add_global("raise_exception", _raise_exception)
         env.add_global("strftime_now", strftime_now)
+        env.add_global(NOT_ITERABLE, _not_iterable)
         try:
-            # Line endings become "\n" as jinja2's lexer makes them (a template saved with
-            # CRLF renders the same prompt).
-            source = _NEWLINES.sub("\n", family.template)
-            env.add_template(_TEMPLATE_NAME, _strict_loops(_line_continuations(source)))
+            prepared = prepare(family.template)
+            env.add_template(_TEMPLATE_NAME, prepared.source)
+        except LiteralError as e:
+            raise TemplateError(f"chat template of {family.name!r} is invalid: {e}") from None
         except minijinja.TemplateError as e:
             raise TemplateError(f"chat template of {family.name!r} is invalid: {e.message}") from e
+        self._loops = prepared.loops
         self.family = family
         self._env = env
         specials: dict[str, Any] = {}
@@ -210,11 +153,11 @@ class ChatTemplate:
         context["add_generation_prompt"] = add_generation_prompt
         nulls = [m.get("role") == "assistant" and m.get("content") is None for m in msgs]
         if not any(nulls):
-            return self._render(context)
+            return self._explained(context)
         emptied = [{**m, "content": ""} if null else m for m, null in zip(msgs, nulls, strict=True)]
         if family.null_content == "empty":
             context["messages"] = emptied
-            return self._render(context)
+            return self._explained(context)
         try:
             return self._render(context)
         except TemplateError:
@@ -226,7 +169,35 @@ class ChatTemplate:
             # transformers renders).
             pass
         context["messages"] = emptied
-        return self._render(context)
+        return self._explained(context)
+
+    def _explained(self, context: dict[str, Any]) -> str:
+        """``_render``, where a loop over none names the request field that was none."""
+        try:
+            return self._render(context)
+        except _NotIterable as e:
+            loop = e.loop
+            expression = self._loops[loop]
+            candidates = none_fields(expression, context)
+            if not candidates:
+                raise TemplateError(
+                    f"the chat template cannot iterate over {expression}, which is null"
+                ) from None
+
+            def fails(trial: dict[str, Any]) -> bool:
+                try:
+                    self._render(trial)
+                except _NotIterable as again:
+                    return again.loop == loop
+                except TemplateError:
+                    return False
+                return False
+
+            name = client_name(first_reached(candidates, context, fails))
+        raise TemplateError(
+            f"{name} must be given, not null, for this model: its chat template iterates over it",
+            param=name,
+        )
 
     def _render(self, context: dict[str, Any]) -> str:
         try:
