@@ -289,3 +289,36 @@ def test_ctrl_c_stops_and_reports(stack: Stack, tmp_path: Path) -> None:
     assert summary["completed"] >= 3 and summary["failed"] == 0
     assert summary["duration_s"] < 60
     assert "Successful requests" in stdout
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A server that wants an API key."""
+    work = tmp_path_factory.mktemp("test_client_keys")
+    mock = MockIE(work).start()
+    grpc, metrics = f"127.0.0.1:{free_port()}", free_port()
+    args = ["--engine", mock.socket, "--grpc-address", grpc,
+            "--metrics-address", f"127.0.0.1:{metrics}"]  # fmt: skip
+    if HAS_QUIC:
+        args += ["--quic-address", f"127.0.0.1:{free_port()}"]
+    server = NeutrinoProc(work, *args, config=f'[auth]\napi_keys = ["{KEY}"]\n')
+    with serving(mock, server):
+        yield Stack(server, grpc, None, f"http://127.0.0.1:{metrics}/metrics")
+
+
+KEY = "sk-test-client-0123456789"
+
+
+@pytest.mark.parametrize(
+    ("protocol", "refused"),
+    [("http", "http 401"), ("grpc", "grpc UNAUTHENTICATED"), ("anthropic", "http 401")],
+)
+def test_api_key(keyed: Stack, tmp_path: Path, protocol: str, refused: str) -> None:
+    ok = run_client(keyed, tmp_path, "--api-key", KEY, "-n", "3", protocol=protocol)
+    assert ok.rc == 0, ok.stderr
+    assert ok.summary["completed"] == 3 and ok.report["config"]["api_key"] == "set"
+    assert KEY not in json.dumps(ok.report) and KEY not in ok.stdout
+    bad = run_client(keyed, tmp_path, "--model", MODEL, "-n", "3", protocol=protocol)
+    assert bad.rc == 1 and bad.summary["failed"] == 3
+    ((kind, tally),) = bad.summary["errors"].items()
+    assert kind.startswith(refused) and tally["count"] == 3
