@@ -54,4 +54,4 @@ EXPOSE 51055 50051 9089 51056/udp
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:51055/neutrino/v1/status', timeout=3)"]
 # The listeners on every interface; arguments to `docker run` are added after these.
-ENTRYPOINT ["neutrino", "--http-address", "0.0.0.0:51055", "--grpc-address", "0.0.0.0:50051", "--metrics-address", "0.0.0.0:9089"]
+ENTRYPOINT ["neutrino", "--http-address", "0.0.0.0:51055", "--grpc-address", "0.0.0.0:50051", "--metrics-address", "0.0.0.0:9089", "--quic-address", "0.0.0.0:51056"]

@@ -303,6 +303,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             )
         )
         neutrino_argv = [
+            "--quic-address",  # HTTP/3 is not measured here
+            "",
             "--engine",
             sock,
             "--http-address",

@@ -61,6 +61,7 @@ class Workers(Server):
             *(sys.executable, "-m", "neutrino", "--workers", str(count), "--engine", engine),
             *("--http-address", f"127.0.0.1:{port}", "--grpc-address", "127.0.0.1:0"),
             *("--metrics-address", "127.0.0.1:0", "--log-level", "warning"),
+            *("--quic-address", ""),
         ]
         status = f"http://127.0.0.1:{port}/neutrino/v1/status"
         super().__init__(f"{count} worker{'s' * (count > 1)}", argv, status, port, cpus)

@@ -40,7 +40,7 @@ _ENDINGS_S = 2.0  # for the handlers of requests ended at shutdown to write thei
 # reported as needing a restart, the rest of the reload goes on.
 RESTART_SECTIONS = (
     "server", "grpc", "http", "admin", "auth", "metrics", "tracing", "logging", "sombrero",
-    "discovery", "mock", "shutdown",
+    "discovery", "mock", "shutdown", "responses",
 )  # fmt: skip
 _RELOAD_ENGINES_S = 10.0  # how long new engines have to connect before a reload is refused
 
