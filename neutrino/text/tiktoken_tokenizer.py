@@ -6,7 +6,7 @@ import base64
 import os
 import re
 import unicodedata
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Literal
 
 import tiktoken
@@ -15,7 +15,7 @@ from neutrino.text.errors import TokenizerError
 from neutrino.text.segments import SegmentCache
 from neutrino.text.token_table import TableTokenizer
 
-__all__ = ["WHITESPACE", "TiktokenTokenizer", "read_tiktoken_ranks"]
+__all__ = ["WHITESPACE", "TiktokenTokenizer", "parse_tiktoken_ranks", "read_tiktoken_ranks"]
 
 # What an added token's lstrip/rstrip flag consumes next to it: the characters Rust's
 # char::is_whitespace accepts (Unicode White_Space), as the tokenizers library strips them;
@@ -28,16 +28,25 @@ WHITESPACE = (
 
 def read_tiktoken_ranks(path: str | os.PathLike[str]) -> dict[bytes, int]:
     """Parse a tiktoken BPE file: one ``<base64 token> <rank>`` pair per line."""
-    ranks: dict[bytes, int] = {}
     with open(path, "rb") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                token, rank = line.split()
-                ranks[base64.b64decode(token, validate=True)] = int(rank)
-            except ValueError as e:  # binascii.Error is a ValueError
-                raise TokenizerError(f"malformed BPE rank file at line {lineno}") from e
+        return parse_tiktoken_ranks(f)
+
+
+def parse_tiktoken_ranks(lines: Iterable[bytes]) -> dict[bytes, int]:
+    """The ranks of a tiktoken BPE file's lines; a token listed twice is refused (the
+    file would mean two ranks for one token)."""
+    ranks: dict[bytes, int] = {}
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            token, rank = line.split()
+            piece = base64.b64decode(token, validate=True)
+            value = int(rank)
+        except ValueError as e:  # binascii.Error is a ValueError
+            raise TokenizerError(f"malformed BPE rank file at line {lineno}") from e
+        if ranks.setdefault(piece, value) != value:
+            raise TokenizerError(f"malformed BPE rank file at line {lineno}: token listed twice")
     return ranks
 
 

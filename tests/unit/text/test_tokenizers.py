@@ -385,6 +385,13 @@ SPECIAL_IDS = {
         "<|im_end|>": 7,
         "<|im_sep|>": 8,
     },
+    "kimi-k2": {  # more in test_kimi_k2.py
+        "[BOS]": 163584,
+        "[EOS]": 163585,
+        "<|im_end|>": 163586,
+        "<|im_user|>": 163587,
+        "<|im_middle|>": 163601,
+    },
 }
 NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
     "qwen2": {
@@ -428,6 +435,7 @@ NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
     "phi3": {"</s>"},  # "special": false in Phi-3's tokenizer.json
     "phi4-mini": {"<|tool_call|>"},  # "special": false, as the other tool markers
     "glm47-flash": {"<think>", "<tool_call>"},
+    "kimi-k2": {"<|tool_calls_section_begin|>", "<|tool_call_begin|>", "<|tool_call_end|>"},
     "olmo2": {
         "<|extra_id_0|>",
         "|||PHONE_NUMBER|||",
@@ -502,6 +510,7 @@ def test_vocab_sizes() -> None:
         "phi4-mini": 200029,
         "yi": 64000,
         "glm47-flash": 154856,
+        "kimi-k2": 163840,
     }
     for name in available_tokenizers():
         assert load_tokenizer(name).vocab_size == sizes[name]
