@@ -29,11 +29,17 @@ def test_each_python_example_runs(
     mock_factory: Callable[..., MockIE],
     neutrino_factory: Callable[..., NeutrinoProc],
 ) -> None:
-    grpc_port = free_port()
+    grpc_port, quic_port = free_port(), free_port()
     server = neutrino_factory(
-        "--engine", mock_factory().socket, "--grpc-address", f"127.0.0.1:{grpc_port}"
+        "--engine",
+        mock_factory().socket,
+        "--grpc-address",
+        f"127.0.0.1:{grpc_port}",
+        "--quic-address",
+        f"127.0.0.1:{quic_port}",  # free for TCP, most likely for UDP too
     )
     code = EXAMPLES[index].replace("51055", str(server.port)).replace("50051", str(grpc_port))
+    code = code.replace("51056", str(quic_port))
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
