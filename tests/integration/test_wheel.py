@@ -46,6 +46,7 @@ from neutrino import resources
 from neutrino.engine import schema
 from neutrino.frontends.grpc import codegen, stubs
 from neutrino.text.families import load_families
+from neutrino.text.registry import tokenizer_folder
 
 scripts = configparser.ConfigParser()
 scripts.read(sys.argv[1])
@@ -57,7 +58,8 @@ for name, target in scripts["console_scripts"].items():
 loaded = [m.__file__ for n, m in sys.modules.items() if n.split(".")[0] in ("neutrino", "mocks")]
 print(json.dumps({
     "modules": [f for f in loaded if f] + [stubs.common_pb2.__file__],
-    "files": [str(resources.TEMPLATES), str(resources.ENGINE_SCHEMA), str(codegen.PROTO_ROOT)],
+    "files": [str(resources.TEMPLATES), str(resources.ENGINE_SCHEMA), str(codegen.PROTO_ROOT),
+              str(tokenizer_folder("kimi-k2") / "tiktoken.model")],
     "families": len(load_families()),
     "protocol": schema.PROTOCOL_VERSION,
     "protos": [str(p) for p in codegen.proto_files()],
@@ -112,6 +114,8 @@ def test_wheel_carries_data_files_and_grpc_stubs(unpacked: tuple[Path, list[str]
     assert PROTOS, "no protos in the checkout"
     expected = {
         "neutrino/_assets/templates.json",
+        "neutrino/_assets/tokenizers/kimi-k2/tiktoken.model",
+        "neutrino/_assets/tokenizers/kimi-k2/LICENSE",
         "neutrino/_schemas/ie.capnp",
         *(f"neutrino/_protos/neutrino/v1/{p}.proto" for p in PROTOS),
         *(f"neutrino/v1/{p}_pb2.py" for p in PROTOS),
