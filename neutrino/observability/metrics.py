@@ -35,7 +35,10 @@ from neutrino.pipeline.state import State
 PREFIX = "neutrino_"
 PROTOCOLS = ("http", "grpc", "quic")
 # What a request asked for: the generation routes and each modality's.
-ROUTES = ("chat", "completion", "embed", "rerank", "transcribe", "speak", "detect")
+ROUTES = (
+    "chat", "completion", "messages", "responses", "embed", "rerank", "transcribe", "speak",
+    "detect",
+)  # fmt: skip
 OUTCOMES = ("ok", "cancelled", *(k.spec.label for k in ErrorKind))
 
 # Seconds. Time to first token spans a cached short prompt on an idle engine (ms) to a

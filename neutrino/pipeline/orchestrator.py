@@ -177,7 +177,8 @@ class Orchestrator:
         self.started += 1
         admitted = False
         counted = False  # its key counts it in flight
-        obs = Observed(req.protocol, req.kind, req.received_ns or lifecycle.times[State.START])
+        route = req.route or req.kind
+        obs = Observed(req.protocol, route, req.received_ns or lifecycle.times[State.START])
         traceparent = req.traceparent
         if self.observe.tracer is not None:
             traceparent = self.observe.begin(
@@ -257,7 +258,7 @@ class Orchestrator:
             )
         info = self._model_info(req.model)
         text = await self._model_text(req, info)
-        obs = Observed(req.protocol, req.kind, 0)
+        obs = Observed(req.protocol, req.route or req.kind, 0)
         return len(await self._prompt_ids(req, text, info.context_length, obs))
 
     async def call(

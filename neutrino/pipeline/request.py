@@ -72,6 +72,7 @@ class GenerateRequest:
     validator: Callable[[str], str | None] | None = None  # strict check of the final text
     principal: Principal | None = None  # the caller's API key (None: keys are off)
     protocol: str = "http"  # the front end's, a label of its metrics (PROTOCOLS)
+    route: str = ""  # the API's route label of its metrics (ROUTES; "": the kind's)
     received_ns: int = 0  # monotonic ns when the front end received it (0: not known)
 
 

@@ -14,6 +14,7 @@ import asyncio
 import base64
 import io
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -103,10 +104,13 @@ def png_data_uri(size: tuple[int, int]) -> str:
 
 
 class Stack:
-    def __init__(self, mock: MockIE, server: NeutrinoProc, grpc_address: str) -> None:
+    def __init__(
+        self, mock: MockIE, server: NeutrinoProc, grpc_address: str, metrics_port: int
+    ) -> None:
         self.mock = mock
         self.server = server
         self.grpc_address = grpc_address
+        self.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
 
     @property
     def http(self) -> str:
@@ -137,7 +141,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "--itl-ms",
         "2",
     ).start()
-    grpc_address = f"127.0.0.1:{free_port()}"
+    grpc_address, metrics_port = f"127.0.0.1:{free_port()}", free_port()
     server = NeutrinoProc(
         work,
         "--engine",
@@ -146,9 +150,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "127.0.0.1:0",
         "--grpc-address",
         grpc_address,
+        "--metrics-address",
+        f"127.0.0.1:{metrics_port}",
     )
     with serving(mock, server):
-        yield Stack(mock, server, grpc_address)
+        yield Stack(mock, server, grpc_address, metrics_port)
 
 
 # ---------------------------------------------------------------------- the drivers
@@ -443,3 +449,27 @@ async def test_a_client_that_leaves_costs_one_engine_cancel(stack: Stack, protoc
     await asyncio.sleep(0.3)  # would a second cancel follow?
     assert len(stack.mock.events("cancel")) == before + 1, protocol
     assert events[before]["reason"] == "client disconnected"
+
+
+async def test_metrics_name_each_protocol_and_api(stack: Stack) -> None:
+    """Every protocol's requests are counted under its own labels: the transport
+    (http, quic, grpc) and the API's route (chat, messages, responses)."""
+    body = chat("parity-plain")
+    for driver in (http_chat, h3_chat, grpc_unary, anthropic, responses):
+        assert (await driver(stack, body)).error is None
+    async with aiohttp.ClientSession() as session, session.get(stack.metrics_url) as resp:
+        text = await resp.text()
+    seen = set()
+    for line in text.splitlines():
+        if line.startswith("neutrino_requests_total{") and 'outcome="ok"' in line:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.partition("}")[0]))
+            if float(line.rpartition(" ")[2]) > 0:
+                seen.add((labels["protocol"], labels["route"]))
+    expected = {
+        ("http", "chat"),
+        ("quic", "chat"),
+        ("grpc", "chat"),
+        ("http", "messages"),
+        ("http", "responses"),
+    }
+    assert expected <= seen, seen

@@ -36,7 +36,7 @@ log = logging.getLogger("neutrino.http")
 MESSAGES = "/v1/messages"
 COUNT_TOKENS = "/v1/messages/count_tokens"
 # The metric label of a Messages request: what it asks for is a chat generation.
-ROUTE = "chat"
+ROUTE = "messages"  # the metrics' route label
 
 Handler = Callable[[Exchange], Awaitable[None]]
 
@@ -88,7 +88,7 @@ class AnthropicRoutes:
         """Answer one Messages request on ``ex``, streamed or not."""
         received = time.monotonic_ns()
         try:
-            req = await admit(ex, self.orch, parse_messages, "msg", received)
+            req = await admit(ex, self.orch, parse_messages, "msg", received, ROUTE)
             log.debug("messages request for %s (stream: %s)", req.model, req.stream)
             stops = frozenset(req.stop)
             if req.stream:
@@ -99,7 +99,7 @@ class AnthropicRoutes:
             text, outcome = results[0]
             ex.reply(200, orjson.dumps(message(gens[0], text, outcome, stops)))
         except NeutrinoError as err:
-            self.orch.observe.refused("http", ROUTE, err)
+            self.orch.observe.refused(ex.protocol, ROUTE, err)
             ex.fail(err, error_body(err))
 
     async def count_tokens(self, ex: Exchange) -> None:

@@ -42,6 +42,8 @@ class Exchange(Protocol):
 
     # The X-Request-Id of the answer ("": none), set by the route before it answers.
     request_id: str
+    # The transport, as metrics label it: "http" (HTTP/1.1) or "quic" (HTTP/3).
+    protocol: str
 
     def header(self, name: str) -> str:
         """A request header's value ("" when absent)."""
@@ -69,6 +71,7 @@ class AiohttpExchange:
     """An :class:`Exchange` over an aiohttp request; ``response`` is what to return."""
 
     __slots__ = ("request", "request_id", "response", "send_timeout_s")
+    protocol = "http"
 
     def __init__(self, request: web.Request, send_timeout_s: float = 60.0) -> None:
         self.request = request

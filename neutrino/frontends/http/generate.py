@@ -29,9 +29,15 @@ StartPush = Callable[[SSEStream, list[Generation]], None]
 
 
 async def admit(
-    ex: Exchange, orch: Orchestrator, parse: Parse, id_prefix: str, received_ns: int
+    ex: Exchange,
+    orch: Orchestrator,
+    parse: Parse,
+    id_prefix: str,
+    received_ns: int,
+    route: str = "",
 ) -> GenerateRequest:
-    """Authenticate, read and parse one generation request (raises NeutrinoError).
+    """Authenticate, read and parse one generation request (raises NeutrinoError);
+    ``route`` labels its metrics ("": the request's kind).
 
     A client's ``X-Request-Id`` names the request (``<id_prefix>-<id>``) and is echoed;
     otherwise the answer's header carries the request's own id.
@@ -49,6 +55,8 @@ async def admit(
     req.principal = principal
     req.traceparent = ex.header("traceparent")
     req.received_ns = received_ns
+    req.protocol = ex.protocol
+    req.route = route
     return req
 
 

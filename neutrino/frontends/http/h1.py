@@ -142,6 +142,7 @@ class H1Exchange:
     """One request served by :class:`H1Protocol` (an ``Exchange`` of the routes)."""
 
     __slots__ = ("_conn", "body", "close", "ended", "headers", "request_id", "streaming")
+    protocol = "http"
 
     def __init__(self, conn: H1Protocol, headers: dict[bytes, bytes], close: bool) -> None:
         self._conn = conn

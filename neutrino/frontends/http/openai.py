@@ -80,7 +80,7 @@ class OpenAIRoutes:
             gens, results = await run_all(self.orch, req)
             ex.reply(200, orjson.dumps(render(gens, results, self.cfg.http.reasoning_field)))
         except NeutrinoError as err:
-            self.orch.observe.refused("http", route, err)
+            self.orch.observe.refused(ex.protocol, route, err)
             ex.fail(err)
 
     def _start_push(self, req: GenerateRequest) -> StartPush:

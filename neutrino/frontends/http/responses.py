@@ -76,7 +76,7 @@ class ResponsesRoutes:
             return parsed[-1].req
 
         try:
-            req = await admit(ex, self.orch, parse, "resp", received)
+            req = await admit(ex, self.orch, parse, "resp", received, "responses")
             p = parsed[-1]
             owner = owner_of(req.principal)
             if p.previous is not None and p.previous.owner != owner:
@@ -98,7 +98,7 @@ class ResponsesRoutes:
             self._keep(p, owner, body)
             ex.reply(200, orjson.dumps(body))
         except NeutrinoError as err:
-            self.orch.observe.refused("http", "chat", err)
+            self.orch.observe.refused(ex.protocol, "responses", err)
             ex.fail(err)
 
     def _start_push(self, events: ResponseEvents, p: ResponsesRequest, owner: str) -> StartPush:

@@ -39,6 +39,7 @@ class H3Exchange:
     """One HTTP/3 request served by a generation route."""
 
     __slots__ = ("_body", "_error", "_stream", "answered", "head", "request_id", "streaming")
+    protocol = "quic"
 
     def __init__(self, stream: Stream, head: RequestHead) -> None:
         self._stream = stream
