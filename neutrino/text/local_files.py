@@ -15,8 +15,10 @@ A path may be
   default control tokens for files without one (up to v7), padded with ``<SPECIAL_{id}>``;
 * a folder with Kimi's ``tiktoken.model`` (see :mod:`neutrino.text.kimi_files`).
 
-A tiktoken rank file holds no pre-tokenisation pattern, so any other one is refused rather
-than given a guessed pattern. Nothing is downloaded and nothing in the folder is executed.
+A tiktoken rank file holds no pre-tokenisation pattern, so any other one is refused here
+rather than given a guessed pattern (``[model] tiktoken`` serves one with a pattern the
+operator names: :mod:`neutrino.text.tiktoken_files`). Nothing is downloaded and nothing in
+the folder is executed.
 """
 
 from __future__ import annotations
@@ -96,8 +98,9 @@ def _from_file(name: str, path: Path) -> LocalTokenizer:
         head = fh.read(256)
     if _TIKTOKEN_LINE.match(head):
         raise TokenizerError(
-            f"{path}: a tiktoken rank file carries no pre-tokenisation pattern; give the "
-            "model's folder (with its tokenizer.json, or Kimi's tiktoken.model and "
+            f"{path}: a tiktoken rank file carries no pre-tokenisation pattern; configure it "
+            "under [model] tiktoken with its pattern and special tokens, or give the model's "
+            "folder (with its tokenizer.json, or Kimi's tiktoken.model and "
             "tokenization_kimi.py) instead"
         )
     doc = _read_json(path)

@@ -227,8 +227,8 @@ def _check_pattern_splits(tokenizer: TiktokenTokenizer, pattern: str, where: str
     """The pattern matches no empty piece (tiktoken cannot encode one) and drops nothing."""
     try:
         spans = [m.span() for m in regex.finditer(pattern, _PROBE, regex.V1, timeout=2.0)]
-    except TimeoutError:
-        raise TiktokenFileError(f"{where} takes too long to split a probe text") from None
+    except (TimeoutError, MemoryError, RecursionError):
+        raise TiktokenFileError(f"{where} takes too much to split a probe text") from None
     empty = [at for at, end in spans if at == end]
     if empty:
         raise TiktokenFileError(
