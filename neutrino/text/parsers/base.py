@@ -363,23 +363,32 @@ class JsonScanner:
 
 
 class TextSegments:
-    """Plain content between tool calls.
+    """Plain content around tool calls.
 
-    Text is passed through verbatim, except that a whitespace-only run directly before or
-    after a tool call (the newline between two calls, say) is dropped. A run that is still
-    whitespace-only is held until it is decided; the held text is returned by
-    :meth:`open_block` so that a block that turns out to be malformed can emit it again.
+    Content is the text before the first tool call, verbatim, except that a whitespace-only
+    run directly before a call is dropped. Once a call has been made, no more text is
+    content: text after the calls, and between them, is dropped, streamed and not (vLLM's and
+    SGLang's non-streamed parsers both answer with the text before the first call; see the
+    README's parser section). A run that is still whitespace-only is held until it is
+    decided; the held text is returned by :meth:`open_block` so that a block that turns out
+    to be malformed can emit it again.
     """
 
-    __slots__ = ("_after_block", "_has_text", "_pending")
+    __slots__ = ("_after_block", "_called", "_has_text", "_pending")
 
     def __init__(self) -> None:
         self._pending = ""
         self._has_text = False
         self._after_block = False
+        self._called = False
+
+    @property
+    def called(self) -> bool:
+        """Whether a call has been made (no more text is content)."""
+        return self._called
 
     def text(self, out: Delta, s: str) -> None:
-        if not s:
+        if not s or self._called:
             return
         if self._has_text:
             out.content += s
@@ -418,20 +427,30 @@ class TextSegments:
         self._has_text = False
         return held
 
-    def block_done(self) -> None:
-        """A call (or a block of calls) ended: whitespace right after it is dropped."""
+    def block_done(self, called: bool = False) -> None:
+        """A block (of ``called``: one or more calls) ended: whitespace right after it is
+        dropped, and after a call, all text."""
         self._pending = ""
         self._has_text = False
         self._after_block = True
+        self._called = self._called or called
 
     def block_failed(self, out: Delta, held: str, raw: str) -> None:
-        """The block was not a call: it is content, with the whitespace held before it."""
+        """The block was not a call: it is content (after a call: dropped), with the
+        whitespace held before it."""
+        if self._called:
+            return
         out.content += held + raw
         self._pending = ""
         self._has_text = True
         self._after_block = False
 
+    def block_dropped(self) -> None:
+        """The stream ended inside a block that is no call: its text is dropped."""
+        self._pending = ""
+        self._after_block = True
+
     def finish(self, out: Delta) -> None:
-        if not self._has_text and not self._after_block:
+        if not self._has_text and not self._after_block and not self._called:
             out.content += self._pending
         self._pending = ""

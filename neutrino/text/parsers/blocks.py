@@ -3,8 +3,10 @@
 Used by ``hermes``, ``llama_nemotron_json``, ``glm45`` and ``qwen3_coder``. A subclass names
 its two markers and parses a block's body into zero or more calls. Text outside the blocks is
 content; whitespace-only runs next to a block are dropped. A body that does not parse is
-content verbatim, markers included; a block still open at the end of the stream is parsed as
-if closed (and is content verbatim, without a closing marker, if it does not parse).
+content verbatim, markers included (after a call: dropped, as all text after a call is). A
+block still open at the end of the stream is parsed as if closed where the subclass allows it
+(``unclosed_calls``); otherwise, or if it does not parse, it is no call and its text is
+dropped (README, "Text after tool calls, unclosed blocks").
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ class BlockToolParser(SegmentedToolParser):
 
     block_open: ClassVar[str]
     block_close: ClassVar[str]
+    #: Whether a block still open at the end of the stream is parsed as if closed (vLLM's
+    #: hermes and qwen3_coder parsers read it so); if not, or if it does not parse, it is
+    #: dropped.
+    unclosed_calls: ClassVar[bool] = True
 
     __slots__ = ()
 
@@ -48,7 +54,15 @@ class BlockToolParser(SegmentedToolParser):
         return buf
 
     def _cut(self, out: Delta) -> None:
-        self._close(out, "")
+        raw = self._raw
+        if raw and raw[-1] and self.block_close.startswith(raw[-1]):
+            raw = raw[:-1]  # the start of the closing marker, held back when the stream ended
+        calls = self._parse_block("".join(raw)) if self.unclosed_calls else None
+        if calls is None:
+            self._drop(out)
+            return
+        self._state = _TEXT
+        self._end_block(out, calls)
 
     def _close(self, out: Delta, close: str) -> None:
         body = "".join(self._raw)

@@ -22,11 +22,13 @@ writes strings unquoted); any other value is read as JSON (the template writes n
 with ``tojson``), else as a Python literal (``True``, ``['a']``; never evaluated), else it
 stays the text, as in vLLM and SGLang. Without tools every value is read that way.
 
-Text around the blocks is content; whitespace-only runs around calls are dropped. A block
-that is not a name followed by pairs (a name with spaces in it, text between the pairs, a pair
-left unclosed, JSON) is content verbatim, markers included; a block still open at the end of
-the stream is parsed as if closed. Calls are found as the ``hermes`` parser finds its
-``<tool_call>`` blocks; only the body is read differently.
+Text before the first call is content; text after a call is dropped (the README's rule);
+whitespace-only runs before calls are dropped. A block that is not a name followed by pairs (a
+name with spaces in it, text between the pairs, a pair left unclosed, JSON) is content
+verbatim, markers included. A block still open at the end of the stream is no call, and its
+text is dropped: vLLM's ``glm4_moe`` parser and SGLang's detector both need the closing tag.
+Calls are found as the ``hermes`` parser finds its ``<tool_call>`` blocks; only the body is
+read differently.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ class Glm45ToolParser(BlockToolParser):
 
     block_open = OPEN
     block_close = CLOSE
+    # vLLM's glm4_moe parser and SGLang's glm4_moe detector find calls only as
+    # <tool_call>…</tool_call> (their regexes need the closing tag): an unclosed one is none.
+    unclosed_calls = False
 
     __slots__ = ("_strings",)
 

@@ -10,15 +10,17 @@ to "respond only with <|tool_call|> followed by a JSON list of tools used"::
 tokens as text). vLLM's ``granite`` tool parser also accepts the plain string ``<tool_call>``
 before the list, which it says Granite 3.1 emits; so does this parser. Rules:
 
-* text before a marker (and after a list) is content; whitespace-only runs next to a call
-  are dropped; a marker may appear more than once;
+* text before the first call is content (a whitespace-only run just before a call is
+  dropped); text after a call is dropped (the README's rule; vLLM's parser answers no
+  content once it has calls); a marker may appear more than once;
 * after the marker (and optional whitespace) comes one JSON array whose elements are
   ``{"name": …, "arguments": {…}}`` objects (``parameters`` is accepted for ``arguments``,
   missing arguments mean ``{}``, arguments given as a JSON string are decoded); an empty
   array is consumed and gives no call;
 * anything else after a marker (no array, invalid JSON, an element that is not such an
   object) is content verbatim, marker included; so is a list cut off by the end of the
-  stream. A bare JSON array without a marker is content.
+  stream (before any call; after one, all text is dropped). A bare JSON array without a
+  marker is content.
 
 Reasoning (Granite 3.3). With the template's ``thinking`` flag, its system prompt asks the
 model to "Write your thoughts between <think></think> and write your response between

@@ -12,10 +12,13 @@ Format (Qwen2.5 / Qwen3 chat templates, NousResearch Hermes-Function-Calling; vL
     </tool_call>
 
 Each block holds one JSON object with ``name`` and ``arguments`` (``parameters`` is accepted
-too; arguments given as a JSON string are decoded). Text around the blocks is content;
-whitespace-only runs between/around calls are dropped. A block that is not such an object is
-content verbatim, markers included; a block still open at the end of the stream is parsed as
-if closed (content verbatim if it does not parse).
+too; arguments given as a JSON string are decoded). Text before the first call is content
+(a whitespace-only run just before a call is dropped); text after a call, and between calls,
+is dropped (the README's rule, as vLLM's and SGLang's non-streamed parsers answer). A block
+that is not such an object is content verbatim, markers included (after a call: dropped). A
+block still open at the end of the stream is parsed as if closed, as vLLM's ``hermes`` parser
+reads it (a held-back start of ``</tool_call>`` is not part of its body); if it does not parse,
+it is no call and its text is dropped.
 """
 
 from __future__ import annotations

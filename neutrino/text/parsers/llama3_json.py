@@ -15,7 +15,8 @@ if it has a string ``name`` and an object ``parameters`` (or ``arguments``; one 
 present) and, when the
 request has tools, the name is one of them. Otherwise the object is content verbatim (so a
 plain JSON answer stays content, though it is only released once the object is complete), and
-everything after it is content too. Whitespace and ``;`` between/after calls are dropped. Text
+everything after it is content too, unless a call came before it: text after a call is
+dropped (the README's rule). Text
 after ``<|python_tag|>`` that is not a JSON object (Llama 3.1 built-in tools such as
 ``brave_search.call(query="…")``) is content, tag included.
 """

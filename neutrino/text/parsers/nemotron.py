@@ -13,14 +13,16 @@ as a list of ``{"name", "arguments"}`` objects; this parser reads the same forma
 
 Rules:
 
-* text outside the blocks is content; whitespace-only runs next to a block are dropped; a
-  block may appear more than once;
+* text before the first call is content (a whitespace-only run just before a block is
+  dropped); text after a call is dropped (the README's rule); a block may appear more than
+  once;
 * a block holds one JSON array of ``{"name": …, "arguments": {…}}`` objects (``parameters``
   is accepted for ``arguments``, missing arguments mean ``{}``, arguments given as a string
   holding a JSON object are decoded) or a single such object; an empty array gives no call;
 * a block that is not that (invalid JSON, an element that is not such an object) is content
-  verbatim, markers included; a block still open at the end of the stream is parsed as if
-  closed, and is content verbatim if it does not parse.
+  verbatim, markers included (after a call: dropped); a block still open at the end of the
+  stream is parsed as if closed, and if it does not parse it is no call and its text is
+  dropped.
 
 ``<TOOLCALL>`` and ``</TOOLCALL>`` are plain text in this model's tokenizer (Llama 3.x's), so
 the markers arrive as ordinary detokenized text and may be split across chunks.

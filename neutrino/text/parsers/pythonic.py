@@ -11,7 +11,8 @@ Llama 4 may wrap the list in ``<|python_start|>``/``<|python_end|>``. vLLM's ``p
 The message must start (after whitespace) with the list (or the start tag). Its arguments are
 keyword arguments whose values are Python literals — strings, numbers, ``True``/``False``/
 ``None`` (and JSON's ``true``/``false``/``null``), lists, tuples, dicts with string keys — read
-from the syntax tree (:mod:`ast`), never evaluated. Text after the list is content. When the
+from the syntax tree (:mod:`ast`), never evaluated. Text after the list is dropped (the
+README's rule for text after calls). When the
 request has tools, every name must be one of them. Anything else (positional arguments,
 expressions, an unknown name, a message that does not start with ``[name(``) is content
 verbatim; a message that starts like ``[link](…)`` is released as content as soon as that is

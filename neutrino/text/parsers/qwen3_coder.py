@@ -35,11 +35,14 @@ unclosed ends with its block. Values are typed by the request's tool schema (the
 
 A list of types (``["integer", "null"]``) uses its first type other than ``null``. A value that
 does not read as its type stays the string it was (vLLM and SGLang make an unreadable boolean
-``false``; here it stays the text). Text outside the blocks is content; whitespace-only runs
-around calls are dropped. A block that is not a sequence of functions (JSON, a bare text, a
-function without a name) is content verbatim, markers included; a block still open at the end
-of the stream is parsed as if closed. ``<function=…>`` outside a ``<tool_call>`` block is
-content (vLLM's non-streamed fallback reads it as a call; SGLang's detector needs the block).
+``false``; here it stays the text). Text before the first call is content (a whitespace-only
+run just before a call is dropped); text after a call is dropped (the README's rule). A block
+that is not a sequence of functions (JSON, a bare text, a function without a name) is content
+verbatim, markers included (after a call: dropped); a block still open at the end of the
+stream is parsed as if closed, as vLLM's ``qwen3_coder`` parser reads it, and if it does not
+parse it is no call and its text is dropped. ``<function=…>`` outside a ``<tool_call>`` block
+is content (vLLM's non-streamed fallback reads it as a call; SGLang's detector needs the
+block).
 """
 
 from __future__ import annotations

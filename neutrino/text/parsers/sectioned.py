@@ -1,11 +1,13 @@
 """Shared machinery for formats that wrap calls in a section: ``BEGIN (CALL … CALL_END)* END``.
 
 Used by ``deepseek_v3`` and ``kimi_k2``. A subclass names its markers and parses one call
-body. Text outside sections is content, and so is stray non-whitespace text between the calls
-of a section; whitespace-only runs between/around calls are dropped. A call body that does not
-parse is content verbatim (with its call markers; section markers are never output), unless
-the subclass rejects it outright (:meth:`SectionedToolParser._rejects`): then it is dropped,
-neither call nor content. A call still open at the end of the stream is parsed as if closed.
+body. Text before the first call is content (outside sections, and stray text in a section);
+text after a call is dropped (the README's rule); whitespace-only runs before calls are
+dropped. A call body that does not parse is content verbatim (with its call markers; section
+markers are never output), unless the subclass rejects it outright
+(:meth:`SectionedToolParser._rejects`): then it is dropped, neither call nor content. A call
+still open at the end of the stream is no call, and its text is dropped (vLLM's and SGLang's
+Kimi K2 and DeepSeek V3 parsers need the call's end marker).
 """
 
 from __future__ import annotations
@@ -68,8 +70,9 @@ class SectionedToolParser(SegmentedToolParser):
 
     def _flush(self, out: Delta, buf: str) -> None:
         if self._state == _CALL:
-            self._raw.append(buf)
-            self._close(out, "")
+            # A call still open: no call (vLLM's and SGLang's Kimi K2 and DeepSeek V3
+            # parsers need the call's end marker), and its text is dropped.
+            self._drop(out)
         else:
             self._segments.text(out, buf)
         self._state = _TEXT

@@ -81,6 +81,13 @@ class SegmentedToolParser(ToolParser):
         """The stream ended inside a block (its text all in ``_raw``); by default it is no call."""
         self._fail(out)
 
+    def _drop(self, out: Delta) -> None:
+        """The stream ended inside a block that is no call: its text is dropped (the README's
+        rule for an unclosed block), and plain content would follow (state 0)."""
+        self._raw = []
+        self._segments.block_dropped()
+        self._state = 0
+
     def _fail(self, out: Delta) -> None:
         """The open block is not a call: its text is content; plain content follows (state 0)."""
         self._end_block(out, None)
@@ -103,7 +110,7 @@ class SegmentedToolParser(ToolParser):
             return
         for name, arguments in calls:
             self._add_call(out, name, arguments)
-        self._segments.block_done()
+        self._segments.block_done(called=bool(calls))
 
     def _skip_space(self, buf: str) -> str:
         """``buf`` without its leading whitespace, which joins the block's text."""

@@ -7,6 +7,7 @@ from neutrino.text.parsers import glm45 as glm
 from neutrino.text.parsers import harmony as hm
 from neutrino.text.parsers import kimi_k2 as kimi
 from neutrino.text.parsers import qwen3_coder as qc
+from tests.unit.parsers.cases_after_calls import AFTER_CALLS
 from tests.unit.parsers.support import Case, tools
 
 THINK_MARKERS = ("<think>", "</think>")
@@ -253,7 +254,7 @@ HERMES = [
         "tool",
         "hermes",
         '<tool_call>{"name": "a"}</tool_call>\nDone <b>.',
-        "\nDone <b>.",
+        "",  # text after a call is dropped (README; vLLM hermes_tool_parser.py non-streamed)
         calls=[("a", {})],
         markers=HERMES_MARKERS,
     ),
@@ -299,8 +300,8 @@ HERMES = [
         "tool",
         "hermes",
         'Text <tool_call>\n{"name": ',
-        'Text <tool_call>\n{"name": ',
-        wellformed=False,
+        "Text ",  # unclosed, no call: its text is dropped (SGLang qwen25_detector.py)
+        markers=HERMES_MARKERS,
     ),
     Case(
         "plain",
@@ -343,7 +344,7 @@ NEMOTRON = [
         "llama_nemotron_json",
         "I'll look that up.\n<TOOLCALL>[\n  "
         '{"name": "a", "arguments": {"x": [1, "]</TOOL"]}}\n]</TOOLCALL>\nDone <b>.',
-        "I'll look that up.\n\nDone <b>.",
+        "I'll look that up.\n",  # text after the call is dropped (README)
         calls=[("a", {"x": [1, "]</TOOL"]})],
         markers=NEMOTRON_MARKERS,
     ),
@@ -406,8 +407,8 @@ NEMOTRON = [
         "tool",
         "llama_nemotron_json",
         'Text <TOOLCALL>[{"name": "f", "argu',
-        'Text <TOOLCALL>[{"name": "f", "argu',
-        wellformed=False,
+        "Text ",  # unclosed, no call: its text is dropped (README)
+        markers=NEMOTRON_MARKERS,
     ),
     Case(
         "plain",
@@ -479,7 +480,7 @@ LLAMA3_JSON = [
         "tool",
         "llama3_json",
         '{"name": "f", "arguments": {}};\nHope that helps',
-        "Hope that helps",
+        "",  # text after a call is dropped (README; vLLM llama_tool_parser.py non-streamed)
         calls=[("f", {})],
         markers=LLAMA_MARKERS,
     ),
@@ -576,7 +577,7 @@ PYTHONIC = [
         "tool",
         "pythonic",
         '[f(x="a]b")]\nDone, it\'s queued.',
-        "\nDone, it's queued.",
+        "",  # text after the calls is dropped (README)
         calls=[("f", {"x": "a]b"})],
         markers=PYTHONIC_MARKERS,
     ),
@@ -683,9 +684,9 @@ MISTRAL = [
         "tool",
         "mistral",
         '[TOOL_CALLS]f[ARGS]{"a": 1}[TOOL_CALLS]g[ARGS]{"a": "b',
-        '[TOOL_CALLS]g[ARGS]{"a": "b',
+        "",  # after a call, a cut call is dropped with all other text (README)
         calls=[("f", {"a": 1})],
-        wellformed=False,
+        markers=MISTRAL_MARKERS,
     ),
 ]
 
@@ -719,7 +720,7 @@ DEEPSEEK = [
         "tool",
         "deepseek_v3",
         f'{_B}{_CB}f{_S}{{oops}}{_CE}{_CB}g{_S}{{"a": 1}}{_CE}{_E}\nafter',
-        f"{_CB}f{_S}{{oops}}{_CE}\nafter",
+        f"{_CB}f{_S}{{oops}}{_CE}",  # before the first call: content; after it: dropped
         calls=[("g", {"a": 1})],
         wellformed=False,
     ),
@@ -737,7 +738,8 @@ DEEPSEEK = [
         "deepseek_v3",
         f'{_B}{_CB}f{_S}{{"a": 1}}',
         "",
-        calls=[("f", {"a": 1})],
+        # no call: vLLM deepseekv3_tool_parser.py and SGLang deepseekv3_detector.py match a
+        # call only up to its end marker; its text is dropped (README)
         markers=DEEPSEEK_MARKERS,
     ),
 ]
@@ -770,7 +772,7 @@ DEEPSEEK_V31 = [
         "tool",
         "deepseek_v31",
         f"{_B}\n{_CB} get_time {_S}\n{{}} {_CE}\n{_E}\nDone: 日本.",
-        "\nDone: 日本.",
+        "",  # text after the calls is dropped (README)
         calls=[("get_time", {})],
         markers=DEEPSEEK_MARKERS,
     ),
@@ -788,8 +790,7 @@ DEEPSEEK_V31 = [
         "tool",
         "deepseek_v31",
         f'Checking.{_B}{_CB}get_weather{_S}{{"location": "Oslo"}}',
-        "Checking.",
-        calls=[("get_weather", {"location": "Oslo"})],
+        "Checking.",  # an unclosed call: no call, its text dropped (as "unclosed" above)
         markers=DEEPSEEK_MARKERS,
     ),
     Case(
@@ -844,7 +845,7 @@ KIMI = [
         "tool",
         "kimi_k2",
         f"{_KB}{_KCB}get_weather:1{_KA}{{}}{_KCE}{_KE}Done.",
-        "Done.",
+        "",  # text after the calls is dropped (README; vLLM kimi_k2_tool_parser.py)
         calls=[("get_weather", {})],
         markers=KIMI_MARKERS,
         ids=("get_weather:1",),
@@ -930,7 +931,7 @@ GLM45 = [
         "tool",
         "glm45",
         _glm("get_weather", ("opts", NESTED_JSON), ("city", '"quoted"')) + "\nDone.",
-        "\nDone.",
+        "",  # text after the call is dropped (README; vLLM glm4_moe_tool_parser.py)
         calls=[("get_weather", {"opts": NESTED, "city": '"quoted"'})],
         tools=_GLM_TOOLS,
         markers=GLM_MARKERS,
@@ -1006,7 +1007,8 @@ GLM45 = [
         "glm45",
         "Calling.\n<tool_call>now\n",
         "Calling.\n",
-        calls=[("now", {})],
+        # no call: vLLM glm4_moe_tool_parser.py and SGLang glm4_moe_detector.py find calls
+        # as <tool_call>.*?</tool_call>; the unclosed block's text is dropped (README)
         markers=GLM_MARKERS,
     ),
     Case(
@@ -1014,8 +1016,8 @@ GLM45 = [
         "tool",
         "glm45",
         "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1",
-        "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1",
-        wellformed=False,
+        "",  # unclosed: no call, text dropped (as "unclosed-call")
+        markers=GLM_MARKERS,
     ),
     Case(
         "plain",
@@ -1066,7 +1068,7 @@ GRANITE_TOOLS = [
         "Let me check the weather for you.\n<|tool_call|> ["
         + _WEATHER_TOKYO
         + "]\nI'll get that information.",
-        "Let me check the weather for you.\n\nI'll get that information.",
+        "Let me check the weather for you.\n",  # text after the call is dropped (README)
         calls=[("get_weather", {"city": "Tokyo"})],
         markers=GRANITE_TOOL_MARKERS,
     ),
@@ -1266,7 +1268,7 @@ QWEN3_CODER = [
         "qwen3_coder",
         _qc_call("run", ("code", "\ndef lt(a, b):\n    return a < b  # <param or </para\n"))
         + "\nDone <b>.",
-        "\nDone <b>.",
+        "",  # text after the call is dropped (README)
         calls=[("run", {"code": "\ndef lt(a, b):\n    return a < b  # <param or </para\n"})],
         tools=QWEN3_CODER_TOOLS,
         markers=_QC_MARKERS,
@@ -1368,7 +1370,8 @@ QWEN3_CODER = [
 ]
 
 # A stream that ends inside a block while the start of its close marker is held back: the
-# held text must come out with the rest of the unfinished block (verbatim, as content).
+# held text is the start of the marker, and the block is read as if closed (vLLM's hermes and
+# qwen3_coder parsers read an unclosed block's body: <tool_call>(.*) in hermes_tool_parser.py).
 _CUT_HERMES = 'Sure.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_'
 _CUT_NEMOTRON = 'Sure.<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</TOOL'
 _CUT_QWEN3_CODER = (
@@ -1376,11 +1379,20 @@ _CUT_QWEN3_CODER = (
     "</function>\n</tool_c"
 )
 CUT_CLOSE = [
-    Case("cut-close-marker", "tool", name, text, text, wellformed=False)
-    for name, text in (
-        ("hermes", _CUT_HERMES),
-        ("llama_nemotron_json", _CUT_NEMOTRON),
-        ("qwen3_coder", _CUT_QWEN3_CODER),
+    Case(
+        "cut-close-marker",
+        "tool",
+        name,
+        text,
+        content,
+        calls=[("get_weather", PARIS)],
+        markers=markers,
+        tools=tools,
+    )
+    for name, text, content, markers, tools in (
+        ("hermes", _CUT_HERMES, "Sure.", HERMES_MARKERS, None),
+        ("llama_nemotron_json", _CUT_NEMOTRON, "Sure.", NEMOTRON_MARKERS, None),
+        ("qwen3_coder", _CUT_QWEN3_CODER, "", _QC_MARKERS, QWEN3_CODER_TOOLS),
     )
 ]
 
@@ -1401,6 +1413,7 @@ ALL: dict[str, list[Case]] = {
     "granite-reasoning": GRANITE_REASONING,
     "qwen3_coder": QWEN3_CODER,
     "cut-close-marker": CUT_CLOSE,
+    "after-calls": AFTER_CALLS,
 }
 ALL_CASES = [c for cases in ALL.values() for c in cases]
 

@@ -33,6 +33,7 @@ class Case:
     wellformed: bool = True
     markers: tuple[str, ...] = ()
     ids: tuple[str, ...] | None = None  # the calls' ids (None: call_0, call_1, ...)
+    reference: str = ""  # the public reference the expectation follows, where one is named
 
 
 @dataclass
