@@ -17,11 +17,12 @@ The format follows the tokenizer version of ``mistral-common`` (the reference re
 
 Text before the first call is content (a whitespace-only run just before a call is dropped);
 text after a call is dropped (the README's rule: vLLM's and SGLang's non-streamed parsers
-answer with the text before ``[TOOL_CALLS]``). The model's call ids (``"id"``, ``[CALL_ID]``) are ignored: ids are
-``{id_prefix}{index}``. A name must match ``[A-Za-z0-9_.-]{1,256}``. Anything after
-``[TOOL_CALLS]`` that does not fit one of the forms, or an array in which an element is not a
-``{"name", "arguments"}`` object, is content verbatim (marker included); so is a call cut off
-by the end of the stream; after a call, such text is dropped like all other text.
+answer with the text before ``[TOOL_CALLS]``). The model's call ids (``"id"``,
+``[CALL_ID]``) are ignored: ids are ``{id_prefix}{index}``. A name must match
+``[A-Za-z0-9_.-]{1,256}``. Anything after ``[TOOL_CALLS]`` that does not fit one of the forms,
+or an array in which an element is not a ``{"name", "arguments"}`` object, is content verbatim
+(marker included); so is a call cut off by the end of the stream; after a call, such text is
+dropped like all other text.
 
 Reasoning (v13+ reasoning models: Magistral-2509, Medium-3.5, Small-4): ``[THINK]…[/THINK]``,
 handled like ``<think>`` by :class:`MistralReasoningParser` (older Magistral 2506/2507 used
