@@ -1,7 +1,8 @@
-"""Parsers no installed family uses, end to end through a real mock_ie and the openai SDK.
+"""Parsers configured per model, end to end through a real mock_ie and the openai SDK.
 
-Kimi K2's tokenizer is not installed here (see assets/templates.json) and no family names
-Mistral's [THINK] reasoning (Magistral's), so they run on models configured with
+Kimi K2's parser (its own family is served too: tests/integration/test_kimi_k2.py) and
+Mistral's [THINK] reasoning (Magistral's, which no family names) run here on models
+configured with
 ``[model] tool_parsers`` / ``reasoning_parsers`` (as vLLM's --tool-call-parser and
 --reasoning-parser): the mock spells the markers as text, the detokenizer gives them back,
 and the parsers must turn them into OpenAI tool calls and reasoning, streamed and not, with

@@ -560,3 +560,39 @@ def test_store_refusals_and_bounds(stored: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError):  # the oldest of 4 went: 3 are kept
         stored.responses.retrieve(ids[0])
     assert [stored.responses.retrieve(i).id for i in ids[1:]] == ids[1:]
+
+
+def test_a_stream_whose_closing_events_outgrow_the_buffer_limit_still_ends(
+    tmp_path: Path,
+) -> None:
+    """A Responses stream ends by repeating the whole answer (output_text.done,
+    content_part.done, output_item.done, response.completed), with its logprobs: one
+    write larger than [limits] stream_buffer_bytes from a client that reads everything
+    is not a client that stopped reading (it was dropped as one)."""
+    mock = MockIE(tmp_path, "--reply-tokens", "2000").start()
+    config = "[limits]\nstream_buffer_bytes = 65536\n"
+    server = NeutrinoProc(tmp_path, "--engine", mock.socket, config=config)
+    try:
+        server.start()
+        body = {
+            "model": "qwen2.5-mock",
+            "input": "Tell me everything.",
+            "max_output_tokens": 4000,  # the mock's reply (2000 tokens) ends first
+            "top_logprobs": 20,
+            "include": ["message.output_text.logprobs"],
+            "stream": True,
+        }
+        req = urllib.request.Request(
+            server.base_url + "/v1/responses",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=60) as r:
+            raw = r.read()
+        last = raw.rstrip().rpartition(b"\n\n")[2]
+        assert len(raw) > 4 * 65536  # the closing events alone outgrow the limit
+        assert last.startswith(b"event: response.completed"), last[:200]
+        assert "not reading its stream" not in server.log()
+    finally:
+        server.stop()
+        mock.stop()

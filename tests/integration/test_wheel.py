@@ -152,7 +152,7 @@ def test_installed_files_resolve_inside_the_wheel(
     assert sorted(Path(p).stem for p in found["protos"]) == PROTOS
     scripts = configparser.ConfigParser()
     scripts.read(dist_info / "entry_points.txt")
-    expected = {"neutrino", "mock_ie", "mock_sombrero"}
+    expected = {"neutrino", "mock_ie", "mock_sombrero", "test_client"}
     assert set(found["scripts"]) == expected == set(scripts["console_scripts"])
     for module_file, is_callable in found["scripts"].values():
         assert Path(module_file).is_relative_to(site) and is_callable

@@ -156,7 +156,9 @@ class SSEStream:
         if body is None:
             return
         pending = body.write(data)
-        if pending > self._limit:
+        # What the client left unread before this write: one large event (a Responses
+        # stream's closing events repeat the whole answer) is not a client not reading.
+        if pending - len(data) > self._limit:
             self._drop_slow_reader(body)
         elif pending < 0:
             self._lost("client disconnected")
