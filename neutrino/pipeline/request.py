@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from neutrino.config import LimitsConfig
@@ -74,6 +74,17 @@ class GenerateRequest:
     protocol: str = "http"  # the front end's, a label of its metrics (PROTOCOLS)
     route: str = ""  # the API's route label of its metrics (ROUTES; "": the kind's)
     received_ns: int = 0  # monotonic ns when the front end received it (0: not known)
+
+
+def choices(req: GenerateRequest) -> list[GenerateRequest]:
+    """One engine request per choice (``n``), whatever protocol asked: a seed moves on by
+    one per choice so that seeded choices differ (and each is reproducible)."""
+    if req.n == 1:
+        return [req]
+    return [
+        replace(req, seed=None if req.seed is None else (req.seed + i) % (1 << 64))
+        for i in range(req.n)
+    ]
 
 
 def check_stops(stops: list[str], limits: LimitsConfig) -> None:

@@ -30,12 +30,11 @@ from neutrino.frontends.grpc.calls import (
 )
 from neutrino.frontends.grpc.stream import pump
 from neutrino.frontends.grpc.stubs import common_pb2, inference_pb2, inference_pb2_grpc
-from neutrino.frontends.http.generate import choices
 from neutrino.observability.logs import bind_request_id
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import collect
-from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.request import GenerateRequest, choices
 
 __all__ = ["InferenceService", "error_metadata", "status_code"]
 

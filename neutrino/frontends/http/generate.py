@@ -8,7 +8,6 @@ body, request id), running its choices and streaming them are the same, and live
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from neutrino.config import LimitsConfig
@@ -20,7 +19,7 @@ from neutrino.observability.logs import bind_request_id
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import collect
-from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.request import GenerateRequest, choices
 
 Parse = Callable[[Any, LimitsConfig], GenerateRequest]
 # Starts the push delivery of a stream's generations (writes what opens the stream,
@@ -58,16 +57,6 @@ async def admit(
     req.protocol = ex.protocol
     req.route = route
     return req
-
-
-def choices(req: GenerateRequest) -> list[GenerateRequest]:
-    """One request per choice (``n``); a seed moves on by one per choice so they differ."""
-    if req.n == 1:
-        return [req]
-    return [
-        replace(req, seed=None if req.seed is None else (req.seed + i) % (1 << 64))
-        for i in range(req.n)
-    ]
 
 
 async def run_all(
