@@ -250,11 +250,14 @@ def anthropic_stream_answer(status: int, raw: bytes) -> Answer:
         return anthropic_answer(status, json.loads(raw))
     out, choice = Answer(), Choice()
     blocks: dict[int, dict[str, Any]] = {}
+    names = [name for name, _ in sse_events(raw)]
     for name, data in sse_events(raw):
         event = json.loads(data)
         assert event["type"] == name, (name, event)
         if name == "error":
             return Answer(error=kinds_of_anthropic(0, event["error"]["type"]))
+        if name == "content_block_stop":
+            blocks[event["index"]]["stopped"] = True
         if name == "message_start":
             out.prompt_tokens = event["message"]["usage"]["input_tokens"]
         elif name == "content_block_start":
@@ -270,6 +273,10 @@ def anthropic_stream_answer(status: int, raw: bytes) -> Answer:
         elif name == "message_delta":
             choice.finish = _ANTHROPIC_FINISH[event["delta"]["stop_reason"]]
             out.completion_tokens = event["usage"]["output_tokens"]
+    # Anthropic's order: message_start first, message_delta then message_stop last, and
+    # every block that started also stopped.
+    assert names[0] == "message_start" and names[-2:] == ["message_delta", "message_stop"], names
+    assert all(b.get("stopped") for b in blocks.values()), names
     choice.calls = [
         (b["name"], json.loads(b["json"] or "{}"))
         for _, b in sorted(blocks.items())
@@ -330,18 +337,25 @@ def responses_stream_answer(status: int, raw: bytes) -> Answer:
     """A streamed response: its final event's Response, checked against the deltas."""
     if status != 200:
         return responses_answer(status, json.loads(raw))
-    text, final = "", None
+    text, reasoning, final = "", "", None
+    arguments: dict[str, str] = {}  # function call item id -> its argument deltas
     for name, data in sse_events(raw):
         event = json.loads(data)
         assert event["type"] == name, (name, event)
         if name == "response.output_text.delta":
             text += event["delta"]
+        elif name == "response.reasoning_text.delta":
+            reasoning += event["delta"]
+        elif name == "response.function_call_arguments.delta":
+            arguments[event["item_id"]] = arguments.get(event["item_id"], "") + event["delta"]
         elif name == "error":
             return Answer(error=kinds_of_code(event["code"]))
         elif name in ("response.completed", "response.incomplete", "response.failed"):
             final = event["response"]
     assert final is not None, raw[-500:]
     answer = responses_answer(200, final)
-    if answer.error is None:
-        assert text == answer.one.text, (text, answer)
+    if answer.error is None:  # the deltas add up to the final response
+        assert (text, reasoning) == (answer.one.text, answer.one.reasoning), (text, answer)
+        calls = [i for i in final["output"] if i["type"] == "function_call"]
+        assert [arguments.get(i["id"]) for i in calls] == [i["arguments"] for i in calls]
     return answer
