@@ -251,8 +251,13 @@ class H3Client:
     def stop_receiving(self) -> None:
         """Drop every datagram from now on: a client that stopped reading (nothing it
         receives is acknowledged, so the server's unsent and unacknowledged data piles
-        up). For tests of the server's per-stream buffer limit."""
+        up). For tests of the server's per-stream buffer limit and its back-pressure."""
         self._protocol().receiving = False
+
+    def resume_receiving(self) -> None:
+        """Take datagrams again after :meth:`stop_receiving` (the server retransmits what
+        was dropped)."""
+        self._protocol().receiving = True
 
     def close(self) -> None:
         """Close the connection (every open request ends with H3Error)."""

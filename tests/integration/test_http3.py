@@ -23,6 +23,7 @@ MODEL = "qwen2.5-mock"
 MAX_BODY = 65536
 BUFFER = 16384  # [limits] stream_buffer_bytes: what a client may leave unread
 JSON = {"content-type": "application/json"}
+SEND_TIMEOUT_S = 8  # [limits] send_timeout_s: how long a relayed speech write may wait
 
 
 class Stack:
@@ -61,6 +62,7 @@ tls_dir = "{tls_dir}"
 [limits]
 max_body_bytes = {MAX_BODY}
 stream_buffer_bytes = {BUFFER}
+send_timeout_s = {SEND_TIMEOUT_S}
 """
     server = NeutrinoProc(work, "--quic-address", "127.0.0.1:0", config=config)
     with serving(mock, server):
@@ -75,6 +77,13 @@ def chat(**extra: Any) -> bytes:
 async def post(client: H3Client, path: str, body: bytes) -> tuple[H3Response, Any]:
     resp = await client.request("POST", path, JSON, body)
     return resp, json.loads(await resp.read())
+
+
+def http1_bytes(stack: Stack, path: str, body: bytes) -> bytes:
+    req = urllib.request.Request(stack.server.base_url + path, data=body, headers=JSON)
+    with urllib.request.urlopen(req, timeout=60) as r:
+        data: bytes = r.read()
+        return data
 
 
 def sse_events(raw: bytes) -> list[str]:
@@ -311,3 +320,47 @@ async def test_anthropic_messages_and_its_error_shape(stack: Stack) -> None:
     assert message["usage"]["output_tokens"] == 5
     assert over.status == 413
     assert refused["type"] == "error" and refused["error"]["type"] == "request_too_large"
+
+
+async def test_large_relayed_answer_equals_http1(stack: Stack) -> None:
+    """An answer far over the relay's high-water mark (the handler's writes pause until
+    the client takes it) comes whole, as HTTP/1.1 gives it."""
+    inputs = [f"sentence number {i} to embed" for i in range(200)]
+    body = json.dumps({"model": "embed-mock", "input": inputs}).encode()
+    h1 = await asyncio.to_thread(http1_bytes, stack, "/v1/embeddings", body)
+    assert len(h1) > 1_000_000
+    async with stack.client() as client:
+        resp = await client.request("POST", "/v1/embeddings", JSON, body)
+        got = await resp.read()
+    assert resp.status == 200
+    assert got == h1
+
+
+async def test_speech_stream_resumes_after_the_client_stalls(stack: Stack) -> None:
+    """A relayed stream (text to speech) whose client takes nothing for a while: the
+    handler's writes pause past the high-water mark and resume once the client reads
+    again, so the stream ends whole (not cut at ``send_timeout_s`` as a slow client)."""
+    body = json.dumps(
+        {
+            "model": "tts-mock",
+            "input": "hello world " * 60,
+            "voice": "alloy",
+            "response_format": "pcm",
+        }
+    ).encode()
+    h1 = await asyncio.to_thread(http1_bytes, stack, "/v1/audio/speech", body)
+    finished = len(stack.mock.events("finish"))
+    cancels = len(stack.cancels())
+    async with stack.client() as client:
+        request = asyncio.ensure_future(client.request("POST", "/v1/audio/speech", JSON, body))
+        await asyncio.sleep(0.1)  # the request went out
+        client.stop_receiving()
+        # The engine sent all of it: the server holds far more than the high-water mark.
+        done = await asyncio.to_thread(stack.mock.wait_event, "finish", finished + 1, 20)
+        assert len(done) > finished
+        client.resume_receiving()
+        resp = await request
+        got = await resp.read()
+    assert resp.status == 200
+    assert len(got) == len(h1) and got == h1
+    assert len(stack.cancels()) == cancels

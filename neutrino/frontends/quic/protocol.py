@@ -174,7 +174,9 @@ class H3Protocol(QuicConnectionProtocol):
     def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
         self._peer = addr
         super().datagram_received(data, addr)
-        for relay in list(self._paused):  # acknowledgements may have freed room
+        # Acknowledgements and the client's flow control credit may have freed room for
+        # the relayed handlers whose writes paused (each registered itself as it paused).
+        for relay in list(self._paused):
             relay.maybe_resume()
             if not relay.writing_paused:
                 self._paused.discard(relay)
@@ -319,7 +321,7 @@ class H3Protocol(QuicConnectionProtocol):
             return
         reader = ResponseReader(_Sink(stream), head_only=head.method == "HEAD")
         relay = stream.relay = RelayTransport(
-            reader, stream.pending, lambda: self._relay_closed(stream), self._peer
+            reader, stream.pending, lambda: self._relay_closed(stream), self._peer, self._paused.add
         )
         handler = relay.handler = self.settings.relay_factory()
         handler.connection_made(relay)
@@ -342,8 +344,6 @@ class H3Protocol(QuicConnectionProtocol):
             handler.data_received(chunk(data) if chunked else data)
         if ended and chunked:
             handler.data_received(b"0\r\n\r\n")
-        if relay.writing_paused:
-            self._paused.add(relay)
 
     def _relay_closed(self, stream: RequestStream) -> None:
         """aiohttp closed its connection: the response is whole, or it never will be."""

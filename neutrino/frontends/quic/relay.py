@@ -100,7 +100,10 @@ class ResponseReader:
 
 
 class RelayTransport(asyncio.Transport):
-    """The in-memory transport between one aiohttp request handler and an HTTP/3 stream."""
+    """The in-memory transport between one aiohttp request handler and an HTTP/3 stream.
+
+    When a write pauses the handler, ``on_pause`` tells the connection, which then calls
+    :meth:`maybe_resume` as the client's acknowledgements and flow control free room."""
 
     def __init__(
         self,
@@ -108,11 +111,13 @@ class RelayTransport(asyncio.Transport):
         pending: Callable[[], int],
         on_close: Callable[[], None],
         peer: Any,
+        on_pause: Callable[[RelayTransport], None],
     ) -> None:
         super().__init__()
         self._reader = reader
         self._pending = pending
         self._on_close = on_close
+        self._on_pause = on_pause
         self._peer = peer
         self._closing = False
         self.handler: asyncio.Protocol | None = None
@@ -130,6 +135,7 @@ class RelayTransport(asyncio.Transport):
         if not self.writing_paused and self._pending() > HIGH_WATER and self.handler:
             self.writing_paused = True
             self.handler.pause_writing()
+            self._on_pause(self)
 
     def writelines(self, list_of_data: Any) -> None:
         self.write(b"".join(list_of_data))
