@@ -364,3 +364,26 @@ async def test_speech_stream_resumes_after_the_client_stalls(stack: Stack) -> No
     assert resp.status == 200
     assert len(got) == len(h1) and got == h1
     assert len(stack.cancels()) == cancels
+
+
+async def test_a_relayed_answer_cut_short_is_a_reset_not_an_end(tmp_path: Path) -> None:
+    """The engine dies in the middle of a speech stream: HTTP/1.1 cuts its connection
+    before the last chunk; HTTP/3 resets the stream (the body must not end as if whole)."""
+    mock = MockIE(tmp_path, "--itl-ms", "20").start()
+    config = f'[[engines]]\nsocket = "{mock.socket}"\n[server]\ntls_dir = "{tmp_path / "tls"}"\n'
+    server = NeutrinoProc(tmp_path, "--quic-address", "127.0.0.1:0", config=config)
+    body = json.dumps(
+        {"model": "tts-mock", "input": "hello world " * 60, "voice": "alloy"}
+    ).encode()
+    with serving(mock, server):
+        async with H3Client("127.0.0.1", server.quic_port()) as client:
+            resp = await client.request("POST", "/v1/audio/speech", JSON, body)
+            assert resp.status == 200
+            chunks = aiter(resp.chunks())
+            received = await anext(chunks)
+            await asyncio.to_thread(mock.kill)
+            with pytest.raises(H3Error, match=r"reset the stream \(0x102\)"):  # internal error
+                async for piece in chunks:
+                    received += piece
+    whole = 44 + int(720 * 0.06 * 24000) * 2  # the mock's speech: a WAV header, 16-bit PCM
+    assert 0 < len(received) < whole

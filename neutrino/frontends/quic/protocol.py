@@ -321,7 +321,11 @@ class H3Protocol(QuicConnectionProtocol):
             return
         reader = ResponseReader(_Sink(stream), head_only=head.method == "HEAD")
         relay = stream.relay = RelayTransport(
-            reader, stream.pending, lambda: self._relay_closed(stream), self._peer, self._paused.add
+            reader,
+            stream.pending,
+            lambda whole: self._relay_closed(stream, whole),
+            self._peer,
+            self._paused.add,
         )
         handler = relay.handler = self.settings.relay_factory()
         handler.connection_made(relay)
@@ -345,13 +349,11 @@ class H3Protocol(QuicConnectionProtocol):
         if ended and chunked:
             handler.data_received(b"0\r\n\r\n")
 
-    def _relay_closed(self, stream: RequestStream) -> None:
-        """aiohttp closed its connection: the response is whole, or it never will be."""
-        if not stream.ended:
-            if stream.answered:
-                stream.send_data(b"", end=True)
-            else:
-                self.abort_stream(stream, ErrorCode.H3_INTERNAL_ERROR)
+    def _relay_closed(self, stream: RequestStream, whole: bool) -> None:
+        """aiohttp closed its connection: a whole response has ended its stream; one cut
+        short (or never begun) is reset, so that the client sees it failed."""
+        if not whole and not stream.ended:
+            self.abort_stream(stream, ErrorCode.H3_INTERNAL_ERROR)
         self._finished(stream)
 
     # ------------------------------------------------------------ endings

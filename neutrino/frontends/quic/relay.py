@@ -59,12 +59,20 @@ class ResponseReader:
         self._head_only = head_only
         self._parser: Any = httptools.HttpResponseParser(self)
         self._headers: list[tuple[str, str]] = []
+        self._until_close = False  # the body has no length: the connection's close ends it
         self.started = False  # the head went out
         self.done = False
 
     def feed(self, data: bytes) -> None:
         if not self.done:
             self._parser.feed_data(data)
+
+    def finish(self) -> bool:
+        """The handler closed its connection: True if the response is whole (ended by
+        its length or last chunk, or a body that only the close ends: ended now)."""
+        if not self.done and self.started and self._until_close:
+            self._end()
+        return self.done
 
     # httptools callbacks
 
@@ -79,6 +87,9 @@ class ResponseReader:
         if status < 200:
             return
         self.started = True
+        names = {name.lower() for name, _ in self._headers}
+        bodiless = status in (204, 304)
+        self._until_close = not ({"content-length", "transfer-encoding"} & names or bodiless)
         if self._head_only:  # no body follows (some clients hold a length to its word)
             self._sink.head(status, [h for h in self._headers if h[0].lower() != "content-length"])
             self._end()
@@ -109,7 +120,7 @@ class RelayTransport(asyncio.Transport):
         self,
         reader: ResponseReader,
         pending: Callable[[], int],
-        on_close: Callable[[], None],
+        on_close: Callable[[bool], None],
         peer: Any,
         on_pause: Callable[[RelayTransport], None],
     ) -> None:
@@ -150,11 +161,13 @@ class RelayTransport(asyncio.Transport):
         return self._closing
 
     def close(self) -> None:
-        """The handler is done (or gives up): the stream ends, the handler is told."""
+        """The handler is done (or gives up): ``on_close`` hears whether the response is
+        whole (the stream ends) or was cut short (the stream is reset); the handler is
+        told."""
         if self._closing:
             return
         self._closing = True
-        self._on_close()
+        self._on_close(self._reader.finish())
         handler = self.handler
         if handler is not None:
             asyncio.get_running_loop().call_soon(handler.connection_lost, None)
