@@ -8,6 +8,7 @@ import hashlib
 import json
 import re
 import signal
+import ssl
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aioquic.asyncio.client import connect
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.h3.connection import H3_ALPN, ErrorCode, H3Connection
+from aioquic.h3.events import HeadersReceived
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import QuicEvent
 
 from neutrino.loadgen.h3 import H3Client, H3Error, H3Response
 from tests.support.procs import MockIE, NeutrinoProc, serving
@@ -387,3 +394,78 @@ async def test_a_relayed_answer_cut_short_is_a_reset_not_an_end(tmp_path: Path) 
                     received += piece
     whole = 44 + int(720 * 0.06 * 24000) * 2  # the mock's speech: a WAV header, 16-bit PCM
     assert 0 < len(received) < whole
+
+
+class _ResetOnly(QuicConnectionProtocol):
+    """A raw HTTP/3 client that gives up on a request with RESET_STREAM alone (no
+    STOP_SENDING), its request stream still open."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.h3 = H3Connection(self._quic)
+        self.heads: dict[int, asyncio.Future[bytes]] = {}
+
+    def quic_event_received(self, event: QuicEvent) -> None:
+        for h3_event in self.h3.handle_event(event):
+            if isinstance(h3_event, HeadersReceived):
+                head = self.heads.get(h3_event.stream_id)
+                if head is not None and not head.done():
+                    head.set_result(dict(h3_event.headers)[b":status"])
+
+    async def request(self, path: str, body: bytes, *, reset: bool) -> bytes:
+        """Send the request and wait for the response's status. ``reset``: the stream is
+        left open (the body is whole by its length), then our side is reset, alone."""
+        sid = self._quic.get_next_available_stream_id()
+        self.heads[sid] = head = asyncio.get_running_loop().create_future()
+        fields = [
+            (b":method", b"POST"),
+            (b":scheme", b"https"),
+            (b":authority", b"localhost"),
+            (b":path", path.encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+        self.h3.send_headers(sid, fields)
+        self.h3.send_data(sid, body, end_stream=not reset)
+        self.transmit()
+        try:
+            return await asyncio.wait_for(head, 20)
+        finally:
+            del self.heads[sid]
+            if reset:
+                self._quic.reset_stream(sid, ErrorCode.H3_REQUEST_CANCELLED)
+                self.transmit()
+
+
+async def test_streams_reset_by_the_client_alone_give_their_credit_back(tmp_path: Path) -> None:
+    """More requests than the connection's stream limit (100), each abandoned with
+    RESET_STREAM alone while its speech streams: the server resets its side too, so the
+    streams are discarded and the client may open new ones; one engine cancel each."""
+    mock = MockIE(tmp_path, "--itl-ms", "50").start()  # each speech streams for ~0.7 s
+    config = f'[[engines]]\nsocket = "{mock.socket}"\n[server]\ntls_dir = "{tmp_path / "tls"}"\n'
+    server = NeutrinoProc(tmp_path, "--quic-address", "127.0.0.1:0", config=config)
+    body = json.dumps({"model": "tts-mock", "input": "hello " * 10, "voice": "alloy"}).encode()
+    quic = QuicConfiguration(
+        is_client=True, alpn_protocols=list(H3_ALPN), verify_mode=ssl.CERT_NONE
+    )
+    batches, per_batch = 11, 10
+    with serving(mock, server):
+        async with connect(
+            "127.0.0.1", server.quic_port(), configuration=quic, create_protocol=_ResetOnly
+        ) as proto:
+            assert isinstance(proto, _ResetOnly)
+            for _ in range(batches):
+                heads = await asyncio.gather(
+                    *(proto.request("/v1/audio/speech", body, reset=True) for _ in range(per_batch))
+                )
+                assert heads == [b"200"] * per_batch
+            # The connection still serves a request from end to end.
+            ok = await proto.request("/v1/chat/completions", chat(max_tokens=1), reset=False)
+            assert ok == b"200"
+        total = batches * per_batch
+        cancels = await asyncio.to_thread(mock.wait_event, "cancel", total, 20)
+        await asyncio.sleep(0.3)  # a second cancel for one of them would show now
+        cancels = mock.events("cancel")
+    assert len(cancels) == total
+    assert {c["reason"] for c in cancels} == {"client disconnected"}
+    assert len({(c["conn"], c["request_id"]) for c in cancels}) == total

@@ -193,7 +193,7 @@ class H3Protocol(QuicConnectionProtocol):
             if not self._head_bytes(event):
                 return
         elif isinstance(event, StreamReset | StopSendingReceived):
-            self._client_left(event.stream_id)
+            self._client_left(event.stream_id, isinstance(event, StreamReset))
         elif isinstance(event, ConnectionTerminated):
             self._terminated()
         for h3_event in self.h3.handle_event(event):
@@ -386,16 +386,32 @@ class H3Protocol(QuicConnectionProtocol):
                 self._quic.stop_stream(stream.sid, code)
         self.transmit_soon()
 
-    def _client_left(self, sid: int) -> None:
-        """The client reset or stopped the stream: its request is abandoned."""
+    def _client_left(self, sid: int, reset: bool) -> None:
+        """The client reset its side (``reset``) or stopped ours: its request is abandoned.
+        Both halves must end for QUIC to discard the stream and give the client its
+        credit back: aioquic resets our side itself only on STOP_SENDING, so after a
+        RESET_STREAM alone ours is reset here (H3_REQUEST_CANCELLED); after a
+        STOP_SENDING alone the client's side is stopped (``_finished``)."""
         stream = self.requests.get(sid)
         if stream is None:
             if sid in self._heads:
                 self._refuse(sid, ErrorCode.H3_REQUEST_CANCELLED)
+            elif reset:
+                self._reset_unanswered(sid)
             return
-        stream.client_done = stream.ended = True
+        if reset:
+            stream.client_done = True
         self._abandon(stream)
-        self._finished(stream)
+        self._finished(stream)  # resets our side unless it ended (a FIN: it stays whole)
+
+    def _reset_unanswered(self, sid: int) -> None:
+        """A stream reset before anything of it was read (its head lost, or never sent):
+        reset our side too, unless we ended it (a request answered and finished)."""
+        quic_stream = self._quic._streams.get(sid) if sid % 4 == 0 else None
+        if quic_stream is not None and quic_stream.sender._buffer_fin is None:
+            with contextlib.suppress(Exception):
+                self._quic.reset_stream(sid, ErrorCode.H3_REQUEST_CANCELLED)
+            self.transmit_soon()
 
     def _abandon(self, stream: RequestStream) -> None:
         if stream.task is not None and not stream.task.done():
