@@ -115,6 +115,17 @@ class _Protocol(QuicConnectionProtocol):
         self.responses: dict[int, H3Response] = {}
         self.receiving = True
 
+    async def wait_connected(self) -> None:
+        """aioquic's, except that a wait given up (a connect timeout) leaves no future
+        whose ConnectionError nobody retrieves once the connection closes."""
+        try:
+            await super().wait_connected()
+        except asyncio.CancelledError:
+            waiter = self._connected_waiter
+            if waiter is not None:
+                waiter.add_done_callback(_retrieve)
+            raise
+
     def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
         if self.receiving:
             super().datagram_received(data, addr)
@@ -145,6 +156,11 @@ class _Protocol(QuicConnectionProtocol):
         if event.stream_ended:
             self.responses.pop(event.stream_id, None)
             resp._on_end()
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 class H3Client:

@@ -66,11 +66,12 @@ def test_a_stopped_streams_receiver_keeps_its_code() -> None:
 
 
 async def test_the_asyncio_protocols_own_parts() -> None:
-    """``QuicConnectionProtocol``'s connection, loop, timer, deferred transmit and closed
-    event, used by the server's connection and by the client."""
+    """``QuicConnectionProtocol``'s connection, loop, timer, deferred transmit, closed
+    event and handshake waiter, used by the server's connection and by the client."""
     proto = QuicConnectionProtocol(connection())
     assert isinstance(attr(proto, "_quic"), QuicConnection)
     assert attr(proto, "_loop") is asyncio.get_running_loop()
     attr(proto, "_timer")
     assert callable(attr(proto, "_transmit_soon"))
     assert isinstance(attr(proto, "_closed"), asyncio.Event)
+    assert attr(proto, "_connected_waiter") is None  # the client's wait_connected
