@@ -338,6 +338,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             from bench.workers import compare  # bench.workers builds on this module
 
             report["workers"] = await compare(backends[0].pid, sock, args, set(CPUS))
+        if not args.no_protocols:
+            from bench.protocols import compare_protocols
+
+            report["protocols"] = await asyncio.to_thread(compare_protocols, sock, args)
         return report
     finally:
         for srv in servers:
@@ -544,6 +548,10 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
         from bench.workers import print_workers
 
         print_workers(r["workers"])
+    if "protocols" in r:
+        from bench.protocols import print_protocols
+
+        print_protocols(r["protocols"])
     errors = sum(row[n]["errors"] for row in r["non_stream"] for n in SERVERS)
     errors += sum(s[n]["errors"] for n in s)
     if errors:
@@ -564,6 +572,9 @@ def main() -> None:
     p.add_argument("--stream-tokens", type=int, default=256)
     p.add_argument("--stream-concurrency", type=int, default=16)
     p.add_argument("--no-workers", action="store_true", help="skip one worker against two")
+    p.add_argument(
+        "--no-protocols", action="store_true", help="skip the cost of each client protocol"
+    )
     p.add_argument("--json", help="also write the report here")
     args = p.parse_args()
     report = asyncio.run(main_async(args))
