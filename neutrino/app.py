@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from neutrino.config import Config, ConfigError, EngineConfig
 from neutrino.engine.router import EngineRouter
-from neutrino.frontends.http import h1
+from neutrino.frontends.http import h1_wire
 from neutrino.frontends.http.server import HttpServer, build_admin_app, build_app, fast_routes
 from neutrino.frontends.quic.head import alt_svc
 from neutrino.frontends.quic.server import Http3Server
@@ -208,7 +208,7 @@ class Neutrino:
             await self.http.start()
             if self.quic is not None:
                 await self.quic.start()
-                h1.advertise_h3(alt_svc(self.quic.port))
+                h1_wire.advertise_h3(alt_svc(self.quic.port))
             if self.grpc is not None:
                 await self.grpc.start()
             if self.metrics_server is not None:
@@ -262,7 +262,7 @@ class Neutrino:
             log.warning("shutdown: ended %d requests still running after the grace period", ended)
             await self._endings_written(_ENDINGS_S)
         if self.quic is not None:
-            h1.advertise_h3("")
+            h1_wire.advertise_h3("")
             await self.quic.stop()
         await self.http.stop()
         if self.grpc is not None:

@@ -16,30 +16,29 @@ Like aiohttp with ``handler_cancellation``, a client that goes away cancels the
 task serving its request, which sends the engine its single cancel frame.
 Requests on one connection are answered in order; pipelined ones wait in a small
 bounded queue (reading pauses when it is full).
+
+This module is the connection (parsing, ordering, timeouts, the relay); a request as
+the routes see it is :class:`~neutrino.frontends.http.h1_exchange.H1Exchange`, and
+response heads, chunks and whole error answers are framed by h1_wire.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
-import http
 import logging
 import math
 import socket
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import cast
 
 import httptools
-import orjson
 
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.frontends.common import SSE_HEADERS
 from neutrino.frontends.http.clock import ConnectionClock, Phase, Timeouts
-from neutrino.frontends.http.headers import error_headers
-from neutrino.frontends.http.render import SSE_OPEN
+from neutrino.frontends.http.h1_exchange import H1Exchange
+from neutrino.frontends.http.h1_wire import chunk, request_head
 from neutrino.frontends.http.reset import reset
 from neutrino.observability.counters import Counters
 
@@ -50,181 +49,8 @@ MAX_HEADERS = 128
 MAX_QUEUED = 8  # pipelined requests held per connection before reading pauses
 _DEFAULT_TIMEOUTS = Timeouts()
 
-_SERVER = b"Server: neutrino\r\n"
-_REASONS = {s.value: s.phrase.encode() for s in http.HTTPStatus}
-
 # aiohttp's relay handler is made per connection by this factory.
 HandlerFactory = Callable[[], asyncio.Protocol]
-
-
-class _Date:
-    """The ``Date`` header line, formatted once a second."""
-
-    __slots__ = ("_line", "_second")
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._line = b""
-
-    def line(self) -> bytes:
-        now = time.time()
-        second = int(now)
-        if second != self._second:
-            self._second = second
-            self._line = b"Date: %s\r\n" % email.utils.formatdate(now, usegmt=True).encode()
-        return self._line
-
-
-_DATE = _Date()
-
-# The Alt-Svc header that advertises HTTP/3 on every response ("": HTTP/3 is off).
-_alt_svc = ""
-_alt_svc_line = b""
-
-
-def advertise_h3(value: str) -> None:
-    """Set the Alt-Svc value of every HTTP/1.1 response (the QUIC listener, once bound)."""
-    global _alt_svc, _alt_svc_line
-    _alt_svc = value
-    _alt_svc_line = b"Alt-Svc: %b\r\n" % value.encode() if value else b""
-
-
-def alt_svc() -> str:
-    """The Alt-Svc value advertised ("" when none)."""
-    return _alt_svc
-
-
-def response_head(status: int, headers: bytes, close: bool) -> bytes:
-    """Status line and headers (``headers``: pre-rendered lines) up to the blank line."""
-    return b"HTTP/1.1 %d %b\r\n%b%b%b%b%b\r\n" % (
-        status,
-        _REASONS.get(status, b"Unknown"),
-        headers,
-        _DATE.line(),
-        _SERVER,
-        _alt_svc_line,
-        b"Connection: close\r\n" if close else b"",
-    )
-
-
-def json_head(status: int, length: int, close: bool, extra: bytes = b"") -> bytes:
-    return response_head(
-        status,
-        b"Content-Type: application/json\r\nContent-Length: %d\r\n%b" % (length, extra),
-        close,
-    )
-
-
-def error_reply(
-    err: NeutrinoError, close: bool, extra: bytes = b"", body: bytes | None = None
-) -> bytes:
-    """A whole error response: ``body`` (default: OpenAI's JSON error) and the error's
-    headers (headers.py)."""
-    if body is None:
-        body = orjson.dumps(err.openai_body())
-    extra += b"".join(b"%s: %s\r\n" % (n.encode(), v.encode()) for n, v in error_headers(err))
-    return json_head(err.http_status, len(body), close, extra) + body
-
-
-_SSE_HEAD = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in SSE_HEADERS.items())
-_SSE_HEAD += b"Transfer-Encoding: chunked\r\n"
-
-
-def chunk(data: bytes) -> bytes:
-    """``data`` as one chunk of a chunked body (the one place chunks are framed)."""
-    return b"%x\r\n%b\r\n" % (len(data), data)
-
-
-_SSE_OPEN_CHUNK = chunk(SSE_OPEN)
-
-
-class H1Exchange:
-    """One request served by :class:`H1Protocol` (an ``Exchange`` of the routes)."""
-
-    __slots__ = ("_conn", "body", "close", "ended", "headers", "request_id", "streaming")
-    protocol = "http"
-
-    def __init__(self, conn: H1Protocol, headers: dict[bytes, bytes], close: bool) -> None:
-        self._conn = conn
-        self.headers = headers
-        self.body = b""
-        self.close = close  # the connection ends after this response
-        self.streaming = False
-        self.ended = False
-        self.request_id = ""
-
-    def _tag(self) -> bytes:
-        rid = self.request_id
-        return b"X-Request-Id: %b\r\n" % rid.encode() if rid else b""
-
-    def header(self, name: str) -> str:
-        value = self.headers.get(name.lower().encode())
-        return "" if value is None else value.decode("latin-1")
-
-    async def read(self, max_bytes: int) -> bytes:
-        """The body, handed over: the exchange keeps no reference to it."""
-        body, self.body = self.body, b""
-        if len(body) > max_bytes:
-            raise NeutrinoError(
-                ErrorKind.PAYLOAD_TOO_LARGE, f"the request body exceeds {max_bytes} bytes"
-            )
-        return body
-
-    def reply(self, status: int, body: bytes) -> None:
-        self._conn.write(json_head(status, len(body), self.close, self._tag()) + body)
-
-    def fail(self, err: NeutrinoError, body: bytes | None = None) -> None:
-        self._conn.write(error_reply(err, self.close, self._tag(), body))
-
-    async def open_stream(self) -> H1Body:
-        self.streaming = True
-        head = response_head(200, _SSE_HEAD + self._tag(), self.close)
-        self._conn.write(head + _SSE_OPEN_CHUNK)
-        return H1Body(self)
-
-    def end_body(self) -> None:
-        if not self.ended:
-            self.ended = True
-            self._conn.write(b"0\r\n\r\n")
-
-    @property
-    def transport(self) -> asyncio.Transport | None:
-        return self._conn.transport
-
-
-class H1Body:
-    """A streamed body in chunked encoding, written straight to the connection's
-    transport (the per-token path: one write per batch of engine frames)."""
-
-    __slots__ = ("_ex", "_transport", "on_lost")
-
-    def __init__(self, ex: H1Exchange) -> None:
-        self._ex = ex
-        self._transport = ex.transport
-        self.on_lost: Callable[[str], None] | None = None
-
-    def write(self, data: bytes) -> int:
-        t = self._transport
-        if t is None or t.is_closing():
-            return -1
-        if data and not self._ex.ended:  # nothing may follow the body's last chunk
-            t.write(chunk(data))
-        return t.get_write_buffer_size()
-
-    def pending(self) -> int:
-        t = self._transport
-        return t.get_write_buffer_size() if t is not None else 0
-
-    def reset(self) -> None:
-        if self._transport is not None:
-            reset(self._transport)
-
-    async def end(self) -> None:
-        self._ex.end_body()
-
-    def close(self) -> None:
-        pass  # nothing runs beside the connection's own writes
-
 
 Route = Callable[[H1Exchange], Awaitable[None]]
 AdmitHead = Callable[[dict[bytes, bytes]], NeutrinoError | None]
@@ -601,10 +427,9 @@ class H1Protocol(asyncio.Protocol):
         p = self._parser
         assert p is not None
         self._chunked = b"chunked" in self._headers.get(b"transfer-encoding", b"").lower()
-        head = [b"%b %b HTTP/%b\r\n" % (p.get_method(), self._url, p.get_http_version().encode())]
-        head += [b"%b: %b\r\n" % (n, v) for n, v in self._raw_headers]
-        head.append(b"\r\n")
-        self._forward(b"".join(head))
+        self._forward(
+            request_head(p.get_method(), self._url, p.get_http_version(), self._raw_headers)
+        )
 
     def _forward(self, data: bytes) -> None:
         if self._task is not None or self._queue:

@@ -13,7 +13,7 @@ from neutrino.config import Config
 from neutrino.config.checks import split_address
 from neutrino.errors import NeutrinoError, StartupError, os_reason
 from neutrino.frontends.common import client_request_id
-from neutrino.frontends.http import h1
+from neutrino.frontends.http import h1, h1_wire
 from neutrino.frontends.http.admin import AdminRoutes, ExtraState, Reload
 from neutrino.frontends.http.anthropic import AnthropicRoutes
 from neutrino.frontends.http.audio import AudioRoutes
@@ -83,7 +83,7 @@ async def _echo_request_id(request: web.Request, response: web.StreamResponse) -
 
 async def _advertise_h3(request: web.Request, response: web.StreamResponse) -> None:
     """Alt-Svc on every answer while the HTTP/3 listener is on (as the lean server's)."""
-    value = h1.alt_svc()
+    value = h1_wire.alt_svc()
     if value:
         response.headers["Alt-Svc"] = value
 

@@ -1,0 +1,115 @@
+"""One request of the lean HTTP/1.1 server (h1.py), as the generation routes see it.
+
+:class:`H1Exchange` is the server's adapter of the routes'
+:class:`~neutrino.frontends.http.exchange.Exchange` seam; :class:`H1Body` is a streamed
+answer's body, written straight to the connection's transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.frontends.http.h1_wire import (
+    SSE_HEAD,
+    SSE_OPEN_CHUNK,
+    chunk,
+    error_reply,
+    json_head,
+    response_head,
+)
+from neutrino.frontends.http.reset import reset
+
+if TYPE_CHECKING:
+    from neutrino.frontends.http.h1 import H1Protocol
+
+
+class H1Exchange:
+    """One request served by :class:`~neutrino.frontends.http.h1.H1Protocol` (an
+    ``Exchange`` of the routes)."""
+
+    __slots__ = ("_conn", "body", "close", "ended", "headers", "request_id", "streaming")
+    protocol = "http"
+
+    def __init__(self, conn: H1Protocol, headers: dict[bytes, bytes], close: bool) -> None:
+        self._conn = conn
+        self.headers = headers
+        self.body = b""
+        self.close = close  # the connection ends after this response
+        self.streaming = False
+        self.ended = False
+        self.request_id = ""
+
+    def _tag(self) -> bytes:
+        rid = self.request_id
+        return b"X-Request-Id: %b\r\n" % rid.encode() if rid else b""
+
+    def header(self, name: str) -> str:
+        value = self.headers.get(name.lower().encode())
+        return "" if value is None else value.decode("latin-1")
+
+    async def read(self, max_bytes: int) -> bytes:
+        """The body, handed over: the exchange keeps no reference to it."""
+        body, self.body = self.body, b""
+        if len(body) > max_bytes:
+            raise NeutrinoError(
+                ErrorKind.PAYLOAD_TOO_LARGE, f"the request body exceeds {max_bytes} bytes"
+            )
+        return body
+
+    def reply(self, status: int, body: bytes) -> None:
+        self._conn.write(json_head(status, len(body), self.close, self._tag()) + body)
+
+    def fail(self, err: NeutrinoError, body: bytes | None = None) -> None:
+        self._conn.write(error_reply(err, self.close, self._tag(), body))
+
+    async def open_stream(self) -> H1Body:
+        self.streaming = True
+        head = response_head(200, SSE_HEAD + self._tag(), self.close)
+        self._conn.write(head + SSE_OPEN_CHUNK)
+        return H1Body(self)
+
+    def end_body(self) -> None:
+        if not self.ended:
+            self.ended = True
+            self._conn.write(b"0\r\n\r\n")
+
+    @property
+    def transport(self) -> asyncio.Transport | None:
+        return self._conn.transport
+
+
+class H1Body:
+    """A streamed body in chunked encoding, written straight to the connection's
+    transport (the per-token path: one write per batch of engine frames)."""
+
+    __slots__ = ("_ex", "_transport", "on_lost")
+
+    def __init__(self, ex: H1Exchange) -> None:
+        self._ex = ex
+        self._transport = ex.transport
+        self.on_lost: Callable[[str], None] | None = None
+
+    def write(self, data: bytes) -> int:
+        t = self._transport
+        if t is None or t.is_closing():
+            return -1
+        if data and not self._ex.ended:  # nothing may follow the body's last chunk
+            t.write(chunk(data))
+        return t.get_write_buffer_size()
+
+    def pending(self) -> int:
+        t = self._transport
+        return t.get_write_buffer_size() if t is not None else 0
+
+    def reset(self) -> None:
+        if self._transport is not None:
+            reset(self._transport)
+
+    async def end(self) -> None:
+        self._ex.end_body()
+
+    def close(self) -> None:
+        pass  # nothing runs beside the connection's own writes
