@@ -92,39 +92,13 @@ async def run_stream(
     the protocol's error event. A client that leaves, or reads too slowly, ends every
     choice with one engine cancel each.
     """
-    stream: SSEStream | None = None
-
-    async def open_stream() -> SSEStream:
-        nonlocal stream
-        if stream is None:
-            stream = SSEStream(
-                await ex.open_stream(),
-                req.n,
-                orch.cfg.limits.stream_buffer_bytes,
-                req.request_id,
-                orch.counters,
-                error_events,
-            )
-            # One keepalive for the response, from now: queued, then generating.
-            stream.keep_alive(keepalive_s)
-        return stream
-
-    async def on_queued() -> None:
-        await open_stream()
-
+    lazy = _LazyStream(ex, orch, req, keepalive_s, error_events)
     gens: list[Generation] = []
     reason = "client disconnected"
     try:
-        try:
-            for choice in choices(req):
-                gens.append(await orch.start(choice, on_queued=on_queued))
-        except NeutrinoError as err:
-            if stream is None:
-                raise
-            stream.fail(err)
-            await stream.end()
+        if not await _start_choices(orch, req, lazy, gens):
             return
-        opened = await open_stream()
+        opened = await lazy.open()
         start_push(opened, gens)
         await opened.done
         await opened.end()
@@ -132,13 +106,79 @@ async def run_stream(
     except SlowClient:
         reason = "client too slow"  # it read nothing for send_timeout_s: reset
     except GONE:
-        pass  # the client left; close() below cancels the engine requests
+        pass  # the client left; _close_all below cancels the engine requests
     finally:
-        if stream is not None:
-            # Why the client was lost, as the stream saw it (a reset slow reader's
-            # handler may be cancelled before it reads the answer).
-            if stream.gone is not None and reason == "client disconnected":
-                reason = stream.gone
-            stream.stop()  # its keepalive timer and writer end with the response
-        for gen in gens:
-            gen.close(reason)
+        _close_all(lazy, gens, reason)
+
+
+class _LazyStream:
+    """A response's SSE stream, opened once, when its request is first queued or
+    running (whichever comes first)."""
+
+    __slots__ = ("_error_events", "_ex", "_keepalive_s", "_orch", "_req", "stream")
+
+    def __init__(
+        self,
+        ex: Exchange,
+        orch: Orchestrator,
+        req: GenerateRequest,
+        keepalive_s: float,
+        error_events: Callable[[NeutrinoError], bytes],
+    ) -> None:
+        self._ex = ex
+        self._orch = orch
+        self._req = req
+        self._keepalive_s = keepalive_s
+        self._error_events = error_events
+        self.stream: SSEStream | None = None
+
+    async def open(self) -> SSEStream:
+        if self.stream is None:
+            req = self._req
+            self.stream = SSEStream(
+                await self._ex.open_stream(),
+                req.n,
+                self._orch.cfg.limits.stream_buffer_bytes,
+                req.request_id,
+                self._orch.counters,
+                self._error_events,
+            )
+            # One keepalive for the response, from now: queued, then generating.
+            self.stream.keep_alive(self._keepalive_s)
+        return self.stream
+
+    async def on_queued(self) -> None:
+        await self.open()
+
+
+async def _start_choices(
+    orch: Orchestrator, req: GenerateRequest, lazy: _LazyStream, gens: list[Generation]
+) -> bool:
+    """Start every choice of ``req``, appending each generation to ``gens``. A refusal
+    before the stream opened is raised; after, it is written as the stream's error
+    event and the stream ended (returns False: nothing more to do)."""
+    try:
+        for choice in choices(req):
+            gens.append(await orch.start(choice, on_queued=lazy.on_queued))
+    except NeutrinoError as err:
+        stream = lazy.stream
+        if stream is None:
+            raise
+        stream.fail(err)
+        await stream.end()
+        return False
+    return True
+
+
+def _close_all(lazy: _LazyStream, gens: list[Generation], reason: str) -> None:
+    """End the stream's timers and writer and every generation (an engine cancel for
+    each one still running), naming why the client was lost."""
+    stream = lazy.stream
+    if stream is not None:
+        # Why the client was lost, as the stream saw it (a reset slow reader's
+        # handler may be cancelled before it reads the answer).
+        if stream.gone is not None and reason == "client disconnected":
+            reason = stream.gone
+        stream.stop()  # its keepalive timer and writer end with the response
+    for gen in gens:
+        gen.close(reason)
