@@ -12,7 +12,6 @@ for HTTP's ``messages[0].content[1]``); INVALID_ARGUMENT on the wire.
 from __future__ import annotations
 
 import base64
-import re
 from typing import Any
 
 import orjson
@@ -21,6 +20,7 @@ from neutrino.config import LimitsConfig
 from neutrino.errors import NeutrinoError, bad_request
 from neutrino.frontends.grpc.stubs import inference_pb2
 from neutrino.frontends.http.parse import parse_chat, parse_completion
+from neutrino.frontends.params import Renames, renamed
 from neutrino.pipeline.request import GenerateRequest
 
 _MAX_COMPLETION_TOP = 5  # OpenAI's integer `logprobs` of completions
@@ -67,27 +67,30 @@ _REASONING_FORMATS = {
     inference_pb2.REASONING_FORMAT_RAW: "raw",
     inference_pb2.REASONING_FORMAT_HIDDEN: "hidden",
 }
-# HTTP's parameter names -> the proto field paths (leading name; see _renamed).
-_PATHS = {
-    "messages": "chat.messages",
-    "add_generation_prompt": "chat.add_generation_prompt",
-    "tools": "chat.tools",
-    "tool_choice": "chat.tool_choice",
-    "parallel_tool_calls": "chat.parallel_tool_calls",
-    "response_format": "chat.response_format",
-    "chat_template_kwargs": "chat.chat_template_kwargs_json",
-    "reasoning_effort": "chat.reasoning_effort",
-    "reasoning_format": "chat.reasoning_format",
-    "prompt": "completion.prompt",
-    "echo": "completion.echo",
-}
-_HEAD = re.compile(r"[A-Za-z_]+")
-# Inside those: HTTP's nested names -> the proto's (JSON objects are JSON text here).
-_FIELDS = (
-    (re.compile(r"\.function\.parameters$"), ".parameters_json"),
-    (re.compile(r"\.json_schema\.schema$"), ".json_schema.schema_json"),
-    (re.compile(r"\.function\."), "."),
-    (re.compile(r"\.content\["), ".parts["),
+# HTTP's parameter names -> the proto field paths; inside those, HTTP's nested names ->
+# the proto's (JSON objects are JSON text here). A completion's integer ``logprobs`` is
+# ``top_logprobs`` in the proto. Error messages stay HTTP's, word for word.
+_PROTO_PATHS = Renames(
+    fields={
+        "messages": "chat.messages",
+        "add_generation_prompt": "chat.add_generation_prompt",
+        "tools": "chat.tools",
+        "tool_choice": "chat.tool_choice",
+        "parallel_tool_calls": "chat.parallel_tool_calls",
+        "response_format": "chat.response_format",
+        "chat_template_kwargs": "chat.chat_template_kwargs_json",
+        "reasoning_effort": "chat.reasoning_effort",
+        "reasoning_format": "chat.reasoning_format",
+        "prompt": "completion.prompt",
+        "echo": "completion.echo",
+        "logprobs": "top_logprobs",
+    },
+    inner=(
+        (".function.parameters", ".parameters_json"),
+        (".json_schema.schema", ".json_schema.schema_json"),
+        (".function.", "."),
+        (".content[", ".parts["),
+    ),
 )
 
 
@@ -104,7 +107,7 @@ def to_request(
     try:
         req = parse_chat(body, limits) if which == "chat" else parse_completion(body, limits)
     except NeutrinoError as err:
-        raise _renamed(err) from None
+        raise renamed(err, _PROTO_PATHS) from None
     req.stream = stream
     req.include_usage = stream  # a stream's last message always carries the usage
     return req
@@ -279,24 +282,3 @@ def _completion(msg: inference_pb2.GenerateRequest, body: dict[str, Any]) -> Non
             )
     if msg.logprobs:
         body["logprobs"] = msg.top_logprobs
-
-
-# ---------------------------------------------------------------- errors
-
-
-def _renamed(err: NeutrinoError) -> NeutrinoError:
-    """``err`` with its param as a path in the proto message."""
-    param = err.param
-    if not param:
-        return err
-    head = _HEAD.match(param)
-    name = head.group(0) if head else ""
-    if name in _PATHS:
-        param = _PATHS[name] + param[len(name) :]
-        for http, proto in _FIELDS:
-            param = http.sub(proto, param)
-    elif name == "logprobs" and param == "logprobs":
-        param = "top_logprobs"  # a completion's integer logprobs is top_logprobs here
-    if param == err.param:
-        return err
-    return NeutrinoError(err.kind, err.message, param=param, code=err.code)

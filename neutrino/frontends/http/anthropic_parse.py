@@ -26,19 +26,26 @@ templates render a finished assistant turn, not one to continue.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import NeutrinoError, bad_request, unsupported
 from neutrino.frontends.common import is_int, is_num, new_id
 from neutrino.frontends.http.parse import parse_chat
+from neutrino.frontends.params import Origin, Renames, renamed
 from neutrino.pipeline.request import GenerateRequest
 
 MAX_TOOL_NAME = 128
-# Where each message of the translated body came from: (the Anthropic message's index,
-# the Anthropic block index of each of its content parts, or None for string content).
-Origins = list[tuple[int, list[int] | None]]
+# Where each message of the translated body came from (the Anthropic message, and the
+# block index of each of its content parts).
+Origins = list[Origin]
+# The translated body's fields that the Messages request names otherwise.
+_FIELDS = {
+    "response_format.json_schema.schema": "output_config.format.schema",
+    "response_format.json_schema": "output_config.format",
+    "response_format": "output_config.format",
+    "reasoning_effort": "output_config.effort",
+}
 
 
 def parse_messages(body: Any, limits: LimitsConfig) -> GenerateRequest:
@@ -80,7 +87,9 @@ def _parse(body: Any, limits: LimitsConfig, *, generate: bool) -> GenerateReques
     try:
         return parse_chat(chat, limits)
     except NeutrinoError as err:
-        raise _in_anthropic_terms(err, origins) from None
+        # Anthropic's error object has no param: the message names the field.
+        terms = Renames(messages=origins, fields=_FIELDS)
+        raise renamed(err, terms, in_message=True, name_param=True) from None
 
 
 # ---------------------------------------------------------------- scalar fields
@@ -242,7 +251,7 @@ def _conversation(body: dict[str, Any], origins: Origins) -> list[dict[str, Any]
     system = _system(body.get("system"))
     if system is not None:
         out.append(system)
-        origins.append((-1, None))
+        origins.append(Origin("system", parts_at=""))
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("messages must be a non-empty array", "messages")
@@ -256,7 +265,7 @@ def _conversation(body: dict[str, Any], origins: Origins) -> list[dict[str, Any]
         content = m.get("content")
         if isinstance(content, str):
             out.append({"role": role, "content": content})
-            origins.append((i, None))
+            origins.append(Origin(where))
         elif isinstance(content, list):
             turn = _user_turn if role == "user" else _assistant_turn
             turn(content, i, out, origins)
@@ -334,7 +343,7 @@ def _user_turn(blocks: list[Any], i: int, out: list[dict[str, Any]], origins: Or
             parts.append(_image_part(block, where))
         elif kind == "tool_result":
             out.append(_tool_result(block, where))
-            origins.append((i, [j]))
+            origins.append(Origin(f"messages[{i}]", [j]))
             continue
         else:
             raise unsupported(
@@ -344,7 +353,7 @@ def _user_turn(blocks: list[Any], i: int, out: list[dict[str, Any]], origins: Or
         at.append(j)
     if parts or not blocks:
         out.append({"role": "user", "content": parts})
-        origins.append((i, at))
+        origins.append(Origin(f"messages[{i}]", at))
 
 
 def _tool_result(block: dict[str, Any], where: str) -> dict[str, Any]:
@@ -400,7 +409,7 @@ def _assistant_turn(blocks: list[Any], i: int, out: list[dict[str, Any]], origin
     if calls:
         msg["tool_calls"] = calls
     out.append(msg)
-    origins.append((i, at))
+    origins.append(Origin(f"messages[{i}]", at))
 
 
 def _tool_use(block: dict[str, Any], where: str) -> dict[str, Any]:
@@ -413,35 +422,3 @@ def _tool_use(block: dict[str, Any], where: str) -> dict[str, Any]:
         raise bad_request(f"{where}.input must be an object", f"{where}.input")
     arguments = json.dumps(args, ensure_ascii=False)
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-# ---------------------------------------------------------------- errors
-
-_PATH = re.compile(r"messages\[(\d+)\](?:\.content\[(\d+)\])?")
-
-
-def _in_anthropic_terms(err: NeutrinoError, origins: Origins) -> NeutrinoError:
-    """``err`` with the translated body's message paths (``messages[k].content[p]``)
-    given as the client's own (the system prompt and tool results move messages), and
-    its message naming the field (Anthropic's error object has no ``param``)."""
-
-    def where(m: re.Match[str]) -> str:
-        k = int(m.group(1))
-        if k >= len(origins):
-            return m.group(0)
-        i, blocks = origins[k]
-        if i < 0:
-            return "system" if m.group(2) is None else f"system[{m.group(2)}]"
-        if m.group(2) is None:
-            return f"messages[{i}]"
-        p = int(m.group(2))
-        j = blocks[p] if blocks is not None and p < len(blocks) else p
-        return f"messages[{i}].content[{j}]"
-
-    message = _PATH.sub(where, err.message)
-    param = None if err.param is None else _PATH.sub(where, err.param)
-    if param is not None and param not in message:
-        message = f"{param}: {message}"
-    if message == err.message and param == err.param:
-        return err
-    return NeutrinoError(err.kind, message, param=param, code=err.code)

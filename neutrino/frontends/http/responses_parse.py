@@ -13,7 +13,6 @@ conversations and prompts, built-in tools) are refused with a 400 naming them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,7 @@ from neutrino.errors import ErrorKind, NeutrinoError, bad_request, unsupported
 from neutrino.frontends.common import new_id
 from neutrino.frontends.http.parse import MAX_TOP_LOGPROBS, parse_chat
 from neutrino.frontends.http.responses_items import Conversation, input_items
+from neutrino.frontends.params import Origin, Renames, renamed
 from neutrino.pipeline.request import GenerateRequest
 
 MAX_METADATA = 16
@@ -53,15 +53,14 @@ _SAME = (
     "chat_template_kwargs",
 )
 # Chat's parameter names in its errors -> the Responses request's.
-_RENAMES = (
-    ("response_format.json_schema.schema", "text.format.schema"),
-    ("response_format.json_schema.strict", "text.format.strict"),
-    ("response_format.json_schema", "text.format"),
-    ("response_format", "text.format"),
-    ("max_completion_tokens", "max_output_tokens"),
-    ("reasoning_effort", "reasoning.effort"),
-)
-_MESSAGE_PARAM = re.compile(r"messages\[(\d+)\]")
+_FIELDS = {
+    "response_format.json_schema.schema": "text.format.schema",
+    "response_format.json_schema.strict": "text.format.strict",
+    "response_format.json_schema": "text.format",
+    "response_format": "text.format",
+    "max_completion_tokens": "max_output_tokens",
+    "reasoning_effort": "reasoning.effort",
+}
 
 
 @dataclass(slots=True)
@@ -119,7 +118,8 @@ def parse_responses(body: Any, limits: LimitsConfig, lookup: Lookup = None) -> R
     try:
         req = parse_chat(chat, limits)
     except NeutrinoError as err:
-        raise renamed(err, conv.origins) from None
+        terms = Renames(messages=[Origin(o) for o in conv.origins], fields=_FIELDS)
+        raise renamed(err, terms, in_message=True) from None
     req.request_id = new_id("resp")
     store = body.get("store", True)
     if not isinstance(store, bool):
@@ -316,25 +316,3 @@ def _echo(
     if req.user is not None:
         echo["user"] = req.user
     return echo
-
-
-def renamed(err: NeutrinoError, origins: list[str]) -> NeutrinoError:
-    """``err`` (from chat's parser) with the parameter named as the client sent it."""
-    param = err.param
-    if param is None:
-        return err
-    new = param
-    for old, name in _RENAMES:
-        if param.startswith(old):
-            new = name + param[len(old) :]
-            break
-    else:
-        m = _MESSAGE_PARAM.match(param)
-        if m is not None and int(m.group(1)) < len(origins):
-            new = origins[int(m.group(1))] + param[m.end() :]
-    if new == param:
-        return err
-    message = err.message.replace(param, new)
-    for old, name in _RENAMES:
-        message = message.replace(old, name)
-    return NeutrinoError(err.kind, message, param=new, code=err.code)

@@ -179,6 +179,18 @@ def test_refusals_name_the_responses_parameter(body: dict[str, Any], param: str)
     assert "messages" not in err.message and "response_format" not in err.message
 
 
+def test_an_input_error_after_instructions_names_the_input_item() -> None:
+    """The instructions are chat's first message: the item paths still count from input."""
+    image = {"type": "input_image", "image_url": "https://example.com/x.png"}
+    items = [
+        {"role": "user", "content": "first"},
+        {"role": "user", "content": [{"type": "input_text", "text": "see"}, image]},
+    ]
+    err = refusal({"instructions": "Be terse.", "input": items})
+    assert err.param == "input[1].content[1]", err
+    assert "messages" not in err.message
+
+
 def test_previous_response_prepends_its_conversation() -> None:
     earlier: list[Any] = [
         {"type": "message", "role": "user", "content": "Remember 42"},

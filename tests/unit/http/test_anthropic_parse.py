@@ -312,3 +312,18 @@ def test_count_tokens_needs_no_max_tokens() -> None:
 
 def test_not_an_object() -> None:
     assert "JSON object" in refused([1, 2]).message
+
+
+def test_chat_checks_name_the_messages_fields() -> None:
+    """What parse_chat checks for a Messages body is named as the body names it: an
+    invalid schema in output_config.format, a forced tool beside a format."""
+    bad = {"type": "json_schema", "schema": {"type": "nonsense"}}
+    err = refused(body(output_config={"format": bad}))
+    assert err.param == "output_config.format.schema"
+    assert err.message.startswith("output_config.format.schema: the JSON schema is invalid")
+    assert "response_format" not in err.message
+    good = {"type": "json_schema", "schema": {"type": "object"}}
+    forced = {"type": "tool", "name": "get_weather"}
+    err = refused(body(output_config={"format": good}, tools=[WEATHER], tool_choice=forced))
+    assert err.param == "tool_choice" and "output_config.format" in err.message
+    assert "response_format" not in err.message
