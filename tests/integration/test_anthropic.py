@@ -426,7 +426,9 @@ def test_raw_stream_events_in_anthropics_order(server: NeutrinoProc) -> None:
     status, whole_raw = post(server, "/v1/messages", body)
     whole = json.loads(whole_raw)
     assert start["usage"]["input_tokens"] == whole["usage"]["input_tokens"]
-    assert delta["usage"]["output_tokens"] == whole["usage"]["output_tokens"]
+    # the final usage is the whole message's: input, cache and output counts
+    assert delta["usage"] == whole["usage"]
+    assert {"input_tokens", "cache_read_input_tokens", "output_tokens"} <= delta["usage"].keys()
     assert start["id"] != whole["id"] and start["id"].startswith("msg_")
 
 
@@ -551,11 +553,51 @@ def test_errors_in_anthropics_shape(client: anthropic.Anthropic, server: Neutrin
         wrong.messages.count_tokens(model=QWEN, messages=user("Hi"))
 
 
-def test_a_body_too_large_is_request_too_large(server: NeutrinoProc) -> None:
+def raw_post(server: NeutrinoProc, path: str, data: bytes, key: str = KEY) -> tuple[int, Any]:
+    """A POST of ``data`` as it is (JSON or not); the status and the JSON answer."""
+    req = urllib.request.Request(
+        server.base_url + path,
+        data=data,
+        headers={"Content-Type": "application/json", "x-api-key": key},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_count_tokens_errors_in_anthropics_shape(server: NeutrinoProc) -> None:
+    """count_tokens answers its refusals as /v1/messages does, on either server."""
+    path = "/v1/messages/count_tokens"
+    hi = {"model": QWEN, "messages": user("Hi")}
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/x.png"}}
+    url_image = {"model": VLM, "system": "S.", "messages": [{"role": "user", "content": [image]}]}
+    cases: list[tuple[Any, str, int, str]] = [
+        ({"model": QWEN}, KEY, 400, "invalid_request_error"),
+        (b"{not json", KEY, 400, "invalid_request_error"),
+        ([1, 2], KEY, 400, "invalid_request_error"),
+        (url_image, KEY, 400, "invalid_request_error"),
+        ({**hi, "model": "nope"}, KEY, 404, "not_found_error"),
+        (hi, "sk-no", 401, "authentication_error"),
+    ]
+    for body, key, status, kind in cases:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        got, answer = raw_post(server, path, data, key)
+        assert got == status, (body, answer)
+        assert set(answer) == {"type", "error"} and answer["type"] == "error", answer
+        assert answer["error"]["type"] == kind and answer["error"]["message"], (body, answer)
+    # chat's check of the image, named as the Messages body names it (no system shift)
+    _, answer = raw_post(server, path, json.dumps(url_image).encode())
+    assert answer["error"]["message"].startswith("messages[0].content[0]: "), answer
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+def test_a_body_too_large_is_request_too_large(server: NeutrinoProc, path: str) -> None:
     """Its head says how long it is: refused before the body is sent."""
     conn = http.client.HTTPConnection("127.0.0.1", int(server.base_url.rsplit(":", 1)[1]))
     try:
-        conn.putrequest("POST", "/v1/messages")
+        conn.putrequest("POST", path)
         for name, value in (
             ("Content-Type", "application/json"),
             ("Content-Length", "1200000"),
@@ -565,7 +607,8 @@ def test_a_body_too_large_is_request_too_large(server: NeutrinoProc) -> None:
         conn.endheaders()
         r = conn.getresponse()
         assert r.status == 413
-        assert json.loads(r.read())["error"]["type"] == "request_too_large"
+        answer = json.loads(r.read())
+        assert answer["type"] == "error" and answer["error"]["type"] == "request_too_large"
     finally:
         conn.close()
 

@@ -42,8 +42,13 @@ def stop_reason(out: Outcome, stops: frozenset[str]) -> tuple[str, str | None]:
 
 
 def usage(out: Outcome) -> dict[str, Any]:
-    """Anthropic's usage: ``input_tokens`` counts the prompt tokens not read from the
-    cache (those are ``cache_read_input_tokens``), as Anthropic bills them."""
+    """Anthropic's usage of a finished answer, the same in the message and in a stream's
+    ``message_delta``: ``input_tokens`` counts the prompt tokens not read from the cache
+    (those are ``cache_read_input_tokens``), as Anthropic bills them. A prompt is never
+    written to a cache on request (``cache_control`` is ignored), so
+    ``cache_creation_input_tokens`` is 0. ``output_tokens_details``
+    (``thinking_tokens``: the reasoning's share of ``output_tokens``) is in Anthropic's
+    ``Usage`` and ``MessageDeltaUsage``, given when the answer's reasoning was parsed."""
     u: dict[str, Any] = {
         "input_tokens": out.prompt_tokens - out.cached_tokens,
         "output_tokens": out.completion_tokens,
@@ -116,7 +121,14 @@ def error_events(err: NeutrinoError) -> bytes:
 
 
 def message_start(gen: Generation) -> bytes:
-    """The stream's first event: the message, with no content yet."""
+    """The stream's first event: the message, with no content yet.
+
+    Its usage says what is known when the stream opens: the prompt's length, all of it
+    as ``input_tokens``. How much of it the engine read from its prefix cache is known
+    only from the engine's final result, so ``message_delta`` (whose counts are
+    cumulative and replace these: the SDKs' stream helpers take them) gives the
+    answer's usage as the non-streamed message does, ``input_tokens`` less the cache
+    reads that ``cache_read_input_tokens`` then counts."""
     msg: dict[str, Any] = {
         "id": message_id(gen.request_id),
         "type": "message",
@@ -136,7 +148,8 @@ def message_start(gen: Generation) -> bytes:
 
 
 def message_delta(out: Outcome, stops: frozenset[str]) -> bytes:
-    """The stream's stop reason and final usage (cumulative, as Anthropic sends it)."""
+    """The stream's stop reason and final usage: the non-streamed message's (input,
+    cache and output counts, cumulative, as Anthropic sends them)."""
     reason, sequence = stop_reason(out, stops)
     payload = {
         "type": "message_delta",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,7 +19,14 @@ from neutrino.config import Config
 from neutrino.engine.inprocess import InProcessEngineClient
 from neutrino.errors import ANTHROPIC_TYPES, ErrorKind, NeutrinoError
 from neutrino.frontends.http.anthropic_parse import parse_count, parse_messages
-from neutrino.frontends.http.anthropic_render import error_events, message, stop_reason
+from neutrino.frontends.http.anthropic_render import (
+    MESSAGE_STOP,
+    error_events,
+    message,
+    message_delta,
+    message_start,
+    stop_reason,
+)
 from neutrino.frontends.http.anthropic_stream import MessageWriter
 from neutrino.frontends.http.sse import SSEStream
 from neutrino.pipeline.generation import Outcome
@@ -174,6 +182,38 @@ async def test_a_stop_sequence(orch: Orchestrator) -> None:
     assert [(b.type, getattr(b, "text", None)) for b in want.content] == [("text", "alpha beta ")]
     got = read_back(await streamed(orch, body))
     assert shown(got) == shown(want)
+
+
+def parsed(raw: bytes) -> list[tuple[str, Any]]:
+    """The (event, data) pairs of rendered events."""
+    out = []
+    for block in raw.decode().split("\n\n")[:-1]:
+        name, data = block.split("\n")
+        out.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    return out
+
+
+async def test_the_streams_final_usage_is_the_messages_with_cache_reads(
+    orch: Orchestrator,
+) -> None:
+    """message_start can say only the prompt's length; message_delta's counts replace it
+    with the non-streamed message's, cache reads included. mock_ie reads nothing from a
+    cache, so the finished generation's outcome is given the cache reads an engine with
+    a prefix cache reports in its final result."""
+    req = parse_messages(request("halt", system="Be terse."), orch.cfg.limits)
+    gen = await orch.start(req)
+    text, outcome = await collect(gen)
+    out = replace(outcome, cached_tokens=outcome.prompt_tokens - 3)
+    want = Message.model_validate(message(gen, text, out, frozenset()))
+    assert (want.usage.input_tokens, want.usage.cache_read_input_tokens) == (3, out.cached_tokens)
+    events = parsed(message_start(gen) + message_delta(out, frozenset()) + MESSAGE_STOP)
+    start, delta = events[0][1]["message"]["usage"], events[1][1]["usage"]
+    assert start["input_tokens"] == outcome.prompt_tokens and start["cache_read_input_tokens"] == 0
+    assert delta == want.usage.model_dump(exclude_none=True)
+    got = read_back(events).usage
+    assert got == want.usage and got.input_tokens + (got.cache_read_input_tokens or 0) == (
+        outcome.prompt_tokens
+    )
 
 
 async def test_max_tokens(orch: Orchestrator) -> None:
