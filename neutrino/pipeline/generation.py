@@ -196,6 +196,10 @@ class Generation:
             if self._keep_lp:
                 self._all_lp += entries
         if s.finish_reason is not None:
+            if s.hidden_before and self._keep_lp:
+                # Cut inside a character begun in earlier frames: their tokens' entries
+                # go too (a stream has sent them already).
+                del self._all_lp[-s.hidden_before :]
             return self._complete(result)
         return bool(
             self._pending or self._pending_lp or self._pending_reasoning or self._pending_calls

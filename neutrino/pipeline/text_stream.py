@@ -31,12 +31,14 @@ class TextStream:
     __slots__ = (
         "_detok",
         "_include_stop",
+        "_recent",
         "_reported_ids",
         "_stop",
         "_stop_ids",
         "_tok",
         "completion_tokens",
         "finish_reason",
+        "hidden_before",
         "shown",
         "stop_reason",
     )
@@ -63,6 +65,10 @@ class TextStream:
         self._include_stop = include_stop
         self.completion_tokens = 0
         self.shown = 0  # tokens of the last result that are visible (not an end token)
+        # Ids of the last frames read by feed (a partial character's bytes span at most
+        # 3 tokens), and how many of them a length cut hid (their logprobs already taken).
+        self._recent: list[int] = []
+        self.hidden_before = 0
         self.finish_reason: str | None = None
         self.stop_reason: str | int | None = None
 
@@ -101,16 +107,18 @@ class TextStream:
 
     def _cut_tail(self, tokens: list[int], dropped: int) -> int:
         """Cut by the token limit inside a multi-byte character: its bytes so far are not
-        shown (no U+FFFD), and the frame's last tokens that held only those bytes report
-        no logprobs; they still count. Returns how many of ``tokens`` that is."""
+        shown (no U+FFFD), and the last tokens that held only those bytes report no
+        logprobs; they still count. Returns how many of ``tokens`` that is; those of
+        earlier frames are ``hidden_before``."""
         hidden = 0
-        for token_id in reversed(tokens):
+        for token_id in reversed(self._recent + tokens):
             size = len(self._tok.token_bytes(token_id))
             if size > dropped:
                 break
             dropped -= size
             hidden += 1
-        return hidden
+        self.hidden_before = max(0, hidden - len(tokens))
+        return hidden - self.hidden_before
 
     def feed(self, result: TextResult) -> str:
         """Text made visible by ``result``; sets ``finish_reason`` when the stream ends."""
@@ -146,6 +154,10 @@ class TextStream:
             self.shown -= self._cut_tail(tokens, self._detok.drop())
         elif final:
             text += self._detok.finish()
+        elif self._detok.pending_bytes:  # a character still open: keep its tokens' ids
+            self._recent = (self._recent + tokens)[-3:]
+        else:
+            self._recent = []
         if self._stop is not None:
             text = self._stopped(text)
             if self.finish_reason is not None:

@@ -48,7 +48,8 @@ SECTION_END: Final = "<|tool_calls_section_end|>"
 CALL_BEGIN: Final = "<|tool_call_begin|>"
 CALL_END: Final = "<|tool_call_end|>"
 ARG_BEGIN: Final = "<|tool_call_argument_begin|>"
-# functions.NAME:IDX (the prefix optional); NAME may hold dots, as in both references.
+# functions.NAME:IDX (the prefix optional). NAME is all between them, dots included (vLLM
+# keeps its last dotted segment, SGLang its first: they agree on names without a dot).
 _ID = re.compile(r"(?:functions\.)?([\w.\-]+):\d+")
 
 

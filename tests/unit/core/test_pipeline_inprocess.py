@@ -202,3 +202,16 @@ async def test_a_request_handed_a_slot_as_the_shutdown_comes_never_reaches_the_e
         await queued
     assert info.value.kind is ErrorKind.SHUTTING_DOWN
     assert len(engine.queries) == 1 and orch.inflight == 0
+
+
+async def test_a_length_cut_inside_a_character_drops_its_logprobs_across_frames() -> None:
+    """Issue 18 item 5, whole answer: the engine sends one token a frame with logprobs;
+    cut inside 𪚥 ("\\xf0\\xaa", "\\x9a", "\\xa5"), the answer and its logprobs end
+    before it, and every token counts."""
+    script = Script.from_rules([{"match": "*", "reply": "ok x𪚥 more"}])
+    orch, _ = make(script)
+    gen = await orch.start(chat("cut", max_tokens=4, logprobs=True, top_logprobs=1))
+    text, outcome = await collect(gen)
+    assert (text, outcome.finish_reason, outcome.completion_tokens) == ("ok x", "length", 4)
+    assert outcome.logprobs is not None
+    assert b"".join(e.token_bytes for e in outcome.logprobs) == b"ok x"

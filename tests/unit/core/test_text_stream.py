@@ -121,3 +121,23 @@ def test_an_end_token_after_a_broken_character_still_shows_the_replacement() -> 
     stream = TextStream(TOK, [], frozenset({151645}))
     text = stream.feed(TextResult([*MELT[:-1], 151645], FinishReason.STOP, stop_token_id=151645))
     assert text == "ok \ufffd"
+
+
+def test_a_length_cut_hides_the_logprobs_of_earlier_frames_too() -> None:
+    """One token a frame (as engines send logprobs): the cut character's tokens of the
+    earlier frames are counted in ``hidden_before``, so a whole answer drops their
+    logprobs as it does when they come in one frame."""
+    ids = MELT[: len(MELT) - 1]  # "ok", " \xf0\x9f", "\xab": cut before "\xa0"
+    stream = TextStream(TOK, [], frozenset())
+    text = "".join(stream.feed(TextResult([i], logprobs=[-0.5])) for i in ids[:-1])
+    text += stream.feed(TextResult(ids[-1:], FinishReason.LENGTH, logprobs=[-0.5]))
+    assert text == "ok " and stream.completion_tokens == len(ids)
+    assert (stream.shown, stream.hidden_before) == (0, 0)  # " \xf0\x9f" also carries " "
+    ids = TOK.encode("x𪚥")  # "x", "\xf0\xaa", "\x9a", "\xa5"
+    assert [len(TOK.token_bytes(i)) for i in ids] == [1, 2, 1, 1]
+    stream = TextStream(TOK, [], frozenset())
+    for i in ids[:2]:
+        stream.feed(TextResult([i], logprobs=[-0.5]))
+    assert stream.feed(TextResult([ids[2]], FinishReason.LENGTH, logprobs=[-0.5])) == ""
+    # "\x9a" in this frame, "\xf0\xaa" in the one before: neither reports logprobs.
+    assert (stream.shown, stream.hidden_before, stream.completion_tokens) == (0, 1, 3)
