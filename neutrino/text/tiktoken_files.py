@@ -235,8 +235,13 @@ def _check_pattern_splits(tokenizer: TiktokenTokenizer, pattern: str, where: str
             f"{where} matches the empty string (at character {empty[0]} of a probe text); "
             "tiktoken cannot encode with such a pattern"
         )
-    ids = tokenizer.encode(_PROBE)
-    if tokenizer.decode(ids) != _PROBE:
+    try:  # tiktoken's own regex engine gives up past a backtracking limit
+        split_back = tokenizer.decode(tokenizer.encode(_PROBE))
+    except ValueError as e:
+        raise TiktokenFileError(
+            f"{where} exceeds tiktoken's backtracking limit on a probe text ({e})"
+        ) from None
+    if split_back != _PROBE:
         raise TiktokenFileError(
             f"{where} leaves characters of a probe text unmatched (tiktoken drops them): "
             "it must match every character"

@@ -125,15 +125,25 @@ def test_a_completion_gets_the_familys_bos_by_the_configured_id(
 
 def test_a_bad_table_stops_the_start_with_exit_code_2(tmp_path: Path) -> None:
     assert RANKS is not None
-    bad: dict[str, dict[str, Any]] = {
-        "file": {"file": str(tmp_path / "missing.tiktoken"), "pattern": "llama3"},
-        "pattern": {"file": str(RANKS), "pattern": r"\w*"},
-        "special_tokens": {"file": str(RANKS), "pattern": "o200k", "special_tokens": {"<x>": 5}},
-    }
-    for key, entry in bad.items():
-        config = tmp_path / f"{key}.toml"
+    bad: list[tuple[str, dict[str, Any], str]] = [
+        ("file", {"file": str(tmp_path / "missing.tiktoken"), "pattern": "llama3"}, "cannot read"),
+        ("pattern", {"file": str(RANKS), "pattern": r"\w*"}, "matches the empty string"),
+        (
+            "pattern",  # tiktoken's engine gives up on it (a bare ValueError once)
+            {"file": str(RANKS), "pattern": r"(\w+\s?)*(?=Z)|\s|.", "special_tokens": SPECIALS},
+            "exceeds tiktoken's backtracking limit",
+        ),
+        (
+            "special_tokens",
+            {"file": str(RANKS), "pattern": "o200k", "special_tokens": {"<x>": 5}},
+            "is a rank of the file",
+        ),
+    ]
+    for i, (key, entry, message) in enumerate(bad):
+        config = tmp_path / f"{i}.toml"
         config.write_text(_config({MODEL: entry}))
         done = run_neutrino(tmp_path, "--config", str(config))
         assert done.returncode == 2, done.stderr
         assert f'[model].tiktoken."{MODEL}".{key}' in done.stderr
+        assert message in done.stderr
         assert "Traceback" not in done.stderr
