@@ -11,21 +11,25 @@ them per model::
 ``pattern`` is ``"o200k"``, ``"cl100k"`` or ``"llama3"`` (the published pre-tokenisation
 patterns of o200k_base, cl100k_base and Llama 3) or a regex of its own. Everything is
 checked when the configuration is loaded, each failure a one-line error naming the key: the
-file is readable, at most ``MAX_FILE_BYTES``, and a rank file whose ranks are 0..n-1 and
-cover every single byte; the pattern compiles in tiktoken (Rust's fancy-regex, which also
-reads ``\\p{..}`` classes, ``&&`` intersections and possessive quantifiers) and in the
-``regex`` package's V1 syntax (the same class syntax), never matches the empty string and
-leaves no character of a probe text unmatched (tiktoken would drop it); the special tokens
-are non-empty strings with unique ids at or past the ranks. The tokenizer built by the check
-is kept (keyed by the file's identity and the settings), so serving the model reuses it.
+file is a regular file (a named pipe would block the start), readable, at most
+``MAX_FILE_BYTES``, and a rank file whose ranks are 0..n-1 and cover every single byte; the
+pattern compiles in tiktoken (Rust's fancy-regex, which also reads ``\\p{..}`` classes, ``&&``
+intersections and possessive quantifiers) and in the ``regex`` package's V1 syntax (the same
+class syntax), never matches the empty string, splits a probe text within tiktoken's
+backtracking limit and leaves no character of it unmatched (tiktoken would drop it); the
+special tokens are non-empty strings with unique ids at or past the ranks. The tokenizer
+built by the check is kept (keyed by the file's identity and the settings), so serving the
+model reuses it.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any, Final
 
 import regex  # type: ignore[import-untyped]  # tiktoken's dependency; no stubs
@@ -143,6 +147,8 @@ def tiktoken_file_tokenizer(model: str, spec: TiktokenFile, where: str) -> Tikto
         stat = path.stat()
     except OSError as e:
         raise TiktokenFileError(f"{where}.file: cannot read {spec.file!r}: {e.strerror}") from None
+    if not S_ISREG(stat.st_mode):  # a FIFO would block the start for ever; a device, likewise
+        raise TiktokenFileError(f"{where}.file: cannot read {spec.file!r}: not a regular file")
     specials = tuple(sorted(spec.special_tokens.items()))
     key = (model, str(path.resolve()), stat.st_size, stat.st_mtime_ns, spec.pat_str, specials)
     with _lock:
@@ -172,8 +178,11 @@ def _build(model: str, path: Path, spec: TiktokenFile, where: str) -> TiktokenTo
 
 
 def _read_ranks(path: Path, where: str) -> dict[bytes, int]:
-    try:
-        with open(path, "rb") as fh:
+    try:  # non-blocking: a file swapped for a FIFO since the stat must not hang the open
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with open(fd, "rb") as fh:
+            if not S_ISREG(os.fstat(fd).st_mode):
+                raise TiktokenFileError(f"{where}: cannot read {str(path)!r}: not a regular file")
             data = fh.read(MAX_FILE_BYTES + 1)
     except OSError as e:
         raise TiktokenFileError(f"{where}: cannot read {str(path)!r}: {e.strerror}") from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,8 +126,11 @@ def test_a_completion_gets_the_familys_bos_by_the_configured_id(
 
 def test_a_bad_table_stops_the_start_with_exit_code_2(tmp_path: Path) -> None:
     assert RANKS is not None
+    fifo = tmp_path / "pipe.tiktoken"
+    os.mkfifo(fifo)
     bad: list[tuple[str, dict[str, Any], str]] = [
         ("file", {"file": str(tmp_path / "missing.tiktoken"), "pattern": "llama3"}, "cannot read"),
+        ("file", {"file": str(fifo), "pattern": "llama3"}, "not a regular file"),  # never hangs
         ("pattern", {"file": str(RANKS), "pattern": r"\w*"}, "matches the empty string"),
         (
             "pattern",  # tiktoken's engine gives up on it (a bare ValueError once)

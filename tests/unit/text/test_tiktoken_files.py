@@ -174,9 +174,16 @@ def _write(content: bytes) -> Callable[[Path], Path]:
     return make
 
 
+def _fifo(path: Path) -> Path:
+    """A named pipe no one writes to: reading it would block for ever."""
+    os.mkfifo(path)
+    return path
+
+
 BAD_FILES: list[tuple[str, Callable[[Path], Path], str]] = [
     ("missing", lambda tmp: tmp / "nope.tiktoken", r'"m"\.file: cannot read .*nope'),
-    ("a folder", lambda tmp: tmp, r'"m"\.file: cannot read'),
+    ("a folder", lambda tmp: tmp, r'"m"\.file: cannot read .*: not a regular file'),
+    ("a named pipe", lambda tmp: _fifo(tmp / "r.tiktoken"), r"cannot read .*: not a regular file"),
     ("empty", _write(b""), r"no ranks"),
     ("json", _write(b'{"model": {}}\n'), r"not a tiktoken rank file \(malformed .* line 1"),
     ("bad base64", _write(b"QQ== 0\n!!!! 1\n"), r"malformed BPE rank file at line 2"),
@@ -197,6 +204,13 @@ def test_bad_rank_files_are_refused_naming_the_key(
     with pytest.raises(TiktokenFileError, match=message) as info:
         _build(_spec(make(tmp_path)))
     assert str(info.value).startswith(WHERE + ".file")
+
+
+def test_a_file_swapped_for_a_named_pipe_after_the_stat_is_refused(tmp_path: Path) -> None:
+    """The read itself does not block on a FIFO (the file changed since it was looked at)."""
+    path = _fifo(tmp_path / "r.tiktoken")
+    with pytest.raises(TiktokenFileError, match=r"^W\.file: cannot read .*: not a regular file"):
+        tiktoken_files._read_ranks(path, "W.file")
 
 
 def test_a_file_past_the_size_bound_is_refused(
