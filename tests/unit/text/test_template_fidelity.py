@@ -10,6 +10,7 @@ the request field that was none (the pipeline turns it into a 400 with that ``pa
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import jinja2
@@ -76,6 +77,36 @@ def test_prepared_source_keeps_only_shared_escapes() -> None:
     prepared = prepare('{{ "a\\\nb\\101" }}{% for x in y.z %}{% endfor %}')
     assert prepared.source.startswith('{{ "abA" }}')
     assert prepared.loops == ("y.z",)
+
+
+@pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning")
+def test_a_lone_surrogate_literal_loads_and_renders_where_it_is_not_evaluated() -> None:
+    """jinja2 loads such a template; minijinja alone refuses it at load (bad string escape)."""
+    family = _family("{% if messages[0].content == 'x' %}{{ 'bad \\ud83d' }}{% endif %}ok")
+    messages = [_user("hi")]
+    assert ChatTemplate(family).render(messages) == _reference(family, messages) == "ok"
+
+
+@pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning")
+def test_a_lone_surrogate_literal_evaluated_is_a_render_error() -> None:
+    """Where jinja2 evaluates it, its prompt holds a surrogate, which has no UTF-8 form (no
+    tokenizer can take it); Neutrino's template raises, naming the literal."""
+    family = _family("{{ 'bad \\ud83d' ~ messages[0].content }}")
+    messages = [_user("hi")]
+    with pytest.raises(UnicodeEncodeError):
+        _reference(family, messages).encode()
+    message = "string literal 'bad \\ud83d' holds a lone surrogate (U+D83D)"
+    with pytest.raises(TemplateError, match=re.escape(message)):
+        ChatTemplate(family).render(messages)
+
+
+@pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning")
+def test_a_surrogate_pair_literal_is_the_character_it_encodes() -> None:
+    family = _family("{{ '\\ud83d\\ude00 \\\n' ~ messages[0].content }}")
+    messages = [_user("hi")]
+    reference = _reference(family, messages)  # the pair as two surrogates
+    assert ChatTemplate(family).render(messages) == "\U0001f600 hi"
+    assert reference.encode("utf-16", "surrogatepass").decode("utf-16") == "\U0001f600 hi"
 
 
 # ---------------------------------------------------------------- loops over none
@@ -206,3 +237,58 @@ def test_none_fields_in_order() -> None:
     ]
     assert none_fields("tools", context) == [("tools",)]
     assert none_fields("message.missing", context) == []
+
+
+# ---------------------------------------------------------------- loops as jinja2 reads them
+
+# A loop's text where jinja2 sees no loop: raw blocks, comments, string literals (also once
+# decoded). Rendered with ``xs`` none: a guard here would change the output or fail.
+NOT_LOOPS = [
+    "{% raw %}{% for x in xs %}{{ x }}{% endfor %}{% endraw %}",
+    "{%- raw -%} {%+ for x in xs -%} {%- endraw %}",
+    "{{ '{% for a in b %}' }}",
+    "{{ \"{%- for a in xs -%}\" ~ '}}' }}",
+    "{{ '\\x7b% for a in b %\\x7d' }}",
+    "{# {% for x in xs %} #}after",
+    "{% set s = '{% for x in xs %}' %}{{ s }}",
+]
+
+
+@pytest.mark.filterwarnings("ignore:invalid escape sequence:DeprecationWarning")
+@pytest.mark.parametrize("source", NOT_LOOPS)
+def test_a_loop_in_raw_text_comments_or_literals_is_left_as_written(source: str) -> None:
+    family = _family(source)
+    assert prepare(source).loops == ()
+    assert ChatTemplate(family).render([], xs=None) == _reference(family, [], xs=None)
+
+
+def test_a_loop_over_a_literal_holding_a_tag_end() -> None:
+    family = _family("{% for x in ['%}', '}}', \"{%\"] %}{{ x }}|{% endfor %}")
+    assert prepare(family.template).loops == ("['%}', '}}', \"{%\"]",)
+    assert ChatTemplate(family).render([]) == _reference(family, []) == "%}|}}|{%|"
+
+
+# Loops jinja2 reads: any whitespace control, any whitespace around ``in``, no whitespace
+# where a bracket ends a name, with the loop's filter and ``recursive``.
+GUARDED = [
+    "{%+ for x in xs %}{{ x }}{% endfor %}",
+    "{%- for x in xs +%}{{ x }}{% endfor %}",
+    "{%+ for x in xs -%}\n{{ x }}{% endfor %}",
+    "{% for x\nin xs %}{{ x }}{% endfor %}",
+    "{% for x in\n\txs\n%}{{ x }}{% endfor %}",
+    "{%for(x)in\txs%}{{ x }}{%endfor%}",
+    "{% for x in xs if x > 1 recursive %}{{ x }}{% endfor %}",
+    "{% for x in xs if x != '%}' %}{{ x }}{% endfor %}",
+]
+
+
+@pytest.mark.parametrize("source", GUARDED)
+def test_every_loop_jinja2_reads_is_guarded(source: str) -> None:
+    family = _family(source)
+    assert len(prepare(source).loops) == 1
+    assert ChatTemplate(family).render([], xs=[1, 2]) == _reference(family, [], xs=[1, 2])
+    with pytest.raises(TypeError):
+        _reference(family, [], xs=None)
+    with pytest.raises(TemplateError) as info:
+        ChatTemplate(family).render([], xs=None)
+    assert info.value.param == "chat_template_kwargs.xs"
