@@ -14,11 +14,15 @@ from neutrino.text.local_files import load_local_tokenizer, read_chat_template
 from neutrino.text.parsers import reasoning_parser_names, tool_parser_names
 from neutrino.text.registry import load_tokenizer
 from neutrino.text.templates import ChatTemplate, ModelFamily, family_for_model, load_families
-from neutrino.text.tiktoken_files import tiktoken_file_tokenizer
+from neutrino.text.tiktoken_files import check_family_tokens, tiktoken_file_tokenizer
 from neutrino.text.tokenizer import Tokenizer
 
 log = logging.getLogger("neutrino.models")
 _MAX_WARNED = 1024  # model names the fallback warning remembers
+
+
+def _tiktoken_key(model: str) -> str:
+    return f'[model].tiktoken."{model}"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,11 @@ class ModelTexts:
                         f"known: none, {', '.join(known)}"
                     )
         self._templates = {m: self._read_template(m, p) for m, p in cfg.chat_templates.items()}
+        for model, rank_file in cfg.tiktoken.items():  # refused at start (and reload)
+            family = self._families[self.family_name(model)]
+            if model in self._templates:
+                family = dataclasses.replace(family, template=self._templates[model])
+            check_family_tokens(rank_file, family, _tiktoken_key(model))
         self._cache: dict[str, ModelText] = {}
         self._failed: set[str] = set()
         self._lock = threading.Lock()
@@ -89,16 +98,7 @@ class ModelTexts:
                 return hit
             try:
                 family = self._with_parsers(model, self._families[self.family_name(model)])
-                local = self._cfg.tokenizers.get(model)
-                rank_file = self._cfg.tiktoken.get(model)
-                if rank_file is not None:  # a bare rank file, checked when the config loaded
-                    where = f'[model].tiktoken."{model}"'
-                    tokenizer: Tokenizer = tiktoken_file_tokenizer(model, rank_file, where)
-                elif local is None:
-                    tokenizer = load_tokenizer(family.tokenizer)
-                else:  # the operator's own files (the family's tokenizer is not used)
-                    loaded = load_local_tokenizer(model, local)
-                    tokenizer, family = loaded.tokenizer, loaded.apply_to(family)
+                tokenizer, family = self._tokenizer(model, family)
                 if model in self._templates:
                     family = dataclasses.replace(family, template=self._templates[model])
                 table = getattr(tokenizer, "token_table", None)
@@ -130,6 +130,17 @@ class ModelTexts:
             )
             self._cache[model] = text
             return text
+
+    def _tokenizer(self, model: str, family: ModelFamily) -> tuple[Tokenizer, ModelFamily]:
+        """``model``'s tokenizer, and ``family`` as its own tokenizer files amend it."""
+        rank_file = self._cfg.tiktoken.get(model)
+        if rank_file is not None:  # a bare rank file, checked at load and in __init__
+            return tiktoken_file_tokenizer(model, rank_file, _tiktoken_key(model)), family
+        local = self._cfg.tokenizers.get(model)
+        if local is None:
+            return load_tokenizer(family.tokenizer), family
+        loaded = load_local_tokenizer(model, local)  # the family's tokenizer is not used
+        return loaded.tokenizer, loaded.apply_to(family)
 
     def _read_template(self, model: str, path: str) -> str:
         """The chat template file configured for ``model``, read and compiled at start-up."""

@@ -17,14 +17,17 @@ pattern compiles in tiktoken (Rust's fancy-regex, which also reads ``\\p{..}`` c
 intersections and possessive quantifiers) and in the ``regex`` package's V1 syntax (the same
 class syntax), never matches the empty string, splits a probe text within tiktoken's
 backtracking limit and leaves no character of it unmatched (tiktoken would drop it); the
-special tokens are non-empty strings with unique ids at or past the ranks. The tokenizer
-built by the check is kept (keyed by the file's identity and the settings), so serving the
-model reuses it.
+special tokens are non-empty strings with unique ids at or past the ranks. When the model's
+texts are set up (at start and at each reload), its special tokens must also hold what its
+family needs as single tokens (:func:`family_tokens`: BOS, EOS, stop tokens and the chat
+template's ``<|...|>`` markers). The tokenizer built by the check is kept (keyed by the
+file's identity and the settings), so serving the model reuses it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,7 +37,9 @@ from typing import Any, Final
 
 import regex  # type: ignore[import-untyped]  # tiktoken's dependency; no stubs
 
-from neutrino.text.errors import TokenizerError
+from neutrino.text.errors import TemplateError, TokenizerError
+from neutrino.text.families import ModelFamily
+from neutrino.text.templates import ChatTemplate
 from neutrino.text.tiktoken_tokenizer import TiktokenTokenizer, parse_tiktoken_ranks
 from neutrino.text.tokenizer_config import MAX_SPECIAL_IDS
 from neutrino.text.vocabularies import CL100K_PATTERN, LLAMA3_PATTERN, O200K_PATTERN
@@ -44,7 +49,9 @@ __all__ = [
     "NAMED_PATTERNS",
     "TiktokenFile",
     "TiktokenFileError",
+    "check_family_tokens",
     "check_tiktoken_files",
+    "family_tokens",
     "parse_tiktoken_files",
     "tiktoken_file_tokenizer",
 ]
@@ -254,4 +261,67 @@ def _check_pattern_splits(tokenizer: TiktokenTokenizer, pattern: str, where: str
         raise TiktokenFileError(
             f"{where} leaves characters of a probe text unmatched (tiktoken drops them): "
             "it must match every character"
+        )
+
+
+# --- the family's tokens ---------------------------------------------------------------------
+
+# The shape of the special (and added) tokens chat templates write: ``<|name|>``, and
+# DeepSeek's, the same with full-width bars (U+FF5C).
+_MARKER: Final = re.compile(r"<\|[^|\s<>]{1,64}\|>|<\uff5c[^\uff5c\s<>]{1,64}\uff5c>")
+# Families whose templates write role markers of that shape that their published tokenizers
+# read as plain text (several tokens each), as a rank file's pattern would too.
+_PLAIN_ROLES: Final = frozenset({"<|system|>", "<|user|>", "<|assistant|>"})
+_PLAIN_MARKERS: Final[Mapping[str, frozenset[str]]] = {
+    "zephyr": _PLAIN_ROLES,
+    "tinyllama": _PLAIN_ROLES,
+    "olmo2": _PLAIN_ROLES,
+}
+_CHAT: Final = ({"role": "user", "content": "u"}, {"role": "assistant", "content": "a"})
+_PROBE_CHATS: Final = (({"role": "system", "content": "s"}, *_CHAT), _CHAT)
+
+
+def family_tokens(family: ModelFamily) -> list[str]:
+    """The tokens a model of ``family`` needs its tokenizer to hold as single ids: its
+    ``bos_token`` where it is used (put in front of completions, or written by the
+    template), its ``eos_token`` and stop tokens, and the ``<|...|>`` markers its chat
+    template writes for a plain conversation."""
+    needed: dict[str, None] = {}
+    if family.bos_token and (family.add_bos_token or "bos_token" in family.template):
+        needed[family.bos_token] = None
+    for token in (family.eos_token, *family.stop_tokens):
+        if token:
+            needed[token] = None
+    plain = _PLAIN_MARKERS.get(family.name, frozenset())
+    for marker in _MARKER.findall(_rendered(family)):
+        if marker not in plain:
+            needed[marker] = None
+    return list(needed)
+
+
+def _rendered(family: ModelFamily) -> str:
+    """The template's text for a few plain conversations (those it refuses are left out:
+    a template that takes no system message, one that needs tools)."""
+    template = ChatTemplate(family)
+    texts = []
+    for chat in _PROBE_CHATS:
+        for tools in (None, ()):
+            try:
+                texts.append(template.render(chat, tools=tools))
+            except TemplateError:
+                continue
+    return "".join(texts)
+
+
+def check_family_tokens(spec: TiktokenFile, family: ModelFamily, where: str) -> None:
+    """``spec``'s special tokens hold every token ``family`` needs (see
+    :func:`family_tokens`), or raise naming ``where``.special_tokens: without them the model
+    would run with no stop ids or BOS, its template's markers encoded as plain bytes."""
+    missing = [t for t in family_tokens(family) if t not in spec.special_tokens]
+    if missing:
+        shown = ", ".join(f'"{t}"' for t in missing)
+        raise TiktokenFileError(
+            f"{where}.special_tokens lacks {shown}: the model's family {family.name} needs "
+            "them as single tokens (its BOS, EOS and stop tokens and the markers its chat "
+            "template writes); give each its id in the rank file's tokenizer"
         )

@@ -142,6 +142,11 @@ def test_a_bad_table_stops_the_start_with_exit_code_2(tmp_path: Path) -> None:
             {"file": str(RANKS), "pattern": "o200k", "special_tokens": {"<x>": 5}},
             "is a rank of the file",
         ),
+        (  # the file is fine, but Llama 3 would serve with no stop ids and no BOS
+            "special_tokens",
+            {"file": str(RANKS), "pattern": "llama3"},
+            'lacks "<|begin_of_text|>", "<|eot_id|>"',
+        ),
     ]
     for i, (key, entry, message) in enumerate(bad):
         config = tmp_path / f"{i}.toml"
@@ -151,3 +156,27 @@ def test_a_bad_table_stops_the_start_with_exit_code_2(tmp_path: Path) -> None:
         assert f'[model].tiktoken."{MODEL}".{key}' in done.stderr
         assert message in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_a_reload_whose_special_tokens_lack_the_familys_is_refused(
+    server: tuple[NeutrinoProc, MockIE],
+) -> None:
+    neutrino, _ = server
+    assert RANKS is not None and neutrino.config is not None
+    config = neutrino.workdir / f"neutrino-{neutrino.port}.toml"
+    lacking = {k: v for k, v in SPECIALS.items() if k != "<|eot_id|>"}
+    config.write_text(
+        _config({MODEL: {"file": str(RANKS), "pattern": "llama3", "special_tokens": lacking}})
+    )
+    try:
+        status, answer = neutrino.post_json("/neutrino/v1/reload", b"")
+    finally:
+        config.write_text(neutrino.config)
+    assert status == 400, answer
+    error = answer["error"]
+    assert isinstance(error, dict) and error["code"] == "invalid_config"
+    assert f'[model].tiktoken."{MODEL}".special_tokens lacks "<|eot_id|>":' in error["message"]
+    answer_text = _client(neutrino).chat.completions.create(  # the running tables stay
+        model=MODEL, messages=[{"role": "user", "content": "acme-hello"}], max_tokens=100
+    )
+    assert answer_text.choices[0].message.content == REPLY

@@ -24,11 +24,13 @@ from neutrino.config import ConfigError, from_mapping
 from neutrino.pipeline.models import ModelTexts
 from neutrino.text import tiktoken_files
 from neutrino.text.kimi_files import read_class_constants
-from neutrino.text.registry import load_tokenizer, tokenizer_folder
+from neutrino.text.registry import UnknownTokenizer, load_tokenizer, tokenizer_folder
+from neutrino.text.templates import load_families
 from neutrino.text.tiktoken_files import (
     NAMED_PATTERNS,
     TiktokenFile,
     TiktokenFileError,
+    family_tokens,
     parse_tiktoken_files,
     tiktoken_file_tokenizer,
 )
@@ -324,11 +326,99 @@ def test_config_checks_the_table_and_names_the_key(tmp_path: Path) -> None:
 
 def test_the_configured_model_is_served_with_that_tokenizer(tmp_path: Path) -> None:
     path = _rank_file(tmp_path / "r.tiktoken", SMALL_MERGES)
-    specials = {"<|im_start|>": 300, "<|im_end|>": 301}
+    specials = {"<|im_start|>": 300, "<|im_end|>": 301, "<|endoftext|>": 302}
     table = {"acme": {"file": str(path), "pattern": "cl100k", "special_tokens": specials}}
     cfg = from_mapping({"model": {"tiktoken": table, "families": {"acme": "chatml"}}})
     text = ModelTexts(cfg.model).get("acme")
     assert text.tokenizer is tiktoken_file_tokenizer("acme", cfg.model.tiktoken["acme"], WHERE)
-    assert text.stop_token_ids == {301}  # ChatML's <|im_end|>, by the configured id
+    assert text.stop_token_ids == {301, 302}  # ChatML's stop tokens, by the configured ids
     ids = text.tokenizer.encode_prompt("<|im_start|>user\nabc<|im_end|>\n")
     assert ids[0] == 300 and ids[-2:] == [301, 10] and 257 in ids
+
+
+# --- the family's tokens ---------------------------------------------------------------------
+
+LLAMA3_NEEDS = [
+    "<|begin_of_text|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+]
+
+
+def _llama3_table(path: Path, specials: dict[str, int]) -> dict[str, Any]:
+    entry = {"file": str(path), "pattern": "llama3", "special_tokens": specials}
+    return {"model": {"tiktoken": {"llama-3.1-8b-instruct": entry}}}
+
+
+def test_a_model_whose_special_tokens_lack_its_familys_is_refused(tmp_path: Path) -> None:
+    """Llama 3 by name, no special tokens: it used to serve with no stop ids, no BOS and its
+    header markers encoded as plain bytes."""
+    path = _rank_file(tmp_path / "r.tiktoken", SMALL_MERGES)
+    cfg = from_mapping(_llama3_table(path, {}))  # the file itself is fine
+    with pytest.raises(TiktokenFileError) as info:
+        ModelTexts(cfg.model)
+    message = str(info.value)
+    assert message.startswith('[model].tiktoken."llama-3.1-8b-instruct".special_tokens lacks ')
+    assert all(f'"{token}"' in message for token in LLAMA3_NEEDS) and "llama3" in message
+    some = {t: 300 + i for i, t in enumerate(LLAMA3_NEEDS) if t != "<|end_header_id|>"}
+    with pytest.raises(TiktokenFileError, match=r'special_tokens lacks "<\|end_header_id\|>":'):
+        ModelTexts(from_mapping(_llama3_table(path, some)).model)
+
+
+def test_with_the_familys_tokens_the_model_stops_and_gets_its_bos(tmp_path: Path) -> None:
+    path = _rank_file(tmp_path / "r.tiktoken", SMALL_MERGES)
+    specials = {t: 300 + i for i, t in enumerate(LLAMA3_NEEDS)}
+    text = ModelTexts(from_mapping(_llama3_table(path, specials)).model).get(
+        "llama-3.1-8b-instruct"
+    )
+    assert text.family.name == "llama3"
+    assert text.stop_token_ids == {301, 302, 303} and text.bos_token_id == 300
+    prompt = text.template.render([{"role": "user", "content": "abc"}], date_string="x")
+    ids = text.tokenizer.encode_prompt(prompt)
+    assert ids[:2] == [300, 304] and ids.count(305) == 3 and 257 in ids
+
+
+def test_a_configured_chat_template_decides_the_markers(tmp_path: Path) -> None:
+    """The markers are those of the template the model is served with."""
+    path = _rank_file(tmp_path / "r.tiktoken", SMALL_MERGES)
+    template = tmp_path / "t.jinja"
+    template.write_text("{% for m in messages %}<|turn|>{{ m.content }}<|eot_id|>{% endfor %}")
+    specials = {t: 300 + i for i, t in enumerate(LLAMA3_NEEDS[:4])}  # no header markers
+    raw = _llama3_table(path, specials)
+    raw["model"]["chat_templates"] = {"llama-3.1-8b-instruct": str(template)}
+    with pytest.raises(TiktokenFileError, match=r'lacks "<\|turn\|>":'):
+        ModelTexts(from_mapping(raw).model)
+    raw["model"]["tiktoken"]["llama-3.1-8b-instruct"]["special_tokens"]["<|turn|>"] = 310
+    assert ModelTexts(from_mapping(raw).model).get("llama-3.1-8b-instruct").bos_token_id == 300
+
+
+def test_family_tokens_leave_out_what_the_family_does_not_need() -> None:
+    families = load_families()
+    assert family_tokens(families["llama3"]) == LLAMA3_NEEDS
+    assert family_tokens(families["chatml"]) == ["<|im_end|>", "<|endoftext|>", "<|im_start|>"]
+    # Zephyr's <|user|> is plain text in its tokenizer; gpt-oss puts no BOS in front.
+    assert family_tokens(families["zephyr"]) == ["<s>", "</s>"]
+    assert "<|startoftext|>" not in family_tokens(families["gpt-oss"])
+    assert family_tokens(families["minilm"]) == []
+
+
+def _installed(name: str) -> bool:
+    try:
+        return tokenizer_folder(name) is not None
+    except UnknownTokenizer:
+        return False
+
+
+@pytest.mark.parametrize("name", sorted(load_families()))
+def test_family_tokens_are_single_tokens_of_the_published_tokenizer(name: str) -> None:
+    """The check asks for nothing the family's own tokenizer does not hold as one token (the
+    markers come from a pattern of their shape, so this keeps that honest)."""
+    family = load_families()[name]
+    if not _installed(family.tokenizer):
+        pytest.skip(f"tokenizer {family.tokenizer} not available here")
+    published = load_tokenizer(family.tokenizer)
+    for token in family_tokens(family):
+        assert published.token_to_id(token) is not None, token
