@@ -1,0 +1,95 @@
+"""``python -m neutrino.engines.llamacpp --socket S --gguf PATH --model NAME``: serve a GGUF
+model through llama.cpp, with continuous batching over ``--slots`` sequences."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m neutrino.engines.llamacpp", description=__doc__)
+    p.add_argument("--socket", required=True, help="UNIX socket to listen on")
+    p.add_argument("--gguf", required=True, help="the model file (GGUF)")
+    p.add_argument("--model", required=True, help="the model's name, as clients ask for it")
+    p.add_argument("--slots", type=_positive, default=4, help="sequences decoded together")
+    p.add_argument("--threads", type=_positive, default=1, help="CPU threads for llama.cpp")
+    p.add_argument("--ctx", type=_positive, default=2048, help="context per sequence (tokens)")
+    p.add_argument(
+        "--chunk", type=_positive, default=256, help="prompt tokens prefilled per step"
+    )
+    p.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to a GPU")
+    p.add_argument(
+        "--max-waiting", type=int, default=256, help="queries queued beyond the slots"
+    )
+    p.add_argument("--stats", default=None, help="write the engine's counters (JSON) here")
+    p.add_argument("--log-level", default="info")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
+    # llama.cpp's own log lines (model loading) only at warning and above.
+    logging.getLogger("llama-cpp-python").setLevel(logging.WARNING)
+    try:
+        from neutrino.engines.llamacpp.backend import Backend, BackendConfig, BackendError
+        from neutrino.engines.llamacpp.handler import LlamaEngine, connection
+        from neutrino.engines.serve import listen_unix, remove_socket
+    except ImportError as exc:
+        print(
+            f"the llama.cpp engine needs the 'llamacpp' extra ({exc.name} is missing): "
+            "pip install 'neutrino[llamacpp]'",
+            file=sys.stderr,
+        )
+        raise SystemExit(1) from None
+    if not Path(args.gguf).is_file():
+        print(f"--gguf: no such file {args.gguf!r}", file=sys.stderr)
+        raise SystemExit(2)
+    cfg = BackendConfig(
+        args.gguf, args.slots, args.threads, args.ctx, args.chunk, args.gpu_layers
+    )
+    try:
+        backend = Backend(cfg)
+    except BackendError as exc:
+        print(str(exc), file=sys.stderr)
+        raise SystemExit(1) from None
+    engine = LlamaEngine(backend, args.model, max_waiting=args.max_waiting, stats_path=args.stats)
+
+    async def serve() -> None:
+        path = str(Path(args.socket))
+        loop = asyncio.get_running_loop()
+        engine.start()
+        server = await listen_unix(path, lambda: connection(engine), 0o600)
+        inode = os.lstat(path).st_ino
+        print(
+            f"llamacpp ready socket={path} model={args.model} slots={args.slots} "
+            f"ctx={backend.n_ctx_seq} ({backend.description})",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        server.close()
+        remove_socket(path, inode)
+        await asyncio.to_thread(engine.stop)
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""Guided decoding as llama.cpp grammars (GBNF), one per mode of the engine protocol.
+
+- json object: any JSON object (llama-cpp-python's JSON grammar);
+- json schema: llama.cpp's schema-to-grammar converter (shipped in llama-cpp-python);
+- choice: one of the given strings, exactly;
+- regex: the converter's pattern support (the answer must match it whole); features a
+  grammar cannot express (look-arounds, back-references, conditionals) are refused;
+- grammar: a GBNF grammar given as it is (its root rule ``root``).
+
+What cannot be honoured is an :class:`Unsupported` (the engine answers ``unsupported``);
+a schema or pattern that does not parse is an :class:`Invalid`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from neutrino.engine.messages import Guided, GuidedMode
+
+MAX_GRAMMAR_CHARS = 1 << 20  # a converted schema's grammar, bounded
+
+
+class Unsupported(ValueError):
+    """A guided mode or feature this engine cannot decode under."""
+
+
+class Invalid(ValueError):
+    """A schema, pattern or grammar that does not parse."""
+
+
+def grammar(guided: Guided | None) -> str | None:
+    """The GBNF grammar for ``guided`` (None: unconstrained)."""
+    if guided is None or guided.mode is GuidedMode.NONE:
+        return None
+    mode = guided.mode
+    if mode is GuidedMode.JSON_OBJECT:
+        from llama_cpp.llama_grammar import JSON_GBNF
+
+        return str(JSON_GBNF)
+    if mode is GuidedMode.JSON_SCHEMA:
+        return _bounded(_schema(guided.json_schema))
+    if mode is GuidedMode.CHOICE:
+        if not guided.choices:
+            raise Invalid("choice needs at least one string")
+        return "root ::= " + " | ".join(literal(c) for c in guided.choices) + "\n"
+    if mode is GuidedMode.REGEX:
+        return _bounded(_regex(guided.pattern))
+    if mode is GuidedMode.GRAMMAR:
+        if "root" not in guided.pattern:
+            raise Invalid("a GBNF grammar needs a root rule")
+        return guided.pattern
+    raise Unsupported(f"guided mode {mode.name.lower()} is not supported")
+
+
+def literal(text: str) -> str:
+    """``text`` as a GBNF string literal."""
+    out = ['"']
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02X}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _schema(text: str) -> str:
+    from llama_cpp.llama_grammar import SchemaConverter
+
+    try:
+        schema: Any = json.loads(text)
+    except ValueError as exc:
+        raise Invalid(f"the JSON schema does not parse: {exc}") from None
+    if not isinstance(schema, dict | bool):
+        raise Invalid("a JSON schema is an object")
+    conv = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    try:
+        schema = conv.resolve_refs(schema, "request")
+        conv.visit(schema, "")
+    except RecursionError:
+        raise Unsupported("the JSON schema is nested too deeply") from None
+    except (ValueError, KeyError, TypeError, AssertionError) as exc:
+        raise Unsupported(f"the JSON schema cannot be decoded under: {exc}") from None
+    if conv._errors:
+        raise Unsupported(f"the JSON schema cannot be decoded under: {conv._errors[0]}")
+    return str(conv.format_grammar())
+
+
+_UNSUPPORTED_REGEX = ("(?=", "(?!", "(?<=", "(?<!", "(?(", "(?P=")
+
+
+def _regex(pattern: str) -> str:
+    from llama_cpp.llama_grammar import SchemaConverter
+
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise Invalid(f"the regular expression does not parse: {exc}") from None
+    if any(s in pattern for s in _UNSUPPORTED_REGEX) or re.search(r"\\[1-9]", pattern):
+        raise Unsupported("look-arounds, back-references and conditionals cannot be a grammar")
+    whole = pattern if pattern.startswith("^") else "^" + pattern
+    if not whole.endswith("$") or whole.endswith("\\$"):
+        whole += "$"
+    conv = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=True)
+    try:
+        conv.visit({"type": "string", "pattern": whole}, "")
+    except RecursionError:
+        raise Unsupported("the regular expression is nested too deeply") from None
+    except (ValueError, KeyError, TypeError, AssertionError, IndexError) as exc:
+        raise Unsupported(f"the regular expression cannot be a grammar: {exc}") from None
+    if conv._errors:
+        raise Unsupported(f"the regular expression cannot be a grammar: {conv._errors[0]}")
+    return str(conv.format_grammar())
+
+
+def _bounded(text: str) -> str:
+    if len(text) > MAX_GRAMMAR_CHARS:
+        raise Unsupported("the constraint's grammar is too large")
+    return text
