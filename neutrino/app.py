@@ -10,7 +10,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from neutrino.config import Config, ConfigError, EngineConfig
+from neutrino.config import Config, ConfigError
+from neutrino.engine.managed import MOCK_NAME, ManagedEngine, ManagedEngines, mock_engine
 from neutrino.engine.router import EngineRouter
 from neutrino.frontends.http import h1_wire
 from neutrino.frontends.http.server import HttpServer, build_admin_app, build_app, fast_routes
@@ -25,7 +26,6 @@ from neutrino.pipeline.history import History
 from neutrino.pipeline.models import ModelTexts
 from neutrino.pipeline.observe import Observer
 from neutrino.pipeline.orchestrator import Orchestrator
-from neutrino.supervisor import MockSupervisor
 from neutrino.workers.peers import Peers
 
 if TYPE_CHECKING:
@@ -53,20 +53,18 @@ class Neutrino:
         self._reload_lock = asyncio.Lock()
         # Routers a reload replaced, closing once their requests end.
         self._retiring: dict[asyncio.Task[None], EngineRouter] = {}
-        self.mock: MockSupervisor | None = MockSupervisor(cfg.mock) if cfg.embedded_mock else None
+        # Engine processes Neutrino starts and supervises ([[engines]] command, the mock).
+        self.processes = ManagedEngines()
         try:
             self._build(cfg)
         except BaseException:  # a bad family or parser, missing stubs: no folder left behind
-            if self.mock is not None:
-                self.mock.remove_folder()
+            self.processes.remove_folder()
             raise
 
     def _build(self, cfg: Config) -> None:
-        engines = cfg.engines
-        if self.mock is not None:
-            engines = (EngineConfig(socket=self.mock.socket, name="embedded-mock"),)
-            self.cfg = cfg = replace(cfg, engines=engines)
-        self.router = EngineRouter(engines, cfg.engine_link)
+        engines = (mock_engine(cfg.mock),) if cfg.embedded_mock else cfg.engines
+        self.cfg = cfg = replace(cfg, engines=self.processes.resolve(engines))
+        self.router = EngineRouter(cfg.engines, cfg.engine_link)
         self.texts = ModelTexts(cfg.model)
         self.history = History(cfg.limits.history_size, cfg.limits.history_bytes)
         router = self.router
@@ -102,6 +100,9 @@ class Neutrino:
         self._warming: set[str] = set()
         self.trimmer = HeapTrimmer()
         self._ready_report: asyncio.Task[None] | None = None
+
+    def _pool_connected(self, name: str) -> bool:
+        return any(p.name == name and p.connected for p in self.router.pools)
 
     def _relay_handler(self) -> asyncio.Protocol:
         """An aiohttp request handler for an HTTP/3 request of the other routes."""
@@ -174,8 +175,11 @@ class Neutrino:
 
     async def _extra_state(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
-        if self.mock is not None:
-            extra["embedded_mock"] = {"pid": self.mock.pid, "restarts": self.mock.restarts}
+        if self.processes.engines:
+            extra["managed_engines"] = self.processes.snapshot()
+        mock = self.processes.engines.get(MOCK_NAME)
+        if mock is not None:
+            extra["embedded_mock"] = {"pid": mock.pid, "restarts": mock.restarts}
         if self.registrars:
             extra["registration"] = [r.snapshot() for r in self.registrars]
         if self.peers is not None:
@@ -202,8 +206,9 @@ class Neutrino:
         started is stopped (the embedded mock_ie too, its folder removed) before it is raised."""
         t0 = time.monotonic()
         try:
-            if self.mock is not None:
-                await self.mock.start()
+            started = await self.processes.start(self.cfg.engines)
+            self.processes.adopt(started, self.cfg.engines)
+            self.processes.watch(self._pool_connected)
             await self.router.start()
             await self.http.start()
             if self.quic is not None:
@@ -221,8 +226,7 @@ class Neutrino:
             except Exception:  # the start-up's own error is the one to report
                 log.debug("stopping after a failed start-up", exc_info=True)
             finally:
-                if self.mock is not None:
-                    self.mock.remove_folder()
+                self.processes.remove_folder()
             raise
         self.trimmer.start()
         self._start_registration()
@@ -282,8 +286,7 @@ class Neutrino:
         await self.tracing.shutdown()
         if self.peers is not None:
             await self.peers.stop()
-        if self.mock is not None:
-            await self.mock.stop()
+        await self.processes.stop()
 
     async def _endings_written(self, within_s: float) -> None:
         """Wait (bounded) until the HTTP handlers of the ended requests have written their
@@ -304,20 +307,32 @@ class Neutrino:
             raise ConfigError("this server was not started from a configuration to re-read")
         async with self._reload_lock:
             new = self._reload_config()
-            if self.mock is not None and new.embedded_mock:
-                new = replace(new, engines=self.cfg.engines)  # the embedded engine stays
+            mock = [e for e in self.cfg.engines if e.name == MOCK_NAME]
+            # The embedded engine stays as it runs.
+            engines = (
+                (tuple(mock) or (mock_engine(new.mock),)) if new.embedded_mock else new.engines
+            )
+            new = replace(new, engines=self.processes.resolve(engines))
             try:
                 texts = ModelTexts(new.model)
             except ValueError as exc:  # a family or parser that does not exist
                 raise ConfigError(str(exc)) from None
-            router = await self._router_for(new)
+            started = await self.processes.start(new.engines)
+            try:
+                router = await self._router_for(new)
+            except BaseException:
+                for engine in started:
+                    await engine.stop()
+                raise
+            gone = self.processes.adopt(started, new.engines)
             old = self.router
             self.orchestrator.swap(new, router, texts)
             self.router, self.texts = router, texts
             restart = [s for s in RESTART_SECTIONS if getattr(new, s) != getattr(self.cfg, s)]
             self.cfg = new
+            self.processes.watch(self._pool_connected)
             if router is not old:
-                self._retire(old)
+                self._retire(old, gone)
             self._engines_changed()
         if restart:
             log.warning(
@@ -354,8 +369,9 @@ class Neutrino:
         router.listeners.append(self._engines_changed)
         return router
 
-    def _retire(self, old: EngineRouter) -> None:
-        """Close the old engines' connections once their requests have ended."""
+    def _retire(self, old: EngineRouter, gone: list[ManagedEngine]) -> None:
+        """Close the old engines' connections once their requests have ended, then stop
+        the managed engines the new configuration no longer has."""
         old.listeners.clear()
 
         async def retire() -> None:
@@ -363,6 +379,8 @@ class Neutrino:
             while any(p.inflight for p in old.pools) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
             await old.close()
+            for engine in gone:
+                await engine.stop()
 
         task = asyncio.get_running_loop().create_task(retire(), name="retire-engines")
         self._retiring[task] = old

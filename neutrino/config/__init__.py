@@ -87,9 +87,31 @@ class TokenizerConfig:
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    socket: str
+    socket: str = ""  # "" with a command: a socket in Neutrino's private folder
     name: str = ""
     connections: int = 2
+    # A managed engine: Neutrino starts this command (a leading "python" is the Python
+    # running Neutrino; "{socket}" in an argument is the socket's path, else
+    # "--socket PATH" is appended), waits for its handshake, restarts it with backoff
+    # when it dies, and stops it at shutdown or when a reload removes it.
+    command: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)  # added to Neutrino's environment
+    cwd: str = ""
+    ready_timeout_s: float = 120.0  # from start to handshake; past it, killed and restarted
+    stop_timeout_s: float = 10.0  # from SIGTERM to SIGKILL
+
+    @property
+    def managed(self) -> bool:
+        return bool(self.command)
+
+    def same_process(self, other: EngineConfig) -> bool:
+        """Whether ``other`` runs the same managed process (a reload keeps it running)."""
+        return (
+            self.name == other.name
+            and self.command == other.command
+            and dict(self.env) == dict(other.env)
+            and self.cwd == other.cwd
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,22 +324,44 @@ def _coerce(cls: type[Any], section: str, raw: Any) -> Any:
     return cls(**values)
 
 
+_ENGINE_KEYS: dict[str, Any] = {
+    "socket": "",
+    "name": "",
+    "connections": 2,
+    "command": (),
+    "env": {},
+    "cwd": "",
+    "ready_timeout_s": 120.0,
+    "stop_timeout_s": 10.0,
+}
+
+
 def _engine(i: int, item: Any) -> EngineConfig:
     where = f"[engines][{i}]"
     if not isinstance(item, Mapping):
         raise ConfigError(f"{where} must be a table, got {shown(item)}")
-    extra = sorted(set(item) - {"socket", "name", "connections"})
+    extra = sorted(set(item) - set(_ENGINE_KEYS))
     if extra:
-        raise ConfigError(f"unknown key {where}.{extra[0]} (known: socket, name, connections)")
-    if "socket" not in item:
-        raise ConfigError(f'{where} needs a socket path (socket = "/run/engine.sock")')
+        raise ConfigError(f"unknown key {where}.{extra[0]} (known: {', '.join(_ENGINE_KEYS)})")
+    if "socket" not in item and "command" not in item:
+        raise ConfigError(
+            f'{where} needs a socket path (socket = "/run/engine.sock") or a command to start'
+        )
     values: dict[str, Any] = {"name": f"engine{i}"}
-    for key, default in (("socket", ""), ("name", ""), ("connections", 2)):
+    for key, default in _ENGINE_KEYS.items():
         if key in item:
             value = typed(default, item[key], f"{where}.{key}")
             values[key] = check(f"engines.{key}", value, f"{where}.{key}")
     values["name"] = values["name"] or f"engine{i}"
     return EngineConfig(**values)
+
+
+def _unique_engine_names(engines: tuple[EngineConfig, ...]) -> None:
+    seen: set[str] = set()
+    for e in engines:
+        if e.name in seen:
+            raise ConfigError(f"[[engines]]: two engines are named {e.name!r}")
+        seen.add(e.name)
 
 
 def _model_section(raw: Any) -> ModelConfig:
@@ -365,6 +409,7 @@ def from_mapping(data: Mapping[str, Any]) -> Config:
             if not isinstance(raw, list):
                 raise ConfigError("[[engines]] must be an array of tables")
             updates["engines"] = tuple(_engine(i, item) for i, item in enumerate(raw))
+            _unique_engine_names(updates["engines"])
         elif key == "auth":
             updates["auth"] = auth_section(raw)
         elif key == "model":

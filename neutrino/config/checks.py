@@ -101,6 +101,9 @@ RULES: dict[str, Rule] = {
     "tokenizer.offload_chars": _NON_NEGATIVE,  # 0: every encode runs in a worker thread
     "engines.socket": _non_empty,
     "engines.connections": Range(1, 1024),
+    "engines.command": _non_empty,
+    "engines.ready_timeout_s": _POSITIVE,
+    "engines.stop_timeout_s": _POSITIVE,
     "mock.ttft_ms": _NON_NEGATIVE,
     "mock.itl_ms": _NON_NEGATIVE,
     "mock.capacity": Range(1, 2**32 - 1),

@@ -145,6 +145,11 @@ class EngineClient(Protocol):
 
     def has_engine(self) -> bool: ...
 
+    async def wait_for(self, model: str, timeout: float) -> bool:
+        """Wait, at most ``timeout`` seconds, while a managed engine that serves (or may
+        serve) ``model`` is starting or restarting; whether ``model`` is served now."""
+        ...
+
     def capacity(self) -> int:
         """Concurrent requests the connected engines accept, in total."""
         ...

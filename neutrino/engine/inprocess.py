@@ -112,6 +112,9 @@ class InProcessEngineClient:
     def has_engine(self) -> bool:
         return self.connected
 
+    async def wait_for(self, model: str, timeout: float) -> bool:
+        return model in self.models()  # nothing here restarts
+
     def capacity(self) -> int:
         return self.hello.capacity if self.connected else 0
 

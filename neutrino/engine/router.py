@@ -30,6 +30,7 @@ class EngineRouter:
         self._connected = False
         self._capacity = 0
         self.listeners: list[Callable[[], None]] = []
+        self._changed = asyncio.Event()  # set (and replaced) at each change of engines
 
     def _refresh(self) -> None:
         models: dict[str, ModelInfo] = {}
@@ -47,8 +48,32 @@ class EngineRouter:
             p.hello.capacity for p in self.pools if p.connected and p.hello is not None
         )
         self._known |= models.keys()
+        self._changed.set()
+        self._changed = asyncio.Event()
         for listener in self.listeners:
             listener()
+
+    def _coming(self, model: str) -> bool:
+        """Whether a managed engine that served ``model`` (or has not said yet what it
+        serves) is not connected now: starting, or restarting after it died."""
+        for p in self.pools:
+            served = p.hello is None or any(m.name == model for m in p.hello.models)
+            if p.cfg.managed and not p.connected and served:
+                return True
+        return False
+
+    async def wait_for(self, model: str, timeout: float) -> bool:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while model not in self._models:
+            if not self._coming(model):
+                return False
+            changed = self._changed
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await changed.wait()
+            except TimeoutError:
+                return False
+        return True
 
     async def start(self) -> None:
         for p in self.pools:

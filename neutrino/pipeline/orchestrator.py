@@ -189,11 +189,14 @@ class Orchestrator:
                 raise _shutting_down()
             self.keys.admit(req.principal, req.model, req.n)
             counted = True
+            timeout = req.timeout_s or self.cfg.limits.request_timeout_s
+            deadline = time.monotonic() + timeout
+            if req.model not in self.engines.models():  # a managed engine may be restarting
+                await self.engines.wait_for(req.model, timeout)
             info = self._model_info(req.model)
             text = await self._model_text(req, info)
             prompt = await self._prompt_ids(req, text, info.context_length, obs)
             sampling = self._sampling(req, text, info, len(prompt))
-            timeout = req.timeout_s or self.cfg.limits.request_timeout_s
             query = TextQuery(
                 model=req.model,
                 prompt_tokens=prompt,
@@ -204,9 +207,10 @@ class Orchestrator:
                 guided=tool_guided(req),
             )
             lifecycle.advance(State.QUEUED)
-            deadline = time.monotonic() + timeout
-            await self._admit(timeout, on_queued)
+            await self._admit(max(0.001, deadline - time.monotonic()), on_queued)
             admitted = True
+            if req.model not in self.engines.models():  # its engine died while it queued
+                await self.engines.wait_for(req.model, max(0.001, deadline - time.monotonic()))
             lifecycle.advance(State.PROCESSING)
             parser = self._output_parser(req, text, prompt)
             gen = Generation(

@@ -25,8 +25,8 @@ import tempfile
 from pathlib import Path
 
 from neutrino.config import Config
+from neutrino.engine.managed import ManagedEngines, die_with_parent, mock_engine
 from neutrino.errors import StartupError, os_reason
-from neutrino.supervisor import MockSupervisor, _die_with_parent
 from neutrino.workers.peers import SUPERVISOR_FILE
 from neutrino.workers.policy import RestartPolicy, Restarts
 from neutrino.workers.ports import Reservation
@@ -39,7 +39,7 @@ _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def _worker_preexec() -> None:  # in the child, between fork and exec
-    _die_with_parent()
+    die_with_parent()
     # A SIGHUP (reload) that comes while a worker starts must not end it: ignored (which
     # lasts past exec) until the worker's event loop takes the signal over.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -71,16 +71,14 @@ class Supervisor:
         except OSError as exc:
             raise StartupError(f"cannot make the workers' folder: {os_reason(exc)}") from exc
         reservation: Reservation | None = None
-        mock: MockSupervisor | None = None
+        processes = ManagedEngines()
         try:
             reservation = Reservation(self.cfg)
-            mock = MockSupervisor(self.cfg.mock) if self.cfg.embedded_mock else None
-            await self._prepare(reservation, mock)
+            await self._prepare(reservation, processes)
             await asyncio.gather(*(self._keep(i) for i in range(self.count)))
         finally:
             self._unhandle_signals()
-            if mock is not None:
-                await mock.stop()
+            await processes.stop()
             if reservation is not None:
                 reservation.release()
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -89,11 +87,17 @@ class Supervisor:
         log.info("all workers exited")
         return 0
 
-    async def _prepare(self, reservation: Reservation, mock: MockSupervisor | None) -> None:
+    async def _prepare(self, reservation: Reservation, processes: ManagedEngines) -> None:
+        """The supervisor runs the managed engines (the embedded mock too); every worker
+        connects to each engine's socket (``--engine``)."""
         self._extra = [*reservation.argv, "--worker-dir", str(self.folder)]
-        if mock is not None:
-            await mock.start()
-            self._extra += ["--engine", mock.socket]
+        engines = (mock_engine(self.cfg.mock),) if self.cfg.embedded_mock else self.cfg.engines
+        engines = processes.resolve(engines)
+        if any(e.managed for e in engines):
+            processes.adopt(await processes.start(engines), engines)
+            processes.watch()
+            for e in engines:
+                self._extra += ["--engine", e.socket]
         loop = asyncio.get_running_loop()
         for sig in _FORWARDED:
             loop.add_signal_handler(sig, self._on_signal, sig)

@@ -103,7 +103,7 @@ def test_busy_http_port_is_one_line_and_stops_the_embedded_mock(
         "(set [server] http_host and http_port, or --http-address)"
     ]
     # The embedded mock_ie had been started before the port was tried; it is stopped.
-    started = re.search(r"started embedded mock_ie \(pid (\d+)\)", run.stderr)
+    started = re.search(r"engine embedded-mock started \(pid (\d+)\)", run.stderr)
     assert started is not None, run.stderr
     assert not _alive(int(started[1]))
     assert_nothing_left(tmpdir_)

@@ -27,13 +27,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--slots", type=_positive, default=4, help="sequences decoded together")
     p.add_argument("--threads", type=_positive, default=1, help="CPU threads for llama.cpp")
     p.add_argument("--ctx", type=_positive, default=2048, help="context per sequence (tokens)")
-    p.add_argument(
-        "--chunk", type=_positive, default=256, help="prompt tokens prefilled per step"
-    )
+    p.add_argument("--chunk", type=_positive, default=256, help="prompt tokens prefilled per step")
     p.add_argument("--gpu-layers", type=int, default=0, help="layers offloaded to a GPU")
-    p.add_argument(
-        "--max-waiting", type=int, default=256, help="queries queued beyond the slots"
-    )
+    p.add_argument("--max-waiting", type=int, default=256, help="queries queued beyond the slots")
     p.add_argument("--stats", default=None, help="write the engine's counters (JSON) here")
     p.add_argument("--log-level", default="info")
     return p.parse_args(argv)
@@ -58,9 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     if not Path(args.gguf).is_file():
         print(f"--gguf: no such file {args.gguf!r}", file=sys.stderr)
         raise SystemExit(2)
-    cfg = BackendConfig(
-        args.gguf, args.slots, args.threads, args.ctx, args.chunk, args.gpu_layers
-    )
+    cfg = BackendConfig(args.gguf, args.slots, args.threads, args.ctx, args.chunk, args.gpu_layers)
     try:
         backend = Backend(cfg)
     except BackendError as exc:

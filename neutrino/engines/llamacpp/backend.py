@@ -132,7 +132,9 @@ class Backend:
         add = lc.llama_sampler_chain_add
         if s.repetition_penalty != 1.0:  # sees the prompt's tokens too (as vLLM's does)
             sampler.repetition = int(lc.llama_sampler_chain_n(chain))
-            add(chain, lc.llama_sampler_init_penalties(self.n_vocab, -1, s.repetition_penalty, 0, 0))
+            add(
+                chain, lc.llama_sampler_init_penalties(self.n_vocab, -1, s.repetition_penalty, 0, 0)
+            )
         if s.presence_penalty or s.frequency_penalty:  # the generated tokens only
             add(
                 chain,

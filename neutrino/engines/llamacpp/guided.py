@@ -74,16 +74,22 @@ def literal(text: str) -> str:
     return "".join(out)
 
 
-def _schema(text: str) -> str:
-    from llama_cpp.llama_grammar import SchemaConverter
+def _converter(raw_pattern: bool) -> Any:
+    """llama.cpp's schema-to-grammar converter (in llama-cpp-python, untyped)."""
+    from llama_cpp import llama_grammar
 
+    converter: Any = llama_grammar.SchemaConverter
+    return converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=raw_pattern)
+
+
+def _schema(text: str) -> str:
     try:
         schema: Any = json.loads(text)
     except ValueError as exc:
         raise Invalid(f"the JSON schema does not parse: {exc}") from None
     if not isinstance(schema, dict | bool):
         raise Invalid("a JSON schema is an object")
-    conv = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    conv = _converter(raw_pattern=False)
     try:
         schema = conv.resolve_refs(schema, "request")
         conv.visit(schema, "")
@@ -100,8 +106,6 @@ _UNSUPPORTED_REGEX = ("(?=", "(?!", "(?<=", "(?<!", "(?(", "(?P=")
 
 
 def _regex(pattern: str) -> str:
-    from llama_cpp.llama_grammar import SchemaConverter
-
     try:
         re.compile(pattern)
     except re.error as exc:
@@ -111,7 +115,7 @@ def _regex(pattern: str) -> str:
     whole = pattern if pattern.startswith("^") else "^" + pattern
     if not whole.endswith("$") or whole.endswith("\\$"):
         whole += "$"
-    conv = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=True)
+    conv = _converter(raw_pattern=True)
     try:
         conv.visit({"type": "string", "pattern": whole}, "")
     except RecursionError:

@@ -354,9 +354,7 @@ class Scheduler:
             "batched_steps": st.batched_steps,
             "running": len(self.running),
             "waiting": len(self.waiting),
-            "slots": [
-                {"busy": s.seq is not None, "kv_tokens": len(s.tokens)} for s in self.slots
-            ],
+            "slots": [{"busy": s.seq is not None, "kv_tokens": len(s.tokens)} for s in self.slots],
         }
 
     def _write_stats(self, force: bool = False) -> None:
