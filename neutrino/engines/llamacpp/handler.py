@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
+import signal
 import threading
 
 from neutrino.engine.messages import (
@@ -59,8 +61,17 @@ class LlamaEngine:
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self.scheduler.run, name="decode", daemon=True)
+        self._thread = threading.Thread(target=self._decode, name="decode", daemon=True)
         self._thread.start()
+
+    def _decode(self) -> None:
+        """The decode thread; if its loop ever dies, the process stops (SIGTERM to itself)
+        so that whoever runs it (Neutrino's managed engines) starts a sound one."""
+        try:
+            self.scheduler.run()
+        except BaseException:
+            log.exception("the decode loop died; stopping the engine")
+            os.kill(os.getpid(), signal.SIGTERM)
 
     def stop(self, timeout: float = 5.0) -> None:
         self.scheduler.stop()

@@ -14,6 +14,7 @@ the slot's cells at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -129,10 +130,19 @@ class Scheduler:
                 out: Frames = []
                 self._admit(out)
                 if self.running:
-                    self._step(out)
+                    try:
+                        self._step(out)
+                    except Exception:  # the step's requests fail; the engine goes on
+                        log.exception("a decode step failed")
+                        self._fail_running(out, "the decode step failed")
                 if out:
                     self.emit(out)
                 self._write_stats()
+        except BaseException:
+            out = []
+            self._fail_running(out, "the engine's decode loop stopped")
+            self.emit(out)
+            raise
         finally:
             for seq in self.running:
                 self._release(seq, keep=False)
@@ -192,6 +202,9 @@ class Scheduler:
             return EngineError(ErrorCode.UNSUPPORTED, str(exc))
         except (guided.Invalid, BackendError) as exc:
             return EngineError(ErrorCode.INVALID_REQUEST, str(exc))
+        except Exception as exc:  # a converter's bug: this request fails, not the engine
+            log.exception("query %d: cannot build its sampler", seq.key)
+            return EngineError(ErrorCode.INTERNAL, f"cannot build the sampler: {exc}")
         vocab = self.backend.n_vocab
         stops = {t for t in q.sampling.stop_token_ids if 0 <= t < vocab}
         if q.guided is not None:  # a finished grammar allows end-of-generation tokens only
@@ -261,6 +274,14 @@ class Scheduler:
             seq.slot.tokens += tokens  # type: ignore[union-attr]
         for seq, index in outputs:
             self._sample(seq, index, out)
+
+    def _fail_running(self, out: Frames, why: str) -> None:
+        for seq in [*self.running, *self.waiting]:
+            self.stats.errors += 1
+            out.append((seq.key, EngineError(ErrorCode.INTERNAL, why)))
+            with contextlib.suppress(Exception):
+                self._release(seq, keep=False)
+        self.waiting.clear()
 
     def _failed_step(self, rc: int, seqs: list[Seq], out: Frames) -> None:
         log.error("llama_decode failed (%d) for %d sequences", rc, len(seqs))
