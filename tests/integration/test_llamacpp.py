@@ -75,7 +75,7 @@ def stats(server: NeutrinoProc) -> dict[str, Any]:
 
 def idle(server: NeutrinoProc) -> bool:
     s = stats(server)
-    return s["running"] == 0 and s["waiting"] == 0
+    return bool(s["running"] == 0 and s["waiting"] == 0)
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +237,7 @@ def test_prefix_reuse_is_reported(client: openai.OpenAI, server: NeutrinoProc) -
         )
         assert r.usage is not None
         usages.append(r.usage)
-    first, second = usages
+    _first, second = usages
     details = second.prompt_tokens_details
     assert details is not None and details.cached_tokens is not None
     # The shared system prompt (over 200 tokens) came from the slot's KV cells.
