@@ -169,6 +169,11 @@ class Neutrino:
             pool.name: {"connections": len(pool.connections), **pool.stats.snapshot()}
             for pool in self.router.pools
         }
+        if self.processes.engines:
+            raw["processes"] = {
+                m.name: {"state": m.state, "pid": m.pid, "restarts": m.restarts}
+                for m in self.processes.engines.values()
+            }
         if self.instance is not None:  # summed over workers for the load reports
             raw["live"]["tokens_per_s"] = self.instance.estimator.tokens_per_s(time.monotonic())
         return raw

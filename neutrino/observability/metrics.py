@@ -232,6 +232,7 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     models: dict[str, dict[str, Any]] = {}
     live: dict[str, float] = {}
     engines: dict[str, dict[str, float]] = {}
+    processes: dict[str, dict[str, Any]] = {}
     for raw in raws:
         for *labels, n in raw.get("requests", ()):
             key = tuple(labels)
@@ -252,11 +253,13 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             mine = engines.setdefault(name, {})
             for k, v in stats.items():
                 mine[k] = mine.get(k, 0) + v
+        processes.update(raw.get("processes", {}))  # one process runs each
     return {
         "requests": [[*k, n] for k, n in requests.items()],
         "models": models,
         "live": live,
         "engines": engines,
+        "processes": processes,
     }
 
 
@@ -334,6 +337,38 @@ def _live_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
         for engine, stats in engines:
             fam.add_metric([engine], stats.get(key, 0))
         yield fam
+    yield from _process_families(raw)
+
+
+PROCESS_STATES = ("starting", "ready", "restarting", "stopped")
+
+
+def _process_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
+    """Managed engine processes: state (one series per state, 1 for the current one),
+    pid and restarts, per engine."""
+    processes = sorted(raw.get("processes", {}).items())
+    state = GaugeMetricFamily(
+        PREFIX + "engine_process_state",
+        "Managed engine processes: 1 for the state each is in.",
+        labels=("engine", "state"),
+    )
+    pid = GaugeMetricFamily(
+        PREFIX + "engine_process_pid", "Managed engine processes' pids (0: none).",
+        labels=("engine",),
+    )  # fmt: skip
+    restarts = CounterMetricFamily(
+        PREFIX + "engine_process_restarts",
+        "Managed engine processes started again after they died or were not ready in time.",
+        labels=("engine",),
+    )
+    for engine, p in processes:
+        for s in PROCESS_STATES:
+            state.add_metric([engine, s], 1.0 if p.get("state") == s else 0.0)
+        pid.add_metric([engine], p.get("pid") or 0)
+        restarts.add_metric([engine], p.get("restarts", 0))
+    yield state
+    yield pid
+    yield restarts
 
 
 class _Collector:

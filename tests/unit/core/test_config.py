@@ -67,7 +67,7 @@ my-model = "llama3"
         ),
         (
             {"engines": [{"socket": "/s", "conections": 3}]},
-            r"unknown key \[engines\]\[0\].conections \(known: socket, name, connections, command, ",
+            r"unknown key \[engines\]\[0\].conections \(known: socket, name, connections, ",
         ),
     ],
 )
