@@ -143,6 +143,7 @@ soak: install system-deps
 
 bench: install llamacpp
 	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(BENCH_APT_PACKAGES)" || echo "wrk unavailable: using the Python load generator"
+	CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" $(PY) -m pip install -q -e '.[llamacpp,bench]'
 	$(PY) -m bench.run $(ARGS)
 
 lint: install

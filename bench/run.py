@@ -575,10 +575,19 @@ def main() -> None:
     p.add_argument(
         "--no-protocols", action="store_true", help="skip the cost of each client protocol"
     )
+    p.add_argument(
+        "--no-real", action="store_true", help="skip the real engine (llama.cpp) section"
+    )
+    p.add_argument("--real-tokens", type=int, default=64, help="tokens per real-engine request")
     p.add_argument("--json", help="also write the report here")
     args = p.parse_args()
     report = asyncio.run(main_async(args))
     print_report(report, args)
+    if not args.no_real:
+        from bench.real_engine import measure, print_real
+
+        report["real"] = asyncio.run(measure(args.real_tokens, rounds=2))
+        print_real(report["real"], args.real_tokens)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
 
