@@ -211,6 +211,16 @@ def test_choice_and_regex_are_honoured(client: openai.OpenAI) -> None:
     assert re.fullmatch(r"[0-9]{3}-[a-z]{2}", r.choices[0].message.content or "")
 
 
+def test_a_constraint_no_grammar_can_express_is_refused(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=4,
+            extra_body={"structured_outputs": {"regex": "(?=a)abc"}},
+        )  # fmt: skip
+    assert info.value.code == "unsupported_parameter"
+    assert "look-arounds" in str(info.value)
+
+
 def test_stop_string(client: openai.OpenAI) -> None:
     messages: Any = [{"role": "user", "content": "Count from one to ten in words."}]
     free = client.chat.completions.create(

@@ -3,8 +3,9 @@
 - json object: any JSON object (llama-cpp-python's JSON grammar);
 - json schema: llama.cpp's schema-to-grammar converter (shipped in llama-cpp-python);
 - choice: one of the given strings, exactly;
-- regex: the converter's pattern support (the answer must match it whole); features a
-  grammar cannot express (look-arounds, back-references, conditionals) are refused;
+- regex: Python's reading of the pattern written as a grammar (``regex_gbnf``; the answer
+  matches it whole); what a grammar cannot express (look-arounds, back-references,
+  conditionals, word boundaries, inline flags) is refused;
 - grammar: a GBNF grammar given as it is (its root rule ``root``).
 
 What cannot be honoured is an :class:`Unsupported` (the engine answers ``unsupported``);
@@ -14,10 +15,12 @@ a schema or pattern that does not parse is an :class:`Invalid`.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from neutrino.engine.messages import Guided, GuidedMode
+from neutrino.engines.llamacpp.regex_gbnf import RegexUnsupported, literal, regex_grammar
+
+__all__ = ["Invalid", "Unsupported", "grammar", "literal"]
 
 MAX_GRAMMAR_CHARS = 1 << 20  # a converted schema's grammar, bounded
 
@@ -54,26 +57,6 @@ def grammar(guided: Guided | None) -> str | None:
     raise Unsupported(f"guided mode {mode.name.lower()} is not supported")
 
 
-def literal(text: str) -> str:
-    """``text`` as a GBNF string literal."""
-    out = ['"']
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02X}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
 def _converter(raw_pattern: bool) -> Any:
     """llama.cpp's schema-to-grammar converter (in llama-cpp-python, untyped)."""
     from llama_cpp import llama_grammar
@@ -87,6 +70,8 @@ def _schema(text: str) -> str:
         schema: Any = json.loads(text)
     except ValueError as exc:
         raise Invalid(f"the JSON schema does not parse: {exc}") from None
+    except RecursionError:
+        raise Unsupported("the JSON schema is nested too deeply") from None
     if not isinstance(schema, dict | bool):
         raise Invalid("a JSON schema is an object")
     conv = _converter(raw_pattern=False)
@@ -101,28 +86,13 @@ def _schema(text: str) -> str:
     return str(conv.format_grammar())
 
 
-_UNSUPPORTED_REGEX = ("(?=", "(?!", "(?<=", "(?<!", "(?(", "(?P=")
-
-
 def _regex(pattern: str) -> str:
     try:
-        re.compile(pattern)
-    except re.error as exc:
-        raise Invalid(f"the regular expression does not parse: {exc}") from None
-    if any(s in pattern for s in _UNSUPPORTED_REGEX) or re.search(r"\\[1-9]", pattern):
-        raise Unsupported("look-arounds, back-references and conditionals cannot be a grammar")
-    whole = pattern if pattern.startswith("^") else "^" + pattern
-    if not whole.endswith("$") or whole.endswith("\\$"):
-        whole += "$"
-    conv = _converter(raw_pattern=True)
-    try:
-        conv.visit({"type": "string", "pattern": whole}, "")
-    except RecursionError:
-        raise Unsupported("the regular expression is nested too deeply") from None
-    except (ValueError, KeyError, TypeError, AssertionError, IndexError) as exc:
-        raise Unsupported(f"the regular expression cannot be a grammar: {exc}") from None
-    _refuse(conv, "the regular expression cannot be a grammar")
-    return str(conv.format_grammar())
+        return regex_grammar(pattern)
+    except RegexUnsupported as exc:
+        raise Unsupported(str(exc)) from None
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
 
 
 def _refuse(conv: Any, why: str) -> None:
