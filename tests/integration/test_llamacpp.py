@@ -347,6 +347,11 @@ def test_engine_killed_mid_stream_then_restarted(
                 os.kill(pid, signal.SIGKILL)
     assert got >= 3
     assert "engine" in str(info.value).lower()
+    # Asked while the engine restarts: the request waits for it rather than a 503.
+    r = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Hello"}], max_tokens=4
+    )
+    assert r.choices[0].message.content
 
     def restarted() -> bool:
         e = server.get_json("/neutrino/v1/app_state")["managed_engines"][0]
