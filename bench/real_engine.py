@@ -276,7 +276,7 @@ def print_real(r: dict[str, Any], tokens: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--tokens", type=int, default=64)
+    p.add_argument("--tokens", type=int, default=128)
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args()
     print_real(asyncio.run(measure(args.tokens, args.rounds)), args.tokens)

@@ -578,7 +578,7 @@ def main() -> None:
     p.add_argument(
         "--no-real", action="store_true", help="skip the real engine (llama.cpp) section"
     )
-    p.add_argument("--real-tokens", type=int, default=64, help="tokens per real-engine request")
+    p.add_argument("--real-tokens", type=int, default=128, help="tokens per real-engine request")
     p.add_argument("--json", help="also write the report here")
     args = p.parse_args()
     report = asyncio.run(main_async(args))
