@@ -40,6 +40,7 @@ log = logging.getLogger("neutrino.engines.llamacpp")
 
 Frames = list[tuple[int, Message]]  # (request key, frame)
 _STATS_EVERY_S = 0.1
+_USEFUL_PREFIX = 10  # a slot's cells are reused for a prefix of at least 1/10 of a prompt
 
 
 @dataclass(slots=True)
@@ -144,7 +145,7 @@ class Scheduler:
             self.emit(out)
             raise
         finally:
-            for seq in self.running:
+            for seq in list(self.running):
                 self._release(seq, keep=False)
             self.backend.close()
 
@@ -214,13 +215,19 @@ class Scheduler:
         return None
 
     def _place(self, seq: Seq, free: list[Slot]) -> None:
-        """Put ``seq`` in the free slot sharing the longest prefix with its prompt."""
+        """Put ``seq`` in the free slot sharing the longest prefix with its prompt, if that
+        is a useful part of it (a tenth); else in the least recently used free slot, so
+        that a stray shared token does not evict another prompt's cells."""
         prompt = seq.query.prompt_tokens
-        best, common = free[0], -1
-        for slot in sorted(free, key=lambda s: s.used):
+        lru = sorted(free, key=lambda s: s.used)
+        best, common = lru[0], 0
+        for slot in lru:
             n = _common_prefix(slot.tokens, prompt)
             if n > common:
                 best, common = slot, n
+        if common * _USEFUL_PREFIX < len(prompt):
+            best = lru[0]
+            common = _common_prefix(best.tokens, prompt)
         common = min(common, len(prompt) - 1)  # the last prompt token gives the logits
         try:
             self.backend.forget(best.index, common)
@@ -247,20 +254,15 @@ class Scheduler:
                 entries.append((seq.pending, seq.n_past, seq.slot.index, True))  # type: ignore[union-attr]
                 fed.append((seq, [seq.pending]))
         decoding = len(entries)
-        budget = self.backend.cfg.chunk
-        for seq in self.running:
-            if seq.pending >= 0 or budget <= 0:
-                continue
+        for seq, take in self._prefill_shares():
             prompt = seq.query.prompt_tokens
-            end = min(len(prompt), seq.n_past + budget)
-            part = prompt[seq.n_past : end]
+            end = seq.n_past + take
             slot = seq.slot.index  # type: ignore[union-attr]
             for pos in range(seq.n_past, end):
                 entries.append((prompt[pos], pos, slot, pos == len(prompt) - 1))
             if end == len(prompt):
                 outputs.append((seq, len(entries) - 1))
-            fed.append((seq, part))
-            budget -= len(part)
+            fed.append((seq, prompt[seq.n_past : end]))
         rc = self.backend.decode(entries)
         self.stats.steps += 1
         self.stats.max_batch = max(self.stats.max_batch, decoding)
@@ -282,6 +284,24 @@ class Scheduler:
             with contextlib.suppress(Exception):
                 self._release(seq, keep=False)
         self.waiting.clear()
+
+    def _prefill_shares(self) -> list[tuple[Seq, int]]:
+        """This step's prompt tokens per prefilling sequence: ``chunk`` shared equally,
+        what a short prompt leaves going to the longer ones. A newcomer gets its share at
+        the next step, whatever long prompt is being prefilled."""
+        pending = sorted(
+            (s for s in self.running if s.pending < 0),
+            key=lambda s: len(s.query.prompt_tokens) - s.n_past,
+        )
+        budget, shares = self.backend.cfg.chunk, []
+        for i, seq in enumerate(pending):
+            rest = len(seq.query.prompt_tokens) - seq.n_past
+            take = min(rest, max(1, budget // (len(pending) - i)))
+            if take <= 0 or budget <= 0:
+                break
+            shares.append((seq, take))
+            budget -= take
+        return shares
 
     def _failed_step(self, rc: int, seqs: list[Seq], out: Frames) -> None:
         log.error("llama_decode failed (%d) for %d sequences", rc, len(seqs))
