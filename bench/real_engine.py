@@ -39,6 +39,13 @@ WORDS = ("river", "stone", "cloud", "market", "garden", "lantern", "engine", "ha
          "meadow", "copper", "violin")  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Workload:
+    tokens: int = 128  # generated per request
+    words: int = 16  # prompt words: a prompt is about words + 12 tokens
+    rounds: int = 3
+
+
 @dataclass
 class Phase:
     tokens: int = 0
@@ -51,12 +58,13 @@ class Phase:
         return self.tokens / self.wall_s if self.wall_s else 0.0
 
 
-def _texts(n: int, tag: str) -> list[str]:
-    """``n`` prompts of about 60 tokens, each with a start of its own (no shared prefix)."""
+def _texts(n: int, tag: str, words: int) -> list[str]:
+    """``n`` prompts of about ``words`` + 12 tokens, each with a start of its own (no shared
+    prefix)."""
     out = []
     for i in range(n):
-        words = " ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(40))
-        out.append(f"Note {tag}-{i}: {words}. Continue the story:")
+        words_ = " ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(words))
+        out.append(f"Note {tag}-{i}: {words_}. Continue the story:")
     return out
 
 
@@ -198,10 +206,11 @@ class Procs:
                     proc.wait()
 
 
-async def _phase(way: str, procs: Procs, conc: int, n: int, tokens: int, tag: str) -> Phase:
+async def _phase(way: str, procs: Procs, conc: int, n: int, load: Workload, tag: str) -> Phase:
     from neutrino.text.registry import load_tokenizer
 
-    texts = _texts(n, tag)
+    tokens = load.tokens
+    texts = _texts(n, tag, load.words)
     tok = load_tokenizer("smollm2")
     ids = [tok.encode(t) for t in texts]
     if way == "direct":
@@ -222,18 +231,18 @@ async def _phase(way: str, procs: Procs, conc: int, n: int, tokens: int, tag: st
     return await _http(f"http://127.0.0.1:{procs.lport}/v1/completions", bodies, conc)
 
 
-async def measure(tokens: int, rounds: int) -> dict[str, Any]:
+async def measure(load: Workload) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="neutrino-bench-real-"))
     procs = Procs(work)
     pin(0, SERVER_CPU)
     results: dict[str, dict[str, list[Phase]]] = {}
     try:
-        for r in range(rounds):
+        for r in range(load.rounds):
             for conc in CONCURRENCIES:
                 n = conc * 2 if conc > 1 else 3
                 ways = WAYS if r % 2 == 0 else tuple(reversed(WAYS))
                 for way in ways:
-                    phase = await _phase(way, procs, conc, n, tokens, f"{r}{conc}{way}")
+                    phase = await _phase(way, procs, conc, n, load, f"{r}{conc}{way}")
                     results.setdefault(str(conc), {}).setdefault(way, []).append(phase)
     finally:
         procs.stop()
@@ -251,10 +260,11 @@ def _summary(phases: list[Phase]) -> dict[str, float]:
     }
 
 
-def print_real(r: dict[str, Any], tokens: int) -> None:
+def print_real(r: dict[str, Any], load: Workload) -> None:
     print(
         f"\nReal engine: SmolLM2-135M-Instruct (Q4_1) in the llama.cpp engine, 1 thread, "
-        f"{tokens} tokens per request, distinct prompts of ~60 tokens"
+        f"{load.tokens} tokens per request, distinct prompts of ~{load.words + 12} tokens, "
+        f"medians of {load.rounds} rounds"
     )
     print(f"{'streams':>7} {'way':>17} {'tokens/s':>9} {'TTFT ms':>8} {'errors':>6}")
     for conc, ways in r.items():
@@ -276,10 +286,12 @@ def print_real(r: dict[str, Any], tokens: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--tokens", type=int, default=128)
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--tokens", type=int, default=Workload.tokens)
+    p.add_argument("--words", type=int, default=Workload.words, help="prompt words")
+    p.add_argument("--rounds", type=int, default=Workload.rounds)
     args = p.parse_args()
-    print_real(asyncio.run(measure(args.tokens, args.rounds)), args.tokens)
+    load = Workload(args.tokens, args.words, args.rounds)
+    print_real(asyncio.run(measure(load)), load)
 
 
 if __name__ == "__main__":

@@ -584,10 +584,11 @@ def main() -> None:
     report = asyncio.run(main_async(args))
     print_report(report, args)
     if not args.no_real:
-        from bench.real_engine import measure, print_real
+        from bench.real_engine import Workload, measure, print_real
 
-        report["real"] = asyncio.run(measure(args.real_tokens, rounds=2))
-        print_real(report["real"], args.real_tokens)
+        load = Workload(tokens=args.real_tokens)
+        report["real"] = asyncio.run(measure(load))
+        print_real(report["real"], load)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
 

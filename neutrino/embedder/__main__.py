@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
-import signal
 import sys
 from pathlib import Path
 
@@ -24,7 +22,7 @@ def main(argv: list[str] | None = None) -> None:
 
         from neutrino.embedder.bert import BertEncoder
         from neutrino.embedder.server import Embedder, connection
-        from neutrino.engines.serve import listen_unix, remove_socket
+        from neutrino.engines.serve import serve_until_signalled
     except ImportError as exc:
         print(
             f"the embedder needs the 'embed' extra ({exc.name} is missing): "
@@ -37,18 +35,8 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     async def serve() -> None:
-        path = str(Path(args.socket))
-        loop = asyncio.get_running_loop()
-        # The owner only may connect (a umask of 022 would leave the socket 755).
-        server = await listen_unix(path, lambda: connection(embedder), 0o600)
-        inode = os.lstat(path).st_ino
-        print(f"embedder ready socket={path} model={args.model}", file=sys.stderr)
-        stop = asyncio.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        server.close()
-        remove_socket(path, inode)
+        ready = f"embedder ready socket={args.socket} model={args.model}"
+        await serve_until_signalled(str(Path(args.socket)), lambda: connection(embedder), ready)
 
     asyncio.run(serve())
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 import stat
+import sys
 from collections.abc import Callable
 from typing import cast
 
@@ -145,3 +147,21 @@ def remove_socket(path: str, inode: int) -> None:
     with contextlib.suppress(OSError):
         if os.lstat(path).st_ino == inode:
             os.unlink(path)
+
+
+async def serve_until_signalled(
+    path: str, factory: Callable[[], asyncio.Protocol], ready: str
+) -> None:
+    """An engine process's life: serve ``factory``'s connections on ``path`` (mode 0600),
+    print ``ready`` (the line its supervisor's log shows), run until SIGINT or SIGTERM,
+    then stop listening and remove the socket."""
+    loop = asyncio.get_running_loop()
+    server = await listen_unix(path, factory, 0o600)
+    inode = os.lstat(path).st_ino
+    print(ready, file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    server.close()
+    remove_socket(path, inode)

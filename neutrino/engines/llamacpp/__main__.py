@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
-import signal
 import sys
 from pathlib import Path
 
@@ -43,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         from neutrino.engines.llamacpp.backend import Backend, BackendConfig, BackendError
         from neutrino.engines.llamacpp.handler import LlamaEngine, connection
-        from neutrino.engines.serve import listen_unix, remove_socket
+        from neutrino.engines.serve import serve_until_signalled
     except ImportError as exc:
         print(
             f"the llama.cpp engine needs the 'llamacpp' extra ({exc.name} is missing): "
@@ -63,23 +61,12 @@ def main(argv: list[str] | None = None) -> None:
     engine = LlamaEngine(backend, args.model, max_waiting=args.max_waiting, stats_path=args.stats)
 
     async def serve() -> None:
-        path = str(Path(args.socket))
-        loop = asyncio.get_running_loop()
         engine.start()
-        server = await listen_unix(path, lambda: connection(engine), 0o600)
-        inode = os.lstat(path).st_ino
-        print(
-            f"llamacpp ready socket={path} model={args.model} slots={args.slots} "
-            f"ctx={backend.n_ctx_seq} ({backend.description})",
-            file=sys.stderr,
-            flush=True,
+        ready = (
+            f"llamacpp ready socket={args.socket} model={args.model} slots={args.slots} "
+            f"ctx={backend.n_ctx_seq} ({backend.description})"
         )
-        stop = asyncio.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        server.close()
-        remove_socket(path, inode)
+        await serve_until_signalled(str(Path(args.socket)), lambda: connection(engine), ready)
         await asyncio.to_thread(engine.stop)
 
     asyncio.run(serve())
