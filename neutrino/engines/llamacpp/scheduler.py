@@ -43,7 +43,7 @@ _STATS_EVERY_S = 0.1
 _USEFUL_PREFIX = 10  # a slot's cells are reused for a prefix of at least 1/10 of a prompt
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # compared and hashed by identity
 class Seq:
     """One request: its prompt, sampler and place in a slot."""
 
@@ -245,19 +245,27 @@ class Scheduler:
     # ------------------------------------------------------------------ one step
 
     def _step(self, out: Frames) -> None:
+        """One ``llama_decode``: each sequence's tokens in the order of their slots (llama.cpp
+        splits a batch whose sequences' KV streams are out of order, which made steps
+        about a fifth slower), a generating one's next token, a prefilling one's share."""
         entries: list[tuple[int, int, int, bool]] = []
         outputs: list[tuple[Seq, int]] = []  # a sequence and its batch index
         fed: list[tuple[Seq, list[int]]] = []
-        for seq in self.running:
+        shares = dict(self._prefill_shares())
+        decoding = 0
+        for seq in sorted(self.running, key=_slot_index):
+            slot = _slot_index(seq)
             if seq.pending >= 0:
                 outputs.append((seq, len(entries)))
-                entries.append((seq.pending, seq.n_past, seq.slot.index, True))  # type: ignore[union-attr]
+                entries.append((seq.pending, seq.n_past, slot, True))
                 fed.append((seq, [seq.pending]))
-        decoding = len(entries)
-        for seq, take in self._prefill_shares():
+                decoding += 1
+                continue
+            take = shares.get(seq, 0)
+            if not take:
+                continue
             prompt = seq.query.prompt_tokens
             end = seq.n_past + take
-            slot = seq.slot.index  # type: ignore[union-attr]
             for pos in range(seq.n_past, end):
                 entries.append((prompt[pos], pos, slot, pos == len(prompt) - 1))
             if end == len(prompt):
@@ -412,6 +420,11 @@ class Scheduler:
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(self.snapshot(), f)
         os.replace(tmp, path)
+
+
+def _slot_index(seq: Seq) -> int:
+    assert seq.slot is not None
+    return seq.slot.index
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
