@@ -260,6 +260,7 @@ class ManagedEngines:
         self.engines: dict[str, ManagedEngine] = {}
         self._leaving: list[ManagedEngine] = []  # removed by a reload, stopped once idle
         self._folder: Path | None = None
+        self._generation = 0
 
     @property
     def folder(self) -> Path:
@@ -274,9 +275,14 @@ class ManagedEngines:
         for e in engines:
             if e.managed and not e.socket:
                 running = self.engines.get(e.name)
-                keep = running is not None and running.cfg.same_process(e)
-                e = replace(e, socket=running.socket if keep and running else "")
-                e = replace(e, socket=e.socket or socket_path(e, self.folder))
+                if running is None:
+                    e = replace(e, socket=socket_path(e, self.folder))
+                elif running.cfg.same_process(e):
+                    e = replace(e, socket=running.socket)
+                else:  # its replacement starts beside it: a socket of its own
+                    self._generation += 1
+                    path = socket_path(e, self.folder).removesuffix(".sock")
+                    e = replace(e, socket=f"{path}.{self._generation}.sock")
             out.append(e)
         return tuple(out)
 

@@ -100,3 +100,26 @@ def test_an_engine_never_ready_is_killed_and_started_again(tmp_path: Path) -> No
         assert status == 200
     finally:
         server.stop()
+
+
+def test_a_reload_that_changes_a_command_replaces_the_process(tmp_path: Path) -> None:
+    server = NeutrinoProc(tmp_path, config=_mock("alpha", "qwen2.5-mock")).start(timeout=60)
+    try:
+        assert wait_for(lambda: _managed(server)["alpha"]["state"] == "ready")
+        old = _managed(server)["alpha"]
+        changed = _mock("alpha", "qwen2.5-mock").replace('"8"]', '"9"]')
+        (tmp_path / f"neutrino-{server.port}.toml").write_text(changed)
+        status, body = server.post_json("/neutrino/v1/reload", b"{}")
+        assert status == 200, body
+        new = _managed(server)["alpha"]
+        assert new["pid"] != old["pid"] and new["socket"] != old["socket"]
+        assert wait_for(lambda: not _alive(old["pid"]), 15)
+        status, _ = server.post_json(
+            "/v1/chat/completions",
+            json.dumps({"model": "qwen2.5-mock", "messages": [{"role": "user", "content": "hi"}],
+                        "max_tokens": 4}).encode(),
+        )  # fmt: skip
+        assert status == 200
+        assert server.get_json("/neutrino/v1/app_state")["engines"][0]["capacity"] == 9
+    finally:
+        server.stop()

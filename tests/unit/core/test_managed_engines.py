@@ -80,6 +80,7 @@ def test_a_kept_process_keeps_its_socket_and_a_changed_one_is_new(tmp_path: Path
         assert same.socket == first.socket and same.same_process(first)
         (changed,) = fleet.resolve((EngineConfig(name="e", command=("python", "-m", "y")),))
         assert not changed.same_process(first)
+        assert changed.socket != first.socket  # it starts while the old one still serves
     finally:
         fleet.remove_folder()
 
