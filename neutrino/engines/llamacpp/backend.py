@@ -130,16 +130,18 @@ class Backend:
         chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
         sampler = Sampler(chain)
         add = lc.llama_sampler_chain_add
+        window = self.n_ctx_seq  # penalties look at the whole sequence (llama.cpp: 0 is off)
         if s.repetition_penalty != 1.0:  # sees the prompt's tokens too (as vLLM's does)
             sampler.repetition = int(lc.llama_sampler_chain_n(chain))
             add(
-                chain, lc.llama_sampler_init_penalties(self.n_vocab, -1, s.repetition_penalty, 0, 0)
+                chain,
+                lc.llama_sampler_init_penalties(self.n_vocab, window, s.repetition_penalty, 0, 0),
             )
         if s.presence_penalty or s.frequency_penalty:  # the generated tokens only
             add(
                 chain,
                 lc.llama_sampler_init_penalties(
-                    self.n_vocab, -1, 1.0, s.frequency_penalty, s.presence_penalty
+                    self.n_vocab, window, 1.0, s.frequency_penalty, s.presence_penalty
                 ),
             )
         if grammar is not None:

@@ -201,3 +201,25 @@ def test_a_bad_grammar_fails_its_request_only(backend: Backend) -> None:
     st.run(2)
     err = st.final(1)
     assert isinstance(err, EngineError) and "grammar" in err.message
+
+
+def test_penalties_change_what_greedy_repeats(backend: Backend) -> None:
+    """Repetition, presence and frequency penalties each move greedy decoding off its
+    free path on a prompt that invites repeating itself."""
+    st = Stepper(backend)
+    prompt = [*PROMPT, 253, 253, 253, 253, 253, 253]
+    st.s.start(1, query(prompt, max_tokens=24, ignore_eos=True))
+    st.run(1)
+    free = st.tokens(1)
+    for key, penalty in enumerate(
+        ({"repetition_penalty": 1.8}, {"presence_penalty": 1.8}, {"frequency_penalty": 1.8}),
+        start=2,
+    ):
+        st.s.start(key, query(prompt, max_tokens=24, ignore_eos=True, **penalty))
+        st.run(key)
+        assert st.tokens(key) != free, penalty
+    assert len(set(free)) < len(free) and free[0] == 253  # the free path repeats the prompt
+    # As in vLLM, the repetition penalty counts the prompt's tokens, so its first token is
+    # already another; presence and frequency count generated tokens only.
+    assert st.tokens(2)[0] != 253
+    assert st.tokens(3)[0] == st.tokens(4)[0] == 253
