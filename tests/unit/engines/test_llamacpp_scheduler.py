@@ -223,3 +223,19 @@ def test_penalties_change_what_greedy_repeats(backend: Backend) -> None:
     # already another; presence and frequency count generated tokens only.
     assert st.tokens(2)[0] != 253
     assert st.tokens(3)[0] == st.tokens(4)[0] == 253
+
+
+@pytest.mark.parametrize("cut", [{"top_k": 1}, {"top_p": 1e-6}, {"min_p": 1.0}])
+def test_top_k_top_p_and_min_p_each_cut_to_the_best_token(
+    backend: Backend, cut: dict[str, float]
+) -> None:
+    """At a high temperature a seeded draw wanders; cut to the most likely token by any of
+    the three, it is greedy decoding again."""
+    st = Stepper(backend)
+    st.s.start(1, query(PROMPT, max_tokens=12, ignore_eos=True))
+    st.s.start(2, query(PROMPT, max_tokens=12, ignore_eos=True, temperature=2.0, seed=3))
+    st.s.start(3, query(PROMPT, max_tokens=12, ignore_eos=True, temperature=2.0, seed=3, **cut))
+    for key in (1, 2, 3):
+        st.run(key)
+    assert st.tokens(2) != st.tokens(1)
+    assert st.tokens(3) == st.tokens(1)
