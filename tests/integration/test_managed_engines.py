@@ -32,6 +32,12 @@ def _managed(server: NeutrinoProc) -> dict[str, dict[str, Any]]:
     return {e["name"]: e for e in state.get("managed_engines", [])}
 
 
+def _chat(server: NeutrinoProc, model: str) -> int:
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    status, _ = server.post_json("/v1/chat/completions", json.dumps(body).encode())
+    return status
+
+
 def _metrics(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         return str(r.read().decode())
@@ -57,12 +63,7 @@ def test_managed_engines_run_report_reload_and_stop(tmp_path: Path) -> None:
         assert 'neutrino_engine_process_state{engine="alpha",state="ready"} 1.0' in text
         assert f'neutrino_engine_process_pid{{engine="beta"}} {float(pids["beta"])}' in text
         assert 'neutrino_engine_process_restarts_total{engine="alpha"} 0.0' in text
-        status, _ = server.post_json(
-            "/v1/chat/completions",
-            json.dumps({"model": "llama3.2-mock", "messages": [{"role": "user", "content": "hi"}],
-                        "max_tokens": 4}).encode(),
-        )  # fmt: skip
-        assert status == 200
+        assert _chat(server, "llama3.2-mock") == 200
         # A reload without beta: beta stops (its requests had ended), alpha keeps running.
         (tmp_path / f"neutrino-{server.port}.toml").write_text(_mock("alpha", "qwen2.5-mock"))
         status, body = server.post_json("/neutrino/v1/reload", b"{}")
@@ -92,12 +93,7 @@ def test_an_engine_never_ready_is_killed_and_started_again(tmp_path: Path) -> No
         assert "not ready within 0.5s; killing it" in server.log_path.read_text()
         # The socket was given through {socket}, not appended.
         assert re.search(r"\[stuck \d+\] \['-c', '/.*stuck\.sock'\]", server.log_path.read_text())
-        status, _ = server.post_json(
-            "/v1/chat/completions",
-            json.dumps({"model": "qwen2.5-mock", "messages": [{"role": "user", "content": "hi"}],
-                        "max_tokens": 4}).encode(),
-        )  # fmt: skip
-        assert status == 200
+        assert _chat(server, "qwen2.5-mock") == 200
     finally:
         server.stop()
 
@@ -114,12 +110,7 @@ def test_a_reload_that_changes_a_command_replaces_the_process(tmp_path: Path) ->
         new = _managed(server)["alpha"]
         assert new["pid"] != old["pid"] and new["socket"] != old["socket"]
         assert wait_for(lambda: not _alive(old["pid"]), 15)
-        status, _ = server.post_json(
-            "/v1/chat/completions",
-            json.dumps({"model": "qwen2.5-mock", "messages": [{"role": "user", "content": "hi"}],
-                        "max_tokens": 4}).encode(),
-        )  # fmt: skip
-        assert status == 200
+        assert _chat(server, "qwen2.5-mock") == 200
         assert server.get_json("/neutrino/v1/app_state")["engines"][0]["capacity"] == 9
     finally:
         server.stop()
