@@ -22,7 +22,7 @@ import queue
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from neutrino.engine.messages import (
@@ -389,18 +389,8 @@ class Scheduler:
     # ------------------------------------------------------------------ stats
 
     def snapshot(self) -> dict[str, Any]:
-        st = self.stats
         return {
-            "queries": st.queries,
-            "finished": st.finished,
-            "cancels": st.cancels,
-            "errors": st.errors,
-            "steps": st.steps,
-            "prompt_tokens": st.prompt_tokens,
-            "cached_tokens": st.cached_tokens,
-            "generated_tokens": st.generated_tokens,
-            "max_batch": st.max_batch,
-            "batched_steps": st.batched_steps,
+            **asdict(self.stats),
             "running": len(self.running),
             "waiting": len(self.waiting),
             "slots": [{"busy": s.seq is not None, "kv_tokens": len(s.tokens)} for s in self.slots],
