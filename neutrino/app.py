@@ -333,6 +333,7 @@ class Neutrino:
             old = self.router
             self.orchestrator.swap(new, router, texts)
             self.router, self.texts = router, texts
+            self._warming.clear()  # the new texts load every model's assets again
             restart = [s for s in RESTART_SECTIONS if getattr(new, s) != getattr(self.cfg, s)]
             self.cfg = new
             self.processes.watch(self._pool_connected)

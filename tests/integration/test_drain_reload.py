@@ -147,3 +147,15 @@ def test_reload_swaps_engines_under_load_without_a_failure(
     assert failures == []
     assert len(done) > 60
     assert "configuration reloaded" in server.log()
+
+
+def test_health_is_ok_again_after_a_reload(
+    neutrino_factory: Callable[..., NeutrinoProc],
+) -> None:
+    """A reload loads every model's text assets again, and health waits for them; it
+    must not wait for requests to load them (it said "loading" until then)."""
+    server = neutrino_factory()  # the embedded mock: seven models, most never asked
+    assert wait_for(lambda: _get(server.base_url + "/health")[0] == 200)
+    status, answer = _reload(server)
+    assert status == 200, answer
+    assert wait_for(lambda: _get(server.base_url + "/health")[0] == 200)
