@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from neutrino.config import Config, ConfigError
 from neutrino.engine.managed import MOCK_NAME, ManagedEngine, ManagedEngines, mock_engine
+from neutrino.engine.messages import Capability
 from neutrino.engine.router import EngineRouter
 from neutrino.frontends.http import h1_wire
 from neutrino.frontends.http.server import HttpServer, build_admin_app, build_app, fast_routes
@@ -197,14 +198,14 @@ class Neutrino:
         if self.grpc is not None:
             self.grpc.engines_changed()
         loop = asyncio.get_running_loop()
-        for name in self.router.models():
+        for name, info in self.router.models().items():
             if name not in self._warming and self.texts.cached(name) is None:
                 self._warming.add(name)
-                loop.run_in_executor(None, self._warm, name)
+                loop.run_in_executor(None, self._warm, name, info.can(Capability.GENERATE))
 
-    def _warm(self, name: str) -> None:
+    def _warm(self, name: str, chat: bool) -> None:
         with contextlib.suppress(Exception):
-            self.texts.get(name)
+            self.texts.get(name, chat)
 
     async def start(self, wait_engine_s: float = 10.0) -> None:
         """Start everything; if any part fails (a StartupError: a port taken...), what had

@@ -67,7 +67,10 @@ class ModelTexts:
         self._failed: set[str] = set()
         self._lock = threading.Lock()
 
-    def family_name(self, model: str) -> str:
+    def family_name(self, model: str, warn: bool = True) -> str:
+        """The family ``model`` is templated and tokenized as; ``warn``: log it once when
+        none matches and the default is taken (not for a model that does not generate
+        text, which needs no chat family)."""
         explicit = self._cfg.families.get(model)
         if explicit:
             return explicit
@@ -76,7 +79,7 @@ class ModelTexts:
         except UnknownFamily:
             pass
         default = self._cfg.default_family
-        if model not in self._fell_back and len(self._fell_back) < _MAX_WARNED:
+        if warn and model not in self._fell_back and len(self._fell_back) < _MAX_WARNED:
             self._fell_back.add(model)
             log.warning(
                 "model %s matches no known model family: it gets the default family %s "
@@ -87,8 +90,9 @@ class ModelTexts:
             )
         return default
 
-    def get(self, model: str) -> ModelText:
-        """The model's text assets; may take a second on first use (loads a tokenizer)."""
+    def get(self, model: str, chat: bool = True) -> ModelText:
+        """The model's text assets; may take a second on first use (loads a tokenizer).
+        ``chat``: the model generates text (a family that fits matters: see family_name)."""
         hit = self._cache.get(model)
         if hit is not None:
             return hit
@@ -97,7 +101,8 @@ class ModelTexts:
             if hit is not None:
                 return hit
             try:
-                family = self._with_parsers(model, self._families[self.family_name(model)])
+                name = self.family_name(model, warn=chat)
+                family = self._with_parsers(model, self._families[name])
                 tokenizer, family = self._tokenizer(model, family)
                 if model in self._templates:
                     family = dataclasses.replace(family, template=self._templates[model])

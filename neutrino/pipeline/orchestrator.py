@@ -305,7 +305,7 @@ class Orchestrator:
             info = self._capable(model, capability)
             text = self.texts.cached(model)
             if text is None:
-                text = await asyncio.to_thread(self.texts.get, model)
+                text = await asyncio.to_thread(self.texts.get, model, info.can(Capability.GENERATE))
             query, prompt_tokens = build(text, info)
             if traceparent != query.traceparent:  # the request's own span id, for the engine
                 query = dataclasses.replace(query, traceparent=traceparent)

@@ -9,7 +9,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support.procs import MockIE, NeutrinoProc, run_neutrino
+from tests.support.procs import MockIE, NeutrinoProc, run_neutrino, wait_for
 
 PROMPT = "the zebra prompt 7731"
 KEY = "sk-never-logged-5512"
@@ -55,3 +55,23 @@ def test_a_log_file_that_cannot_be_opened_stops_the_start(tmp_path: Path) -> Non
     debug = run_neutrino(tmp_path, "--config", str(cfg), "--log-level", "debug")
     assert debug.returncode == 1
     assert debug.stderr.startswith("Traceback") and debug.stderr.endswith(done.stderr)
+
+
+def test_default_start_warns_of_nothing_but_an_unknown_chat_model(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    """The default start (the embedded mock: chat, embedding, speech, transcription and
+    detection models) logs no warning: a model that does not generate text needs no chat
+    family. A chat model that matches no family is still named, once."""
+    quiet = neutrino_factory()
+    assert wait_for(lambda: quiet.status_code() == 200)  # every model's assets loaded
+    assert quiet.stop() == 0
+    log = quiet.log_path.read_text()
+    assert "WARNING" not in log, log
+
+    mock = mock_factory("--model", "acme-chat:qwen2:4096", "--model", "qwen2.5-mock:qwen2:4096")
+    loud = neutrino_factory("--engine", mock.socket)
+    assert wait_for(lambda: loud.status_code() == 200)
+    assert loud.stop() == 0
+    warnings = [line for line in loud.log_path.read_text().splitlines() if "WARNING" in line]
+    assert len(warnings) == 1 and "model acme-chat matches no known model family" in warnings[0]
