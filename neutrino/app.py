@@ -123,7 +123,13 @@ class Neutrino:
         self.fan_out: Callable[[], bool] | None = self.peers.signal_reload if self.peers else None
         gather = self.peers.gather_raw if self.peers is not None else None
         self.metrics_server = (
-            MetricsServer(cfg.metrics.address, self.metrics_raw, gather, gather is not None)
+            MetricsServer(
+                cfg.metrics.address,
+                self.metrics_raw,
+                gather,
+                gather is not None,
+                cfg.server.listen_backlog,
+            )
             if cfg.metrics.address
             else None
         )

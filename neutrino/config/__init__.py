@@ -43,6 +43,10 @@ class ServerConfig:
     tls_cert: str = ""
     tls_key: str = ""
     tls_dir: str = ""
+    # Connections the kernel holds for each TCP listener (HTTP, admin, metrics) before
+    # they are accepted; the kernel caps it at net.core.somaxconn. gRPC's own server
+    # always asks for somaxconn.
+    listen_backlog: int = 2048
 
 
 @dataclass(frozen=True, slots=True)

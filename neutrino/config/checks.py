@@ -134,6 +134,7 @@ RULES: dict[str, Rule] = {
     "admin.address": lambda v: None if v == "" else _address(v),
     "shutdown.grace_s": _NON_NEGATIVE,
     "server.workers": Range(1, 256),
+    "server.listen_backlog": Range(1, 65535),
     "worker.index": Range(0, 255),
     "worker.dir": _non_empty,
     "metrics.address": lambda v: None if v == "" else _address(v),

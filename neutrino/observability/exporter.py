@@ -32,8 +32,10 @@ class MetricsServer:
         local: Callable[[], Raw],
         gather: Callable[[], Awaitable[list[Raw]]] | None = None,
         reuse_port: bool = False,
+        backlog: int = 2048,
     ) -> None:
         self.host, self.port = split_address(address, "[metrics] address")
+        self._backlog = backlog
         self._local = local
         self._gather = gather
         self._reuse_port = reuse_port
@@ -47,7 +49,12 @@ class MetricsServer:
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(
-            runner, self.host, self.port, reuse_address=True, reuse_port=self._reuse_port
+            runner,
+            self.host,
+            self.port,
+            reuse_address=True,
+            reuse_port=self._reuse_port,
+            backlog=self._backlog,
         )
         try:
             await site.start()

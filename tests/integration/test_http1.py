@@ -11,15 +11,16 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.openapi import validate
-from tests.support.procs import MockIE, NeutrinoProc, serving
+from tests.support.procs import MockIE, NeutrinoProc, free_port, serving
 
 MODEL = "qwen2.5-mock"
 MAX_BODY = 65536
@@ -306,3 +307,27 @@ fast_path = false
         c.close()
     finally:
         server.stop()
+
+
+def _backlog(port: int) -> int:
+    """The listen backlog of the TCP listener on ``port`` (``ss``: a listener's Send-Q)."""
+    out = subprocess.run(
+        ["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    return int(out[2])
+
+
+def test_every_tcp_listener_takes_the_configured_backlog(
+    neutrino_factory: Callable[..., NeutrinoProc],
+) -> None:
+    """asyncio's default backlog of 100 overflows when thousands of clients connect at
+    once; [server] listen_backlog (default 2048) sets it on HTTP, admin and metrics."""
+    admin, metrics = free_port(), free_port()
+    addresses = ("--admin-address", f"127.0.0.1:{admin}", "--metrics-address")
+    server = neutrino_factory(*addresses, f"127.0.0.1:{metrics}", config="")
+    assert [_backlog(p) for p in (server.port, admin, metrics)] == [2048] * 3
+    server.stop()
+    server = neutrino_factory(
+        *addresses, f"127.0.0.1:{metrics}", config="[server]\nlisten_backlog = 777\n"
+    )
+    assert [_backlog(p) for p in (server.port, admin, metrics)] == [777] * 3

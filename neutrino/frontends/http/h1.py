@@ -485,12 +485,14 @@ async def serve(
     counters: Counters | None = None,
     admit_head: AdmitHead | None = None,
     reuse_port: bool = False,
+    backlog: int = 2048,
 ) -> tuple[asyncio.Server, set[H1Protocol]]:
     """Listen on ``host:port``; returns the server and its live connections.
 
     ``admit_head`` sees each fast route's request head first: an error it returns is the
     answer, before the body is read (an API key check). ``reuse_port``: the port is shared
-    with the other workers of ``--workers`` (SO_REUSEPORT)."""
+    with the other workers of ``--workers`` (SO_REUSEPORT); ``backlog``: connections the
+    kernel holds before they are accepted (capped by net.core.somaxconn)."""
     connections: set[H1Protocol] = set()
 
     def factory() -> H1Protocol:
@@ -499,7 +501,7 @@ async def serve(
         )
 
     server = await asyncio.get_running_loop().create_server(
-        factory, host, port, reuse_address=True, reuse_port=reuse_port
+        factory, host, port, reuse_address=True, reuse_port=reuse_port, backlog=backlog
     )
     return server, connections
 

@@ -179,6 +179,7 @@ class HttpServer:
                 self.counters,
                 admit_head,
                 reuse_port=self.cfg.worker.active,  # shared by the workers of --workers
+                backlog=self.cfg.server.listen_backlog,
             )
             sockets = list(self._server.sockets)
         except OSError as exc:
@@ -196,7 +197,12 @@ class HttpServer:
         host, port = split_address(address, "[admin] address")
         await runner.setup()
         site = web.TCPSite(
-            runner, host, port, reuse_address=True, reuse_port=self.cfg.worker.active
+            runner,
+            host,
+            port,
+            reuse_address=True,
+            reuse_port=self.cfg.worker.active,
+            backlog=self.cfg.server.listen_backlog,
         )
         try:
             await site.start()
