@@ -190,6 +190,9 @@ class AdminConfig:
     # HOST:PORT of a listener of its own for the admin routes (state, history), which then
     # leave the public listener; "" keeps them there (behind an admin key, if set).
     address: str = ""
+    # With no admin key, the admin routes refuse a browser's request from a web page of
+    # another origin than the server's own, unless it is named here ("*": any origin).
+    allowed_origins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

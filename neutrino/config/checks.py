@@ -86,6 +86,15 @@ def _endpoint(value: Any) -> str | None:
     return None
 
 
+def _origins(value: tuple[str, ...]) -> str | None:
+    """Web origins as browsers send them (``scheme://host[:port]``), or "*"."""
+    for origin in value:
+        scheme, sep, rest = origin.partition("://")
+        if origin != "*" and (not scheme or not sep or not rest or "/" in rest):
+            return 'must list origins like http://localhost:3000 (or "*": any origin)'
+    return None
+
+
 Rule = Callable[[Any], str | None]  # None: the value is fine; else what it must be
 
 _POSITIVE = Range(0, above=True)
@@ -132,6 +141,7 @@ RULES: dict[str, Rule] = {
     "grpc.max_message_bytes": Range(1, MAX_GRPC_MESSAGE_BYTES),
     "grpc.health_interval_s": _POSITIVE,
     "admin.address": lambda v: None if v == "" else _address(v),
+    "admin.allowed_origins": _origins,
     "shutdown.grace_s": _NON_NEGATIVE,
     "server.workers": Range(1, 256),
     "server.listen_backlog": Range(1, 65535),

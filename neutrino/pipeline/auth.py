@@ -148,6 +148,11 @@ class KeyRing:
             )
         principal.inflight += 1
 
+    @property
+    def admin_keys(self) -> bool:
+        """Whether an admin key is configured (the admin routes then want one)."""
+        return self._admins
+
     def authorize_admin(self, authorization: str, x_api_key: str, on_admin_listener: bool) -> None:
         """Let a call of an admin route through, or raise: 404 on the public listener when
         the admin routes have their own, 403 where no admin key can exist, 401 without

@@ -223,3 +223,56 @@ async def test_grpc_calls_need_a_key(stack: Stack) -> None:
 def test_an_open_server_says_so_once_at_start(neutrino_factory: Any) -> None:
     server = neutrino_factory()
     assert server.log().count("no API keys configured") == 1
+
+
+def _admin_call(
+    server: NeutrinoProc, method: str, path: str, headers: dict[str, str], body: bytes | None
+) -> tuple[int, Any]:
+    req = urllib.request.Request(server.base_url + path, data=body, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_an_open_servers_admin_routes_refuse_web_pages(neutrino_factory: Any) -> None:
+    """No keys: a page of another origin may neither read nor reload (CSRF, as Ollama and
+    Jupyter guard their local APIs); a reload takes only what a page could not send to
+    another site unasked (a JSON body, X-Requested-With). Curl-like clients (no Origin)
+    and the server's own or allowed origins get through."""
+    server = neutrino_factory(config='[admin]\nallowed_origins = ["http://ops.example:3000"]\n')
+    own = f"http://127.0.0.1:{server.port}"
+    evil = "http://evil.example"
+    plain, js = {"Content-Type": "text/plain"}, {"Content-Type": "application/json"}
+    reload, state = "/neutrino/v1/reload", "/neutrino/v1/app_state"
+    cases = [
+        ("POST", reload, {**plain, "Origin": evil}, b"{}", 403),
+        ("POST", reload, {**js, "Origin": evil}, b"{}", 403),
+        ("GET", state, {"Origin": evil}, None, 403),
+        ("GET", "/neutrino/v1/history", {"Origin": "null"}, None, 403),
+        ("POST", reload, plain, b"{}", 415),
+        ("POST", reload, {}, b"", 415),
+        ("POST", reload, {**js, "Origin": own}, b"{}", 200),
+        ("POST", reload, {**js, "Origin": "http://ops.example:3000"}, b"{}", 200),
+        ("POST", reload, {**plain, "X-Requested-With": "curl"}, b"", 200),
+        ("POST", reload, js, b"{}", 200),
+        ("GET", state, {"Origin": own}, None, 200),
+        ("GET", state, {}, None, 200),
+    ]
+    for method, path, headers, body, want in cases:
+        status, answer = _admin_call(server, method, path, headers, body)
+        assert status == want, (method, path, headers, answer)
+        if want == 403:
+            assert evil in answer["error"]["message"] or "null" in answer["error"]["message"]
+            assert "allowed_origins" in answer["error"]["message"]
+    # Status and health stay open to every prober, browsers included.
+    assert get(server.base_url + "/health", {"Origin": evil})[0] == 200
+
+
+def test_with_an_admin_key_the_key_rules_whatever_the_origin(neutrino_factory: Any) -> None:
+    server = neutrino_factory(config='[auth]\nadmin_keys = ["sk-admin-origin"]\n')
+    headers = {"Origin": "http://evil.example", "Authorization": "Bearer sk-admin-origin"}
+    assert _admin_call(server, "GET", "/neutrino/v1/app_state", headers, None)[0] == 200
+    del headers["Authorization"]
+    assert _admin_call(server, "GET", "/neutrino/v1/app_state", headers, None)[0] == 401

@@ -11,6 +11,7 @@ from aiohttp import web
 from neutrino import __version__
 from neutrino.config import ConfigError
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.frontends.http.browsers import foreign_origin, preflighted
 from neutrino.frontends.http.exchange import json_response
 from neutrino.frontends.http.guard import caller, error_response, guarded
 from neutrino.observability.process import process_stats
@@ -84,13 +85,36 @@ class AdminRoutes:
             r.add_post("/neutrino/v1/reload", guarded(self.reload))
         r.add_route("*", "/{tail:.*}", guarded(self.not_found))
 
-    def _admin(self, request: web.Request) -> None:
+    def _admin(self, request: web.Request, changes_state: bool = False) -> None:
+        """Let a call of an admin route through, or raise: the keys decide where admin
+        keys exist; with none, a browser's request from a page of another origin is
+        refused, and a request that changes state must be one no page could send to
+        another site unasked (browsers.py)."""
         headers = request.headers
-        self.orch.keys.authorize_admin(
+        keys = self.orch.keys
+        keys.authorize_admin(
             headers.get("Authorization", ""),
             headers.get("x-api-key", ""),
             self._on_admin_listener,
         )
+        if keys.admin_keys:
+            return
+        allowed = self.orch.cfg.admin.allowed_origins
+        origin = foreign_origin(headers.get("Origin"), headers.get("Host", ""), allowed)
+        if origin is not None:
+            raise NeutrinoError(
+                ErrorKind.PERMISSION_DENIED,
+                f"the admin routes refuse requests from the web page at {origin[:128]!r}; "
+                "name it in [admin] allowed_origins, or set an admin key",
+            )
+        if changes_state and not preflighted(
+            headers.get("Content-Type"), headers.get("X-Requested-With")
+        ):
+            raise NeutrinoError(
+                ErrorKind.UNSUPPORTED_MEDIA_TYPE,
+                f"{request.method} {request.path} takes a JSON body (Content-Type: "
+                "application/json) or an X-Requested-With header",
+            )
 
     def _model_card(self, name: str, ctx: int) -> dict[str, Any]:
         return {
@@ -137,7 +161,7 @@ class AdminRoutes:
     async def reload(self, request: web.Request) -> web.Response:
         """Re-read the configuration (as SIGHUP does); 400 and the running one stays
         when the new one is refused."""
-        self._admin(request)
+        self._admin(request, changes_state=True)
         if self._reload is None:
             raise NeutrinoError(ErrorKind.NOT_FOUND, "reload is not available here")
         try:

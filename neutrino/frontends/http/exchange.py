@@ -17,6 +17,7 @@ from aiohttp import web
 
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.frontends.common import SSE_HEADERS
+from neutrino.frontends.http.browsers import is_json
 from neutrino.frontends.http.guard import error_response
 from neutrino.frontends.http.render import SSE_OPEN
 from neutrino.frontends.http.reset import reset
@@ -195,12 +196,9 @@ def check_json_type(content_type: str) -> None:
     cross-site JSON body only after a CORS preflight that Neutrino never grants, but it
     sends ``text/plain`` and forms without one, so a page in a local browser could drive
     an open server if such bodies were read as JSON."""
-    media = content_type.partition(";")[0].strip().lower()
-    if media == "application/json" or (
-        media.startswith("application/") and media.endswith("+json")
-    ):
+    if is_json(content_type):
         return
-    shown = media[:64] or "none"
+    shown = content_type.partition(";")[0].strip().lower()[:64] or "none"
     raise NeutrinoError(
         ErrorKind.UNSUPPORTED_MEDIA_TYPE,
         f"the request body must be JSON sent with Content-Type: application/json (got {shown})",
