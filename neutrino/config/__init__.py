@@ -143,6 +143,14 @@ class LimitsConfig:
     max_n: int = 8
     max_stop_sequences: int = 16
     max_stop_chars: int = 1024  # length of each stop string
+    # A JSON schema (response_format, structured outputs) nested deeper is refused.
+    max_schema_depth: int = 64
+    # logit_bias entries one request may give.
+    max_logit_bias: int = 1024
+    # n * max_tokens * (1 + top_logprobs) of a non-streamed request: the tokens and
+    # alternatives its one answer may hold (a stream is paced by its client). Past it a
+    # request is refused; one that names no max_tokens gets fewer tokens instead.
+    max_unstreamed_tokens: int = 1 << 20
     # Longest a write to a client may wait for it to read (HTTP/1.0 and speech streams,
     # gRPC streams); past it the client is dropped and its engine request cancelled.
     send_timeout_s: float = 60.0

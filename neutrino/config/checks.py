@@ -126,6 +126,9 @@ RULES: dict[str, Rule] = {
     "limits.max_n": _ONE_UP,
     "limits.max_stop_sequences": _ONE_UP,
     "limits.max_stop_chars": _ONE_UP,
+    "limits.max_schema_depth": _ONE_UP,
+    "limits.max_logit_bias": _NON_NEGATIVE,  # 0: logit_bias refused
+    "limits.max_unstreamed_tokens": _ONE_UP,
     "limits.send_timeout_s": _POSITIVE,
     "engine_link.connect_timeout_s": _POSITIVE,
     "engine_link.heartbeat_interval_s": _NON_NEGATIVE,  # 0: no heartbeats

@@ -91,6 +91,18 @@ def _encode_within(text: ModelText, s: str, ctx: int) -> list[int] | int:
     return text.tokenizer.encode_prompt(s)
 
 
+def _check_bias(bias: dict[int, float], vocab: int) -> None:
+    """Every logit_bias id within the vocabulary, as vLLM and OpenAI require."""
+    worst = max(bias)
+    if worst >= vocab:
+        raise NeutrinoError(
+            ErrorKind.BAD_REQUEST,
+            f"Invalid key in logit_bias: {worst}; token ids must be below the model's "
+            f"vocabulary size {vocab}",
+            param="logit_bias",
+        )
+
+
 def _opens_think(text: ModelText, prompt: list[int]) -> bool:
     """Whether the rendered chat prompt ends inside a ``<think>`` block, so that the model's
     output starts with reasoning. Templates decide it per request: DeepSeek-R1's ends its
@@ -555,10 +567,17 @@ class Orchestrator:
         room = ctx - n_prompt if ctx else 1 << 31
         if info.max_output_tokens:
             room = min(room, info.max_output_tokens)
+        if req.logit_bias:
+            _check_bias(req.logit_bias, text.tokenizer.vocab_size)
         max_tokens = req.max_tokens
         if max_tokens is None:
             max_tokens = room
-        elif max_tokens > room:
+            if not req.stream:  # within the answer's budget (_check_budget)
+                per_token = req.n * (1 + (req.top_logprobs if req.logprobs else 0))
+                max_tokens = max(1, min(room, self.cfg.limits.max_unstreamed_tokens // per_token))
+        elif not req.stream:
+            self._check_budget(req, max_tokens)
+        if max_tokens > room:
             raise NeutrinoError(
                 ErrorKind.CONTEXT_LENGTH,
                 f"this model's maximum context length is {ctx} tokens; the prompt has "
@@ -583,6 +602,20 @@ class Orchestrator:
             logprobs=req.logprobs,
             top_logprobs=req.top_logprobs,
         )
+
+    def _check_budget(self, req: GenerateRequest, max_tokens: int) -> None:
+        """A non-streamed answer is built whole: n * max_tokens * (1 + top_logprobs)
+        tokens and alternatives at most (a stream is paced by its client)."""
+        k = 1 + (req.top_logprobs if req.logprobs else 0)
+        cost, budget = req.n * max_tokens * k, self.cfg.limits.max_unstreamed_tokens
+        if cost > budget:
+            raise NeutrinoError(
+                ErrorKind.BAD_REQUEST,
+                f"a non-streamed answer of n * max_tokens * (1 + top_logprobs) = {req.n} * "
+                f"{max_tokens} * {k} = {cost:,} exceeds this server's {budget:,}; "
+                "stream it, or ask for fewer tokens",
+                param="max_tokens",
+            )
 
     # ------------------------------------------------------------------ endings
 

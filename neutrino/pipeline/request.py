@@ -54,6 +54,9 @@ class GenerateRequest:
     logprobs: bool = False
     top_logprobs: int = 0
     min_tokens: int = 0
+    # Token id -> bias, -100 to 100 (checked against the vocabulary once it is known).
+    # Engines do not apply it yet: the engine protocol has no field for it.
+    logit_bias: dict[int, float] | None = None
     stream: bool = False
     n: int = 1  # choices; the front end fans them out as separate engine requests
     echo: bool = False  # completions: the prompt's text comes first in the output

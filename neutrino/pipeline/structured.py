@@ -23,6 +23,7 @@ from neutrino.errors import bad_request, unsupported
 from neutrino.pipeline.request import GenerateRequest
 
 Validator = Callable[[str], str | None]  # final text -> problem, or None when it is valid
+MAX_SCHEMA_DEPTH = 64  # [limits] max_schema_depth's default
 
 
 def constrain(
@@ -39,8 +40,11 @@ def constrain(
     req.guided, req.validator = guided, validator
 
 
-def parse_response_format(fmt: Any) -> tuple[Guided | None, Validator | None]:
-    """The engine constraint and the output check for an OpenAI ``response_format``."""
+def parse_response_format(
+    fmt: Any, max_depth: int = MAX_SCHEMA_DEPTH
+) -> tuple[Guided | None, Validator | None]:
+    """The engine constraint and the output check for an OpenAI ``response_format``
+    (its schema nested at most ``max_depth`` deep)."""
     param = "response_format"
     if fmt is None:
         return None, None
@@ -60,7 +64,9 @@ def parse_response_format(fmt: Any) -> tuple[Guided | None, Validator | None]:
         raise bad_request(
             "response_format.json_schema needs a name and a schema", "response_format.json_schema"
         )
-    cls, schema = _checked_schema(spec.get("schema", {}), "response_format.json_schema.schema")
+    cls, schema = _checked_schema(
+        spec.get("schema", {}), "response_format.json_schema.schema", max_depth
+    )
     strict = spec.get("strict", False)
     if not isinstance(strict, bool):
         raise bad_request(
@@ -71,16 +77,43 @@ def parse_response_format(fmt: Any) -> tuple[Guided | None, Validator | None]:
     return guided, (_schema_validator(cls(schema)) if strict else None)
 
 
-def _checked_schema(schema: Any, param: str) -> tuple[Any, dict[str, Any]]:
-    """The validator class for a client's JSON schema, once the schema is known valid."""
+def _checked_schema(schema: Any, param: str, max_depth: int) -> tuple[Any, dict[str, Any]]:
+    """The validator class for a client's JSON schema, once the schema is known valid
+    and no deeper than ``max_depth``; every problem is a 400 naming ``param``."""
     if not isinstance(schema, dict):
         raise bad_request(f"{param} must be an object", param)
+    if nested_deeper(schema, max_depth):
+        raise bad_request(f"the JSON schema is nested more than {max_depth} levels deep", param)
     try:
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise bad_request(f"the JSON schema is invalid: {exc.message}", param) from None
+    except Exception as exc:
+        raise bad_request(f"the JSON schema cannot be checked: {_named(exc)}", param) from None
     return cls, schema
+
+
+def _named(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:200]}" if str(exc) else type(exc).__name__
+
+
+def nested_deeper(value: Any, limit: int) -> bool:
+    """Whether JSON ``value`` nests objects and arrays more than ``limit`` deep (found
+    without recursion, so any depth is safe to ask about)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 # vLLM's structured outputs (``structured_outputs`` and the older ``guided_*`` fields).
@@ -94,7 +127,9 @@ _VLLM_REFUSED_IF_TRUE = ("disable_any_whitespace", "disable_additional_propertie
 _VLLM_IGNORED = ("disable_fallback", "backend", "_backend")  # how, not what, to decode
 
 
-def parse_structured_outputs(spec: Any, param: str = "structured_outputs") -> Guided:
+def parse_structured_outputs(
+    spec: Any, param: str = "structured_outputs", max_depth: int = 0
+) -> Guided:
     """The engine constraint for vLLM's ``structured_outputs`` object."""
     if not isinstance(spec, dict):
         raise bad_request(f"{param} must be an object", param)
@@ -107,18 +142,19 @@ def parse_structured_outputs(spec: Any, param: str = "structured_outputs") -> Gu
     given = [k for k in VLLM_KINDS if spec.get(k) not in (None, False)]
     if len(given) != 1:
         raise bad_request(f"{param} needs exactly one of {', '.join(VLLM_KINDS)}", param)
-    return vllm_constraint(given[0], spec[given[0]], f"{param}.{given[0]}")
+    return vllm_constraint(given[0], spec[given[0]], f"{param}.{given[0]}", max_depth)
 
 
-def vllm_constraint(kind: str, value: Any, param: str) -> Guided:
-    """One vLLM constraint (``json``, ``regex``, ``choice``, ``grammar``, ``json_object``)."""
+def vllm_constraint(kind: str, value: Any, param: str, max_depth: int = 0) -> Guided:
+    """One vLLM constraint (``json``, ``regex``, ``choice``, ``grammar``, ``json_object``);
+    a schema nests at most ``max_depth`` deep (0: MAX_SCHEMA_DEPTH)."""
     if kind == "json":
         if isinstance(value, str):
             try:
                 value = json.loads(value)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise bad_request(f"{param} must be a JSON schema", param) from None
-        _, schema = _checked_schema(value, param)
+        _, schema = _checked_schema(value, param, max_depth or MAX_SCHEMA_DEPTH)
         return Guided(GuidedMode.JSON_SCHEMA, json.dumps(schema, ensure_ascii=False))
     if kind == "json_object":
         if value is not True:
@@ -163,7 +199,10 @@ def _schema_validator(validator: Any) -> Validator:
             value = orjson.loads(text)
         except orjson.JSONDecodeError:
             return "the output is not valid JSON"
-        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        try:
+            error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        except Exception as exc:
+            return f"the output could not be checked against the schema: {_named(exc)}"
         if error is None:
             return None
         where = "/".join(str(p) for p in error.absolute_path) or "the top level"

@@ -73,6 +73,30 @@ def _string(key: str, v: Any) -> str:
     return v
 
 
+def _logit_bias(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+    """Token id (a string of digits, as JSON keys are) -> bias from -100 to 100; at most
+    ``max_logit_bias`` entries (the vocabulary is checked once the model's is known)."""
+    if not isinstance(v, dict):
+        raise bad_request("logit_bias must be an object of token ids to biases", "logit_bias")
+    if len(v) > limits.max_logit_bias:
+        raise bad_request(
+            f"logit_bias has {len(v)} entries; at most {limits.max_logit_bias} are allowed",
+            "logit_bias",
+        )
+    bias: dict[int, float] = {}
+    for key, value in v.items():
+        if not (key.isascii() and key.isdigit() and len(key) <= 10):
+            raise bad_request(
+                f"Invalid key in logit_bias: {key[:32]!r} is not a token id", "logit_bias"
+            )
+        if not is_num(value) or not -100 <= value <= 100:
+            raise bad_request(
+                f"logit_bias[{key}] must be a number between -100 and 100", "logit_bias"
+            )
+        bias[int(key)] = float(value)
+    req.logit_bias = bias or None
+
+
 def _token_ids(v: Any, key: str) -> list[int]:
     if not isinstance(v, list) or not all(is_int(t) and 0 <= t <= _MAX_INT for t in v):
         raise bad_request(f"{key} must be a list of non-negative integers", key)
@@ -178,7 +202,8 @@ def _max_completion_tokens(req: GenerateRequest, v: Any, limits: LimitsConfig) -
 
 
 def _structured_outputs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    constrain(req, parse_structured_outputs(v), None, "structured_outputs")
+    guided = parse_structured_outputs(v, max_depth=limits.max_schema_depth)
+    constrain(req, guided, None, "structured_outputs")
 
 
 def _guided_field(kind: str) -> Setter:
@@ -186,7 +211,7 @@ def _guided_field(kind: str) -> Setter:
     key = f"guided_{kind}"
 
     def put(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-        constrain(req, vllm_constraint(kind, v, key), None, key)
+        constrain(req, vllm_constraint(kind, v, key, limits.max_schema_depth), None, key)
 
     return put
 
@@ -227,6 +252,7 @@ _COMMON: dict[str, Setter] = {
     "min_tokens": _min_tokens,
     "stop_token_ids": _stop_token_ids,
     "max_tokens": _max_tokens,
+    "logit_bias": _logit_bias,
 }
 
 
@@ -313,7 +339,7 @@ def _top_logprobs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
 
 
 def _response_format(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    guided, validator = parse_response_format(v)
+    guided, validator = parse_response_format(v, limits.max_schema_depth)
     constrain(req, guided, validator, "response_format")
 
 
