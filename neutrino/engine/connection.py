@@ -40,6 +40,7 @@ class EngineConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flush_due = False
+        self._slicing = False  # reading paused while a read's frames are handled in slices
         self._ack: asyncio.Future[HelloAck] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         self._open = False  # handshaken and not lost (the pool asks on every request)
@@ -161,11 +162,39 @@ class EngineConnection(asyncio.Protocol):
             t.write(self.link.data_to_send())
 
     def data_received(self, data: bytes) -> None:
-        event = self.link.receive_data(data)
+        link = self.link
+        event = link.receive_data(data)
         if event is not None:
             self._on_event(event)
-        if self.link.wants_to_send:
+        if link.pending:  # the rest of this read on the loop's next turns
+            self._slice_soon()
+        if link.wants_to_send:
             self._flush_soon()
+
+    def _slice_soon(self) -> None:
+        """Stop reading while frames already read wait; handle them a slice per turn of
+        the event loop, so that one large read never holds it."""
+        t, loop = self._transport, self._loop
+        if t is None or loop is None or self._slicing:
+            return
+        self._slicing = True
+        t.pause_reading()
+        loop.call_soon(self._next_slice)
+
+    def _next_slice(self) -> None:
+        link = self.link
+        event = link.receive_pending()
+        if event is not None:
+            self._on_event(event)
+        if link.wants_to_send:
+            self._flush_soon()
+        t = self._transport
+        if link.pending and t is not None and self._loop is not None:
+            self._loop.call_soon(self._next_slice)
+            return
+        self._slicing = False
+        if t is not None and not t.is_closing():
+            t.resume_reading()
 
     def _on_event(self, event: LinkEvent) -> None:
         if isinstance(event, Handshaken):

@@ -96,6 +96,10 @@ Outgoing = Query | Cancel | Hello | Ping | Pong
 
 # Cancelled requests whose late frames are still counted (the oldest are forgotten).
 _CANCELLED_KEPT = 1024
+# Frame bytes handled at once: a read holds up to 256 KiB (thousands of frames, each with
+# its logprobs); past this much the rest waits for the adapter's next turn of the event
+# loop (``pending``, ``receive_pending``), so one read never holds the loop for long.
+SLICE_BYTES = 8 * 1024
 
 
 class EngineLink:
@@ -107,8 +111,11 @@ class EngineLink:
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         stats: EngineStats | None = None,
+        slice_bytes: int = SLICE_BYTES,
     ) -> None:
         self.name = name
+        self._slice_bytes = slice_bytes
+        self._pending: list[bytes] = []  # frames read and not yet handled, in order
         self.state = LinkState.HANDSHAKE
         self.hello: HelloAck | None = None
         self.cancels_sent = 0
@@ -221,7 +228,11 @@ class EngineLink:
     # ------------------------------------------------------------------ endings
 
     def connection_lost(self) -> None:
-        """The transport is gone: every request in flight fails, once."""
+        """The transport is gone: the frames it brought are handled, then every request
+        still in flight fails, once."""
+        while self._pending and self.state is not LinkState.CLOSED:
+            self.receive_pending()
+        self._pending = []
         if self.state is not LinkState.CLOSED:
             self._advance(LinkState.CLOSED)
         self._out = []
@@ -240,6 +251,7 @@ class EngineLink:
         if self.state is not LinkState.CLOSED:
             self._advance(LinkState.CLOSED)
         self._out = []
+        self._pending = []
         return Broken(reason)
 
     # ------------------------------------------------------------------ input
@@ -251,8 +263,32 @@ class EngineLink:
             frames = self._decoder.feed(data)
         except (FrameTooLarge, FramingError) as exc:
             return self._broken(f"invalid stream: {exc}")
+        if self._pending:  # the adapter reads on before the rest is handled: keep order
+            self._pending += frames
+            return None
         if len(frames) == 1:  # one engine step per read: the usual pace
             return self._receive_one(frames[0])
+        return self._receive_slice(frames)
+
+    @property
+    def pending(self) -> bool:
+        """Frames already read wait for :meth:`receive_pending` (the adapter stops
+        reading until none do)."""
+        return bool(self._pending)
+
+    def receive_pending(self) -> LinkEvent | None:
+        """Handle the next slice of the frames read earlier."""
+        frames, self._pending = self._pending, []
+        return self._receive_slice(frames) if frames else None
+
+    def _receive_slice(self, frames: list[bytes]) -> LinkEvent | None:
+        """Handle ``frames`` up to about ``slice_bytes`` of them; the rest is pending."""
+        size, budget = 0, self._slice_bytes
+        for i, frame in enumerate(frames):
+            size += len(frame)
+            if size > budget and i + 1 < len(frames):
+                self._pending = frames[i + 1 :]
+                return self._receive_frames(frames[: i + 1])
         return self._receive_frames(frames)
 
     def receive_messages(self, messages: Iterable[tuple[int, Message]]) -> LinkEvent | None:

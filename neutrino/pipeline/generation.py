@@ -21,7 +21,7 @@ from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
 from neutrino.pipeline.history import HistoryEntry
-from neutrino.pipeline.logprobs import LogprobRecorder, TokenLogprob
+from neutrino.pipeline.logprobs import LogprobColumns, LogprobRecorder, TokenLogprob
 from neutrino.pipeline.observe import AttrValue, Observed
 from neutrino.pipeline.output import OutputParser
 from neutrino.pipeline.state import Lifecycle, State
@@ -43,7 +43,7 @@ class Outcome:
     timings: dict[str, float] = field(default_factory=dict)
     engine_timings: dict[str, float] = field(default_factory=dict)
     stop_reason: str | int | None = None
-    logprobs: list[TokenLogprob] | None = None
+    logprobs: LogprobColumns | None = None
     reasoning: str | None = None  # the split-off reasoning, when the response was parsed
     reasoning_tokens: int | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -72,7 +72,6 @@ class Generation:
         "_all_lp",
         "_cached",
         "_error",
-        "_keep_lp",
         "_on_done",
         "_outcome",
         "_parser",
@@ -131,8 +130,7 @@ class Generation:
         self._recorder = logprobs
         # Every token's entry, for a response rendered whole at the end (a stream sends
         # them as they come: keeping them all would grow with every token it streams).
-        self._keep_lp = keep_logprobs
-        self._all_lp: list[TokenLogprob] = []
+        self._all_lp = LogprobColumns(logprobs) if logprobs is not None and keep_logprobs else None
         # What the current batch of engine frames produced, until the next flush.
         self._pending: list[str] = []
         self._pending_tokens = 0
@@ -190,16 +188,17 @@ class Generation:
         if text:
             self._add_text(text)
         self._pending_tokens += len(result.tokens)
+        kept = self._all_lp
         if self._recorder is not None and result.logprobs:
-            entries = self._recorder.entries(result, s.shown)
-            self._pending_lp += entries
-            if self._keep_lp:
-                self._all_lp += entries
+            if kept is not None:  # an answer rendered whole at the end: kept compactly
+                kept.add(result, s.shown)
+            else:  # a stream: entries for the next push
+                self._pending_lp += self._recorder.entries(result, s.shown)
         if s.finish_reason is not None:
-            if s.hidden_before and self._keep_lp:
+            if s.hidden_before and kept is not None:
                 # Cut inside a character begun in earlier frames: their tokens' entries
                 # go too (a stream has sent them already).
-                del self._all_lp[-s.hidden_before :]
+                kept.drop(s.hidden_before)
             return self._complete(result)
         return bool(
             self._pending or self._pending_lp or self._pending_reasoning or self._pending_calls
@@ -276,7 +275,7 @@ class Generation:
                 "decode": result.decode_ns / 1e9 if result else 0.0,
             },
             stop_reason=s.stop_reason,
-            logprobs=self._all_lp if self._recorder is not None and self._keep_lp else None,
+            logprobs=self._all_lp,
             reasoning=parser.reasoning() if parser is not None else None,
             reasoning_tokens=parser.reasoning_tokens() if parser is not None else None,
             tool_calls=parser.calls if parser is not None else [],

@@ -5,10 +5,16 @@ logprobs). Token text and bytes come from our tokenizer, so they match what the 
 sees. Chat completions report ``{"content": [{token, logprob, bytes, top_logprobs}]}``;
 completions report parallel lists (``tokens``, ``token_logprobs``, ``top_logprobs``,
 ``text_offset``).
+
+A non-streamed answer keeps every token's figures until it is rendered: as arrays
+(:class:`LogprobColumns`), not objects (8 choices of 4,000 tokens with 20 alternatives
+each are 672,000 figures: some 10 MB as arrays, over 100 MB as tuples), turned into
+entries a slice at a time when the answer is written.
 """
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +51,10 @@ class LogprobRecorder:
             self._cache[token_id] = hit
         return hit
 
+    def text(self, token_id: int) -> tuple[str, bytes]:
+        """A token's text and bytes, as entries show them."""
+        return self._text(token_id)
+
     def entries(self, result: TextResult, count: int) -> list[TokenLogprob]:
         """Entries for the first ``count`` tokens of ``result`` (fewer if it has fewer)."""
         out: list[TokenLogprob] = []
@@ -64,21 +74,84 @@ class LogprobRecorder:
         return out
 
 
+class LogprobColumns:
+    """Every reported token's logprob and ``k`` alternatives, for one generation, in
+    arrays (alternative ids of -1 pad a token that came with fewer)."""
+
+    __slots__ = ("_rec", "ids", "k", "lps", "top_ids", "top_lps")
+
+    def __init__(self, recorder: LogprobRecorder) -> None:
+        self._rec = recorder
+        self.k = recorder.top_k
+        self.ids = array("q")
+        self.lps = array("d")
+        self.top_ids = array("q")
+        self.top_lps = array("d")
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def add(self, result: TextResult, count: int) -> None:
+        """The first ``count`` tokens of ``result`` (fewer if it has fewer)."""
+        n = min(count, len(result.tokens), len(result.logprobs))
+        self.ids.extend(result.tokens[:n])
+        self.lps.extend(result.logprobs[:n])
+        want, k = self.k, result.top_logprobs
+        if not want:
+            return
+        ids, alts = result.top_token_ids, result.top_token_logprobs
+        if k == want and len(ids) >= n * k and len(alts) >= n * k:  # the usual shape
+            self.top_ids.extend(ids[: n * k])
+            self.top_lps.extend(alts[: n * k])
+            return
+        for i in range(n):
+            for j in range(i * k, i * k + want):
+                if j < i * k + k and j < len(ids) and j < len(alts):
+                    self.top_ids.append(ids[j])
+                    self.top_lps.append(alts[j])
+                else:
+                    self.top_ids.append(-1)
+                    self.top_lps.append(0.0)
+
+    def drop(self, count: int) -> None:
+        """Forget the last ``count`` tokens."""
+        if count > 0:
+            keep = max(0, len(self.ids) - count)
+            del self.ids[keep:], self.lps[keep:]
+            del self.top_ids[keep * self.k :], self.top_lps[keep * self.k :]
+
+    def entries(self, start: int = 0, stop: int | None = None) -> list[TokenLogprob]:
+        """Tokens ``start`` to ``stop`` as entries."""
+        text, k = self._rec.text, self.k
+        ids, lps, top_ids, top_lps = self.ids, self.lps, self.top_ids, self.top_lps
+        out: list[TokenLogprob] = []
+        for i in range(start, len(ids) if stop is None else min(stop, len(ids))):
+            token, raw = text(ids[i])
+            top = []
+            for j in range(i * k, i * k + k):
+                alt = top_ids[j]
+                if alt >= 0:
+                    t, b = text(alt)
+                    top.append((t, b, top_lps[j]))
+            out.append(TokenLogprob(token, raw, lps[i], top))
+        return out
+
+
+def chat_entries(entries: list[TokenLogprob]) -> list[dict[str, Any]]:
+    """Chat's (and the Responses API's) per-token objects."""
+    return [
+        {
+            "token": e.token,
+            "logprob": e.logprob,
+            "bytes": list(e.token_bytes),
+            "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(b)} for t, b, lp in e.top],
+        }
+        for e in entries
+    ]
+
+
 def chat_logprobs(entries: list[TokenLogprob]) -> dict[str, Any]:
-    return {
-        "content": [
-            {
-                "token": e.token,
-                "logprob": e.logprob,
-                "bytes": list(e.token_bytes),
-                "top_logprobs": [
-                    {"token": t, "logprob": lp, "bytes": list(b)} for t, b, lp in e.top
-                ],
-            }
-            for e in entries
-        ],
-        "refusal": None,
-    }
+    return {"content": chat_entries(entries), "refusal": None}
 
 
 def completion_logprobs(entries: list[TokenLogprob], offset: int = 0) -> dict[str, Any]:

@@ -87,7 +87,7 @@ def choice(index: int, text: str, outcome: Outcome) -> inference_pb2.Choice:
     if outcome.reasoning is not None:
         out.reasoning = outcome.reasoning
     if outcome.logprobs is not None:
-        out.logprobs.CopyFrom(logprobs(outcome.logprobs))
+        out.logprobs.CopyFrom(logprobs(outcome.logprobs.entries()))
     return out
 
 

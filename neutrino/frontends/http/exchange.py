@@ -63,8 +63,9 @@ class Exchange(Protocol):
         ``body``, the error as the route's protocol renders it (default: OpenAI's JSON)."""
         ...
 
-    async def open_stream(self) -> Body:
-        """Send the SSE headers; the body to stream the events into."""
+    async def open_stream(self, json: bool = False) -> Body:
+        """Send the headers of a streamed answer; the body to write it into: SSE
+        events, or (``json``) one JSON document written in pieces (a large answer)."""
         ...
 
 
@@ -106,11 +107,13 @@ class AiohttpExchange:
     def fail(self, err: NeutrinoError, body: bytes | None = None) -> None:
         self.response = self._tag(error_response(err, body))
 
-    async def open_stream(self) -> Body:
-        resp = self.response = self._tag(web.StreamResponse(headers=SSE_HEADERS))
+    async def open_stream(self, json: bool = False) -> Body:
+        headers = _JSON_HEADERS if json else SSE_HEADERS
+        resp = self.response = self._tag(web.StreamResponse(headers=headers))
         await resp.prepare(self.request)
         body = AiohttpBody(resp, self.request.transport, self.send_timeout_s)
-        body.write(SSE_OPEN)
+        if not json:
+            body.write(SSE_OPEN)
         return body
 
 

@@ -7,19 +7,23 @@ body, request id), running its choices and streaming them are the same, and live
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.common import client_request_id, request_id_for
 from neutrino.frontends.http.exchange import GONE, Exchange, check_json_type, parse_json
-from neutrino.frontends.http.sse import SlowClient, SSEStream, openai_error_events
+from neutrino.frontends.http.sse import Body, SlowClient, SSEStream, openai_error_events
 from neutrino.observability.logs import bind_request_id
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import collect
 from neutrino.pipeline.request import GenerateRequest, choices
+
+log = logging.getLogger("neutrino.http")
 
 Parse = Callable[[Any, LimitsConfig], GenerateRequest]
 # Starts the push delivery of a stream's generations (writes what opens the stream,
@@ -75,6 +79,53 @@ async def run_all(
         for gen in gens:
             gen.close()
     return gens, results
+
+
+# A large answer's rendered bytes are handed to the connection in writes of this size,
+# and the rendering waits while more than PIECES_UNREAD of it is not yet taken.
+PIECES_WRITE = 256 * 1024
+PIECES_UNREAD = 1024 * 1024
+
+
+async def reply_in_pieces(ex: Exchange, answer: Iterator[bytes], send_timeout_s: float) -> None:
+    """A large non-streamed answer, written as it is rendered (chunked over HTTP/1.1):
+    the loop runs between pieces, and a client that takes nothing for
+    ``send_timeout_s`` is dropped."""
+    body = await ex.open_stream(json=True)
+    buf = bytearray()
+    try:
+        for piece in answer:
+            buf += piece
+            if len(buf) >= PIECES_WRITE:
+                if body.write(bytes(buf)) < 0 or not await _taken(body, send_timeout_s):
+                    return
+                buf.clear()
+            await asyncio.sleep(0)  # each piece is a bounded amount of work
+        if buf:
+            body.write(bytes(buf))
+        await body.end()
+    except Exception:
+        log.exception("request %s: writing its answer failed", ex.request_id)
+        body.reset()  # half an answer must not look whole
+    finally:
+        body.close()
+
+
+async def _taken(body: Body, send_timeout_s: float) -> bool:
+    """Wait until the client has all but PIECES_UNREAD of what was written; False (and
+    the connection reset) when it took nothing for ``send_timeout_s``."""
+    waited, unread = 0.0, body.pending()
+    while unread > PIECES_UNREAD:
+        await asyncio.sleep(0.005)
+        now = body.pending()
+        if now < 0:
+            return False
+        waited = 0.0 if now < unread else waited + 0.005
+        unread = now
+        if waited >= send_timeout_s:
+            body.reset()
+            return False
+    return True
 
 
 async def run_stream(

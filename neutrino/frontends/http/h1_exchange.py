@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.http.h1_wire import (
+    JSON_CHUNKED_HEAD,
     SSE_HEAD,
     SSE_OPEN_CHUNK,
     chunk,
@@ -65,10 +66,13 @@ class H1Exchange:
     def fail(self, err: NeutrinoError, body: bytes | None = None) -> None:
         self._conn.write(error_reply(err, self.close, self._tag(), body))
 
-    async def open_stream(self) -> H1Body:
+    async def open_stream(self, json: bool = False) -> H1Body:
         self.streaming = True
-        head = response_head(200, SSE_HEAD + self._tag(), self.close)
-        self._conn.write(head + SSE_OPEN_CHUNK)
+        if json:
+            self._conn.write(response_head(200, JSON_CHUNKED_HEAD + self._tag(), self.close))
+        else:
+            head = response_head(200, SSE_HEAD + self._tag(), self.close)
+            self._conn.write(head + SSE_OPEN_CHUNK)
         return H1Body(self)
 
     def end_body(self) -> None:

@@ -93,6 +93,8 @@ def error_reply(
 # The header lines of an SSE answer (a chunked body).
 SSE_HEAD = b"".join(b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in SSE_HEADERS.items())
 SSE_HEAD += b"Transfer-Encoding: chunked\r\n"
+# A large non-streamed answer, written in pieces as it is rendered.
+JSON_CHUNKED_HEAD = b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
 
 
 def chunk(data: bytes) -> bytes:

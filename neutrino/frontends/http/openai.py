@@ -7,16 +7,22 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from neutrino.config import Config
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.exchange import AiohttpExchange, Exchange
-from neutrino.frontends.http.generate import Parse, StartPush, admit, run_all, run_stream
+from neutrino.frontends.http.generate import (
+    Parse,
+    StartPush,
+    admit,
+    reply_in_pieces,
+    run_all,
+    run_stream,
+)
 from neutrino.frontends.http.guard import guarded
 from neutrino.frontends.http.parse import parse_chat, parse_completion
-from neutrino.frontends.http.render import ChunkEncoder, chat_response, completion_response
+from neutrino.frontends.http.render import Answer, ChunkEncoder, chat_answer, completion_answer
 from neutrino.frontends.http.sse import ChoiceWriter, SSEStream
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.orchestrator import Orchestrator
@@ -26,7 +32,7 @@ log = logging.getLogger("neutrino.http")
 
 
 _PREFIXES = {"chat": "chatcmpl", "completion": "cmpl"}
-Render = Callable[[list[Generation], list[tuple[str, Outcome]], str], dict[str, Any]]
+Render = Callable[[list[Generation], list[tuple[str, Outcome]], str], Answer]
 
 
 class OpenAIRoutes:
@@ -47,18 +53,18 @@ class OpenAIRoutes:
         """The same routes for the lean HTTP/1.1 server (path -> handler of an Exchange)."""
 
         async def chat(ex: Exchange) -> None:
-            await self.serve(ex, parse_chat, chat_response, "chat")
+            await self.serve(ex, parse_chat, chat_answer, "chat")
 
         async def completions(ex: Exchange) -> None:
-            await self.serve(ex, parse_completion, completion_response, "completion")
+            await self.serve(ex, parse_completion, completion_answer, "completion")
 
         return {b"/v1/chat/completions": chat, b"/v1/completions": completions}
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._aiohttp(request, parse_chat, chat_response, "chat")
+        return await self._aiohttp(request, parse_chat, chat_answer, "chat")
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._aiohttp(request, parse_completion, completion_response, "completion")
+        return await self._aiohttp(request, parse_completion, completion_answer, "completion")
 
     async def _aiohttp(
         self, request: web.Request, parse: Parse, render: Render, route: str
@@ -78,7 +84,11 @@ class OpenAIRoutes:
                 await run_stream(ex, self.orch, req, self._start_push(req), self._keepalive)
                 return
             gens, results = await run_all(self.orch, req)
-            ex.reply(200, orjson.dumps(render(gens, results, self.cfg.http.reasoning_field)))
+            answer = render(gens, results, self.cfg.http.reasoning_field)
+            if isinstance(answer, bytes):
+                ex.reply(200, answer)
+            else:
+                await reply_in_pieces(ex, answer, self.cfg.limits.send_timeout_s)
         except NeutrinoError as err:
             self.orch.observe.refused(ex.protocol, route, err)
             ex.fail(err)

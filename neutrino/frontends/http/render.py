@@ -6,14 +6,26 @@ chunk then costs one ``orjson.dumps`` of its text and a bytes join.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import orjson
 
 from neutrino.errors import NeutrinoError
+from neutrino.frontends.http.pieces import (
+    chat_logprobs_json,
+    completion_logprobs_json,
+    large,
+    marker,
+    pieces,
+)
 from neutrino.pipeline.generation import Generation, Outcome
-from neutrino.pipeline.logprobs import TokenLogprob, chat_logprobs, completion_logprobs
+from neutrino.pipeline.logprobs import (
+    LogprobColumns,
+    TokenLogprob,
+    chat_logprobs,
+    completion_logprobs,
+)
 from neutrino.text.parsers import ToolCallDelta
 
 SSE_DONE = b"data: [DONE]\n\n"
@@ -56,11 +68,57 @@ def usage(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     return u
 
 
+Answer = bytes | Iterator[bytes]  # a non-streamed answer: whole, or in pieces (pieces.py)
+
+
+def chat_answer(
+    gens: Sequence[Generation],
+    results: Sequence[tuple[str, Outcome]],
+    reasoning_field: str = "reasoning_content",
+) -> Answer:
+    """A chat completion's JSON: whole, or in pieces when its logprobs are large."""
+    if not large([out.logprobs for _, out in results]):
+        return orjson.dumps(chat_response(gens, results, reasoning_field))
+    body = chat_response(gens, results, reasoning_field, defer=True)
+    return pieces(body, [_deferred(chat_logprobs_json, out) for _, out in results])
+
+
+def completion_answer(
+    gens: Sequence[Generation],
+    results: Sequence[tuple[str, Outcome]],
+    reasoning_field: str = "reasoning_content",
+) -> Answer:
+    """A text completion's JSON: whole, or in pieces when its logprobs are large."""
+    if not large([out.logprobs for _, out in results]):
+        return orjson.dumps(completion_response(gens, results, reasoning_field))
+    body = completion_response(gens, results, reasoning_field, defer=True)
+    return pieces(body, [_deferred(completion_logprobs_json, out) for _, out in results])
+
+
+def _deferred(
+    render: Callable[[LogprobColumns], Iterator[bytes]], out: Outcome
+) -> Callable[[], Iterator[bytes]]:
+    columns = out.logprobs
+    if columns is None:
+        return lambda: iter((b"null",))
+    return lambda: render(columns)
+
+
+def _logprobs(
+    out: Outcome, index: int, defer: bool, whole: Callable[[list[TokenLogprob]], Any]
+) -> Any:
+    if out.logprobs is None:
+        return None
+    return marker(index) if defer else whole(out.logprobs.entries())
+
+
 def chat_response(
     gens: Sequence[Generation],
     results: Sequence[tuple[str, Outcome]],
     reasoning_field: str = "reasoning_content",
+    defer: bool = False,
 ) -> dict[str, Any]:
+    """The answer as an object (``defer``: each choice's logprobs a marker)."""
     gen = gens[0]
     return {
         "id": gen.request_id,
@@ -71,7 +129,7 @@ def chat_response(
             {
                 "index": i,
                 "message": _message(text, out, reasoning_field),
-                "logprobs": None if out.logprobs is None else chat_logprobs(out.logprobs),
+                "logprobs": _logprobs(out, i, defer, chat_logprobs),
                 "finish_reason": out.finish_reason,
                 "stop_reason": out.stop_reason,
             }
@@ -113,6 +171,7 @@ def completion_response(
     gens: Sequence[Generation],
     results: Sequence[tuple[str, Outcome]],
     reasoning_field: str = "reasoning_content",
+    defer: bool = False,
 ) -> dict[str, Any]:
     gen = gens[0]
     return {
@@ -124,7 +183,7 @@ def completion_response(
             {
                 "index": i,
                 "text": gen.echo + text,
-                "logprobs": None if out.logprobs is None else completion_logprobs(out.logprobs),
+                "logprobs": _logprobs(out, i, defer, completion_logprobs),
                 "finish_reason": out.finish_reason,
                 "stop_reason": out.stop_reason,
             }

@@ -15,7 +15,7 @@ from typing import Any
 
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.generation import Outcome
-from neutrino.pipeline.logprobs import TokenLogprob, chat_logprobs
+from neutrino.pipeline.logprobs import LogprobColumns, TokenLogprob, chat_entries
 from neutrino.text.parsers import ToolCall
 
 # An error's ResponseError code (the spec's closed set): what the client can act on.
@@ -39,8 +39,13 @@ def item_id(prefix: str, resp_id: str, index: int) -> str:
     return f"{prefix}_{resp_id[5:]}_{index}"
 
 
-def logprob_entries(entries: list[TokenLogprob] | None) -> list[dict[str, Any]]:
-    return [] if not entries else list(chat_logprobs(entries)["content"])
+def logprob_entries(
+    entries: list[TokenLogprob] | LogprobColumns | None,
+) -> list[dict[str, Any]]:
+    """The Responses API's logprobs: a stream's entries, or an answer's columns."""
+    if isinstance(entries, LogprobColumns):
+        entries = entries.entries()
+    return chat_entries(entries) if entries else []
 
 
 def reasoning_item(iid: str, text: str, status: str) -> dict[str, Any]:

@@ -96,11 +96,12 @@ class H3Exchange:
         self._stream.send_head(self._fields(err.http_status, extra))
         self._stream.send_data(body, end=True)
 
-    async def open_stream(self) -> H3Body:
+    async def open_stream(self, json: bool = False) -> H3Body:
         self.answered = self.streaming = True
-        self._stream.send_head(self._fields(200, list(_SSE)))
+        self._stream.send_head(self._fields(200, [_JSON] if json else list(_SSE)))
         body = H3Body(self._stream)
-        body.write(SSE_OPEN)
+        if not json:
+            body.write(SSE_OPEN)
         return body
 
 

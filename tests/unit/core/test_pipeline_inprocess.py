@@ -214,4 +214,4 @@ async def test_a_length_cut_inside_a_character_drops_its_logprobs_across_frames(
     text, outcome = await collect(gen)
     assert (text, outcome.finish_reason, outcome.completion_tokens) == ("ok x", "length", 4)
     assert outcome.logprobs is not None
-    assert b"".join(e.token_bytes for e in outcome.logprobs) == b"ok x"
+    assert b"".join(e.token_bytes for e in outcome.logprobs.entries()) == b"ok x"
