@@ -74,6 +74,19 @@ class LogprobRecorder:
         return out
 
 
+# A large answer is rendered this many tokens' logprobs at a time (each with up to 20
+# alternatives); one with more figures than WHOLE_FIGURES (tokens, plus alternatives)
+# is large, a smaller one is rendered whole.
+SLICE_TOKENS = 32
+WHOLE_FIGURES = 4096
+
+
+def large(columns: list[LogprobColumns | None]) -> bool:
+    """Whether an answer with these logprobs is rendered a slice at a time."""
+    figures = sum(len(c) * (1 + c.k) for c in columns if c is not None)
+    return figures > WHOLE_FIGURES
+
+
 class LogprobColumns:
     """Every reported token's logprob and ``k`` alternatives, for one generation, in
     arrays (alternative ids of -1 pad a token that came with fewer)."""

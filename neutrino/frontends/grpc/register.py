@@ -32,6 +32,11 @@ def _safe(handler: Any) -> Any:
 
     streaming = handler.unary_stream is not None
     behaviour = handler.unary_stream if streaming else handler.unary_unary
+    serialize = handler.response_serializer
+
+    def serialize_or_pass(message: object) -> bytes:
+        """A message, or an answer already serialised (a large one, in pieces)."""
+        return message if isinstance(message, bytes) else serialize(message)
 
     async def run(request: object, context: Any) -> Any:
         if request is _MALFORMED:
@@ -43,7 +48,9 @@ def _safe(handler: Any) -> Any:
 
     if streaming:
         return handler._replace(request_deserializer=deserialize, unary_stream=run)
-    return handler._replace(request_deserializer=deserialize, unary_unary=run)
+    return handler._replace(
+        request_deserializer=deserialize, unary_unary=run, response_serializer=serialize_or_pass
+    )
 
 
 class _Registrar:

@@ -7,13 +7,13 @@ from the HTTP routes' own sum over the choices, so both protocols report one ans
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from neutrino.frontends.grpc.stubs import common_pb2, inference_pb2
 from neutrino.frontends.http.render import usage as http_usage
 from neutrino.pipeline.generation import Generation, Outcome
-from neutrino.pipeline.logprobs import TokenLogprob
+from neutrino.pipeline.logprobs import SLICE_TOKENS, TokenLogprob, large
 from neutrino.pipeline.modalities import ModelInfo
 from neutrino.pipeline.pull import Batch
 from neutrino.text.parsers import ToolCallDelta
@@ -71,7 +71,9 @@ def logprobs(entries: Sequence[TokenLogprob]) -> inference_pb2.Logprobs:
     )
 
 
-def choice(index: int, text: str, outcome: Outcome) -> inference_pb2.Choice:
+def choice(
+    index: int, text: str, outcome: Outcome, with_logprobs: bool = True
+) -> inference_pb2.Choice:
     out = inference_pb2.Choice(
         index=index,
         text=text,
@@ -86,18 +88,20 @@ def choice(index: int, text: str, outcome: Outcome) -> inference_pb2.Choice:
         out.stop_reason.CopyFrom(stop)
     if outcome.reasoning is not None:
         out.reasoning = outcome.reasoning
-    if outcome.logprobs is not None:
+    if outcome.logprobs is not None and with_logprobs:
         out.logprobs.CopyFrom(logprobs(outcome.logprobs.entries()))
     return out
 
 
 def response(
-    gens: Sequence[Generation], results: Sequence[tuple[str, Outcome]]
+    gens: Sequence[Generation],
+    results: Sequence[tuple[str, Outcome]],
+    with_logprobs: bool = True,
 ) -> inference_pb2.GenerateResponse:
     """A unary answer: every choice, choice 0's text and reasons also at the top."""
     gen = gens[0]
     choices = [
-        choice(i, g.echo + text, out)
+        choice(i, g.echo + text, out, with_logprobs)
         for i, ((text, out), g) in enumerate(zip(results, gens, strict=True))
     ]
     first = choices[0]
@@ -113,6 +117,56 @@ def response(
     if first.HasField("stop_reason"):
         resp.stop_reason.CopyFrom(first.stop_reason)
     return resp
+
+
+_CHOICES = inference_pb2.GenerateResponse.DESCRIPTOR.fields_by_name["choices"].number
+_LOGPROBS = inference_pb2.Choice.DESCRIPTOR.fields_by_name["logprobs"].number
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field of the protobuf wire format."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def response_pieces(
+    gens: Sequence[Generation], results: Sequence[tuple[str, Outcome]]
+) -> Iterator[bytes] | None:
+    """A unary answer with large logprobs, serialised a slice of tokens at a time (None:
+    it is small, ``response`` renders it whole). Each choice's ``logprobs`` is the
+    concatenation of one Logprobs message per slice (repeated fields concatenate in the
+    wire format), framed after the rest of its choice; the response's other fields come
+    first. The bytes decode to the message ``response`` builds."""
+    if not large([out.logprobs for _, out in results]):
+        return None
+    return _pieces(gens, results)
+
+
+def _pieces(gens: Sequence[Generation], results: Sequence[tuple[str, Outcome]]) -> Iterator[bytes]:
+    skeleton = response(gens, results, with_logprobs=False)
+    choices = list(skeleton.choices)
+    del skeleton.choices[:]
+    yield skeleton.SerializeToString()
+    for c, (_, out) in zip(choices, results, strict=True):
+        columns = out.logprobs
+        parts = [c.SerializeToString()]
+        if columns is not None:
+            lps = []
+            for start in range(0, len(columns), SLICE_TOKENS):
+                lps.append(
+                    logprobs(columns.entries(start, start + SLICE_TOKENS)).SerializeToString()
+                )
+                yield b""  # a slice's work done
+            parts.append(_field(_LOGPROBS, b"".join(lps)))
+        yield _field(_CHOICES, b"".join(parts))
 
 
 def _call_delta(c: ToolCallDelta) -> inference_pb2.ToolCallDelta:

@@ -99,12 +99,19 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
 
     async def Generate(
         self, request: inference_pb2.GenerateRequest, context: Context
-    ) -> inference_pb2.GenerateResponse | None:
-        async def run() -> inference_pb2.GenerateResponse:
+    ) -> inference_pb2.GenerateResponse | bytes | None:
+        async def run() -> inference_pb2.GenerateResponse | bytes:
             req = self._request(request, context, stream=False)
             async with self._running(req, context) as gens:
                 results = [await collect(gen) for gen in gens]
-            return render.response(gens, results)
+            pieces = render.response_pieces(gens, results)
+            if pieces is None:
+                return render.response(gens, results)
+            parts = []  # large logprobs: serialised a slice per turn of the event loop
+            for piece in pieces:
+                parts.append(piece)
+                await asyncio.sleep(0)
+            return b"".join(parts)  # register.py's serializer passes bytes through
 
         return await guarded(context, "Generate", run, _refusals(self.orch, request))
 

@@ -5,8 +5,8 @@ alternatives each are 672,000 JSON objects, seconds of work and tens of MB as on
 ``orjson.dumps``. Such an answer is written as its rendering goes: its skeleton (every
 field, with a marker where each choice's logprobs go) is serialised once and split at
 the markers, and each choice's logprobs are rendered :data:`SLICE_TOKENS` tokens at a
-time. Each ``next()`` of :func:`pieces` does a bounded amount of work; the bytes are the
-same as those of the answer rendered whole.
+time (``pipeline/logprobs.py``'s SLICE_TOKENS). Each ``next()`` of :func:`pieces` does
+a bounded amount of work; the bytes are the same as those of the answer rendered whole.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any
 
 import orjson
 
-from neutrino.pipeline.logprobs import LogprobColumns, TokenLogprob, chat_entries
-
-SLICE_TOKENS = 32  # tokens whose logprobs one piece renders (with 20 alternatives each)
-# An answer with more figures than this (tokens, plus their alternatives) is written in
-# pieces; a smaller one is rendered whole, as before.
-WHOLE_FIGURES = 4096
+from neutrino.pipeline.logprobs import (
+    SLICE_TOKENS,
+    LogprobColumns,
+    TokenLogprob,
+    chat_entries,
+)
 
 # Unguessable, so that no text of an answer can be taken for one.
 _MARK = "\x00neutrino-" + secrets.token_hex(8) + "-"
@@ -33,12 +33,6 @@ Render = Callable[[], Iterator[bytes]]
 def marker(index: int) -> str:
     """What stands in the skeleton where deferred part ``index`` goes."""
     return f"{_MARK}{index}"
-
-
-def large(columns: list[LogprobColumns | None]) -> bool:
-    """Whether an answer with these logprobs is rendered in pieces."""
-    figures = sum(len(c) * (1 + c.k) for c in columns if c is not None)
-    return figures > WHOLE_FIGURES
 
 
 def pieces(skeleton: Any, deferred: list[Render]) -> Iterator[bytes]:

@@ -15,7 +15,6 @@ from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.pieces import (
     chat_logprobs_json,
     completion_logprobs_json,
-    large,
     marker,
     pieces,
 )
@@ -25,6 +24,7 @@ from neutrino.pipeline.logprobs import (
     TokenLogprob,
     chat_logprobs,
     completion_logprobs,
+    large,
 )
 from neutrino.text.parsers import ToolCallDelta
 

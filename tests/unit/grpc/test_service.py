@@ -95,7 +95,7 @@ async def test_unary_and_stream_give_the_same_text() -> None:
     svc, engine, _ = make()
     ctx: Any = FakeContext()
     resp = await svc.Generate(chat(max_tokens=12, seed=3), ctx)
-    assert resp is not None
+    assert isinstance(resp, inference_pb2.GenerateResponse)
     assert resp.text and resp.usage.completion_tokens == 12
     assert resp.finish_reason == inference_pb2.FINISH_REASON_LENGTH
     await svc.GenerateStream(chat(max_tokens=12, seed=3), ctx)
@@ -193,7 +193,8 @@ async def test_n2_unary_and_stream_agree_per_choice() -> None:
     svc, engine, _ = make()
     ctx: Any = FakeContext()
     resp = await svc.Generate(chat(max_tokens=8, seed=3, n=2), ctx)
-    assert resp is not None and [c.index for c in resp.choices] == [0, 1]
+    assert isinstance(resp, inference_pb2.GenerateResponse)
+    assert [c.index for c in resp.choices] == [0, 1]
     assert resp.text == resp.choices[0].text != resp.choices[1].text
     assert resp.usage.completion_tokens == 16
     await svc.GenerateStream(chat(max_tokens=8, seed=3, n=2), ctx)

@@ -12,7 +12,6 @@ import orjson
 import pytest
 
 from neutrino.engine.messages import TextResult
-from neutrino.frontends.http.pieces import WHOLE_FIGURES
 from neutrino.frontends.http.render import (
     chat_answer,
     chat_response,
@@ -20,7 +19,7 @@ from neutrino.frontends.http.render import (
     completion_response,
 )
 from neutrino.pipeline.generation import Outcome
-from neutrino.pipeline.logprobs import LogprobColumns, LogprobRecorder
+from neutrino.pipeline.logprobs import WHOLE_FIGURES, LogprobColumns, LogprobRecorder
 
 TEXTS = ["a", "é", '"', "\\", "\n", "𪚥", " the", "<|x|>", "\u2028"]
 
