@@ -596,3 +596,42 @@ def test_a_stream_whose_closing_events_outgrow_the_buffer_limit_still_ends(
     finally:
         server.stop()
         mock.stop()
+
+
+def test_a_large_answers_logprobs_are_written_in_pieces_and_stored_whole(
+    tmp_path: Path,
+) -> None:
+    """2,000 tokens with 20 alternatives each: the answer is written as it is rendered
+    (chunked, pieces.py) and is the answer the stream gives; the stored copy has it all."""
+    mock = MockIE(tmp_path, "--reply-tokens", "2000").start()
+    server = NeutrinoProc(
+        tmp_path, "--engine", mock.socket, config="[responses]\nstore_entries = 4\n"
+    )
+    try:
+        server.start()
+        client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+        kw: Any = {
+            "model": "qwen2.5-mock",
+            "input": "Tell me everything.",
+            "max_output_tokens": 4000,
+            "top_logprobs": 20,
+            "include": ["message.output_text.logprobs"],
+        }
+        raw = client.responses.with_raw_response.create(**kw)
+        assert raw.headers.get("transfer-encoding") == "chunked"
+        r = raw.parse()
+        validate(sdk_json(r), "Response")
+        lps = [sdk_json(lp) for lp in r.output[0].content[0].logprobs]
+        assert len(lps) == 2000 and all(len(lp["top_logprobs"]) == 20 for lp in lps)
+        streamed = [
+            sdk_json(lp)
+            for e in client.responses.create(**kw, stream=True)
+            if e.type == "response.output_text.delta"
+            for lp in e.logprobs
+        ]
+        assert streamed == lps
+        kept = client.responses.retrieve(r.id)
+        assert [sdk_json(lp) for lp in kept.output[0].content[0].logprobs] == lps
+    finally:
+        server.stop()
+        mock.stop()

@@ -9,6 +9,7 @@ Errors are OpenAI's error JSON; in a stream, an ``error`` event and ``response.f
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -20,8 +21,15 @@ from aiohttp import web
 from neutrino.config import Config, LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.http.exchange import AiohttpExchange, Exchange, json_response
-from neutrino.frontends.http.generate import StartPush, admit, run_all, run_stream
+from neutrino.frontends.http.generate import (
+    StartPush,
+    admit,
+    reply_in_pieces,
+    run_all,
+    run_stream,
+)
 from neutrino.frontends.http.guard import caller, guarded
+from neutrino.frontends.http.pieces import chat_entries_json, marker, pieces
 from neutrino.frontends.http.responses_parse import (
     ResponsesRequest,
     not_found_previous,
@@ -31,7 +39,8 @@ from neutrino.frontends.http.responses_render import output_items, response_id, 
 from neutrino.frontends.http.responses_store import ResponseStore, owner_of
 from neutrino.frontends.http.responses_stream import ResponseEvents, ResponsesWriter
 from neutrino.frontends.http.sse import SSEStream
-from neutrino.pipeline.generation import Generation
+from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.logprobs import SLICE_TOKENS, chat_entries, large
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.request import GenerateRequest
 
@@ -92,6 +101,10 @@ class ResponsesRoutes:
             gens, results = await run_all(self.orch, req)
             text, outcome = results[0]
             model = gens[0].model
+            columns = outcome.logprobs
+            if columns is not None and large([columns]):
+                await self._reply_large(ex, p, owner, (rid, created, model, text), outcome)
+                return
             body = response_object(
                 p.echo, rid, created, model, output_items(rid, text, outcome), outcome
             )
@@ -111,6 +124,32 @@ class ResponsesRoutes:
             gens[0].push_to(ResponsesWriter(stream, events, keep))
 
         return start
+
+    async def _reply_large(
+        self,
+        ex: Exchange,
+        p: ResponsesRequest,
+        owner: str,
+        head: tuple[str, int, str, str],
+        outcome: Outcome,
+    ) -> None:
+        """An answer with large logprobs: written in pieces (pieces.py); when it is to be
+        stored, its logprobs are rendered a slice per turn of the loop first."""
+        rid, created, model, text = head
+        columns = outcome.logprobs
+        assert columns is not None
+        if self.store is not None and p.store:
+            entries: list[dict[str, Any]] = []
+            for start in range(0, len(columns), SLICE_TOKENS):
+                entries += chat_entries(columns.entries(start, start + SLICE_TOKENS))
+                await asyncio.sleep(0)
+            items = output_items(rid, text, outcome, entries)
+            body = response_object(p.echo, rid, created, model, items, outcome)
+            self._keep(p, owner, body)
+        items = output_items(rid, text, outcome, marker(0))
+        skeleton = response_object(p.echo, rid, created, model, items, outcome)
+        answer = pieces(skeleton, [lambda: chat_entries_json(columns)])
+        await reply_in_pieces(ex, answer, self.orch.cfg.limits.send_timeout_s)
 
     def _keep(self, p: ResponsesRequest, owner: str, response: dict[str, Any]) -> None:
         """Store a finished response with its conversation, if the store is on and the

@@ -58,15 +58,15 @@ def reasoning_item(iid: str, text: str, status: str) -> dict[str, Any]:
     }
 
 
-def text_part(text: str, logprobs: list[dict[str, Any]]) -> dict[str, Any]:
+def text_part(text: str, logprobs: list[dict[str, Any]] | str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs}
 
 
 def message_item(
-    iid: str, status: str, text: str | None, logprobs: list[dict[str, Any]] | None = None
+    iid: str, status: str, text: str | None, logprobs: list[dict[str, Any]] | str | None = None
 ) -> dict[str, Any]:
     """A message item; ``text`` None: no content part yet (a streamed item just opened)."""
-    content = [] if text is None else [text_part(text, logprobs or [])]
+    content = [] if text is None else [text_part(text, [] if logprobs is None else logprobs)]
     return {"type": "message", "id": iid, "status": status, "role": "assistant", "content": content}
 
 
@@ -93,8 +93,11 @@ def wants_message(text: str, outcome: Outcome) -> bool:
     return bool(text) or not outcome.tool_calls
 
 
-def output_items(resp_id: str, text: str, outcome: Outcome) -> list[dict[str, Any]]:
-    """A finished answer's output items (as its stream builds them)."""
+def output_items(
+    resp_id: str, text: str, outcome: Outcome, logprobs: Any = None
+) -> list[dict[str, Any]]:
+    """A finished answer's output items (as its stream builds them); ``logprobs``, when
+    given, stands in for the message's logprobs (a marker: pieces.py)."""
     items: list[dict[str, Any]] = []
     message = wants_message(text, outcome)
     if outcome.reasoning:
@@ -102,9 +105,8 @@ def output_items(resp_id: str, text: str, outcome: Outcome) -> list[dict[str, An
         items.append(reasoning_item(item_id("rs", resp_id, 0), outcome.reasoning, status))
     if message:
         iid = item_id("msg", resp_id, len(items))
-        items.append(
-            message_item(iid, end_status(outcome), text, logprob_entries(outcome.logprobs))
-        )
+        lps = logprob_entries(outcome.logprobs) if logprobs is None else logprobs
+        items.append(message_item(iid, end_status(outcome), text, lps))
     for call in outcome.tool_calls:
         items.append(call_item(item_id("fc", resp_id, len(items)), call, "completed"))
     return items
