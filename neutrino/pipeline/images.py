@@ -23,6 +23,10 @@ MAX_IMAGES = 16
 _FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg"}
 
 
+# Pillow finds its image formats on first use (importing every plugin: some 40 ms that
+# would hold the event loop on the first request with an image); find them now.
+PILImage.init()
+
 def decode_image_url(url: str, param: str) -> Image:
     """The checked image behind a data URI (``data:image/png;base64,...``)."""
     if not url.startswith("data:"):
