@@ -6,8 +6,10 @@ import asyncio
 import contextlib
 import gc
 import logging
+import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +35,7 @@ from neutrino.workers.peers import Peers
 if TYPE_CHECKING:
     from neutrino.frontends.grpc.server import GrpcServer
 
+SWITCH_INTERVAL_S = 0.001
 log = logging.getLogger("neutrino")
 
 _ENDINGS_S = 2.0  # for the handlers of requests ended at shutdown to write their endings
@@ -227,6 +230,12 @@ class Neutrino:
         """Start everything; if any part fails (a StartupError: a port taken...), what had
         started is stopped (the embedded mock_ie too, its folder removed) before it is raised."""
         t0 = time.monotonic()
+        threads = ThreadPoolExecutor(self.cfg.server.offload_threads, "neutrino-offload")
+        asyncio.get_running_loop().set_default_executor(threads)  # asyncio.to_thread's
+        # A thread running Python (a dense body's decoding) gives the interpreter back to
+        # the event loop within 1 ms of its asking, not 5 (the default): each of the
+        # loop's waits for it, several per request it answers meanwhile, stays short.
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         try:
             started = await self.processes.start(self.cfg.engines)
             self.processes.adopt(started, self.cfg.engines)

@@ -129,6 +129,10 @@ RULES: dict[str, Rule] = {
     "limits.max_schema_depth": _ONE_UP,
     "limits.max_logit_bias": _NON_NEGATIVE,  # 0: logit_bias refused
     "limits.max_unstreamed_tokens": _ONE_UP,
+    "limits.offload_bytes": _NON_NEGATIVE,  # 0: every body on a worker thread
+    "limits.max_json_containers": _ONE_UP,
+    "limits.max_messages": _ONE_UP,
+    "limits.max_tools": _ONE_UP,
     "limits.send_timeout_s": _POSITIVE,
     "engine_link.connect_timeout_s": _POSITIVE,
     "engine_link.heartbeat_interval_s": _NON_NEGATIVE,  # 0: no heartbeats
@@ -148,6 +152,7 @@ RULES: dict[str, Rule] = {
     "shutdown.grace_s": _NON_NEGATIVE,
     "server.workers": Range(1, 256),
     "server.listen_backlog": Range(1, 65535),
+    "server.offload_threads": Range(1, 64),
     "worker.index": Range(0, 255),
     "worker.dir": _non_empty,
     "metrics.address": lambda v: None if v == "" else _address(v),

@@ -32,7 +32,7 @@ class MetricsServer:
         local: Callable[[], Raw],
         gather: Callable[[], Awaitable[list[Raw]]] | None = None,
         reuse_port: bool = False,
-        backlog: int = 2048,
+        backlog: int = 511,
     ) -> None:
         self.host, self.port = split_address(address, "[metrics] address")
         self._backlog = backlog

@@ -27,6 +27,7 @@ _FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg"}
 # would hold the event loop on the first request with an image); find them now.
 PILImage.init()
 
+
 def decode_image_url(url: str, param: str) -> Image:
     """The checked image behind a data URI (``data:image/png;base64,...``)."""
     if not url.startswith("data:"):

@@ -321,11 +321,11 @@ def test_every_tcp_listener_takes_the_configured_backlog(
     neutrino_factory: Callable[..., NeutrinoProc],
 ) -> None:
     """asyncio's default backlog of 100 overflows when thousands of clients connect at
-    once; [server] listen_backlog (default 2048) sets it on HTTP, admin and metrics."""
+    once; [server] listen_backlog (default 511) sets it on HTTP, admin and metrics."""
     admin, metrics = free_port(), free_port()
     addresses = ("--admin-address", f"127.0.0.1:{admin}", "--metrics-address")
     server = neutrino_factory(*addresses, f"127.0.0.1:{metrics}", config="")
-    assert [_backlog(p) for p in (server.port, admin, metrics)] == [2048] * 3
+    assert [_backlog(p) for p in (server.port, admin, metrics)] == [511] * 3
     server.stop()
     server = neutrino_factory(
         *addresses, f"127.0.0.1:{metrics}", config="[server]\nlisten_backlog = 777\n"

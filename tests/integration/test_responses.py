@@ -630,7 +630,7 @@ def test_a_large_answers_logprobs_are_written_in_pieces_and_stored_whole(
             for lp in e.logprobs
         ]
         assert streamed == lps
-        kept = client.responses.retrieve(r.id)
+        kept: Any = client.responses.retrieve(r.id)
         assert [sdk_json(lp) for lp in kept.output[0].content[0].logprobs] == lps
     finally:
         server.stop()

@@ -411,7 +411,7 @@ class AudioRoutes:
 
     async def speech(self, request: web.Request) -> web.StreamResponse:
         principal = caller(self.orch.keys, request)
-        body = await read_json(request, self.cfg.limits.max_body_bytes)
+        body = await read_json(request, self.cfg.limits)
         req = parse_speech(body)
         traceparent = request.headers.get("traceparent", "")
 

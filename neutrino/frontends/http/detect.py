@@ -32,7 +32,7 @@ class DetectRoutes:
 
     async def detect(self, request: web.Request) -> web.StreamResponse:
         principal = caller(self.orch.keys, request)
-        body = await read_json(request, self.cfg.limits.max_body_bytes)
+        body = await read_json(request, self.cfg.limits)
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
         model = body.get("model")

@@ -71,7 +71,7 @@ class EmbeddingRoutes:
 
     async def embeddings(self, request: web.Request) -> web.StreamResponse:
         principal = caller(self.orch.keys, request)
-        body = await read_json(request, self.cfg.limits.max_body_bytes)
+        body = await read_json(request, self.cfg.limits)
         model = _model(body)
         items = _inputs(body.get("input"))
         fmt = body.get("encoding_format", "float")
@@ -107,7 +107,7 @@ class EmbeddingRoutes:
 
     async def rerank(self, request: web.Request) -> web.StreamResponse:
         principal = caller(self.orch.keys, request)
-        body = await read_json(request, self.cfg.limits.max_body_bytes)
+        body = await read_json(request, self.cfg.limits)
         model = _model(body)
         query = body.get("query")
         if not isinstance(query, str) or not query:

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import orjson
 from aiohttp import web
 
-from neutrino.errors import ErrorKind, NeutrinoError, bad_request
+from neutrino.config import LimitsConfig
+from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.common import SSE_HEADERS
+from neutrino.frontends.http import jsonbody
 from neutrino.frontends.http.browsers import is_json
 from neutrino.frontends.http.guard import error_response
 from neutrino.frontends.http.render import SSE_OPEN
 from neutrino.frontends.http.reset import reset
 from neutrino.frontends.http.sse import Body, SlowClient, within
+
+T = TypeVar("T")
 
 # What aiohttp raises when the client went away while we were writing.
 GONE = ConnectionError
@@ -208,17 +212,38 @@ def check_json_type(content_type: str) -> None:
     )
 
 
-def parse_json(raw: bytes) -> Any:
-    if not raw:
-        raise bad_request("the request body is empty; send a JSON object")
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise bad_request("the request body is not valid JSON") from None
-
-
-async def read_json(request: web.Request, max_bytes: int) -> Any:
+async def read_json(request: web.Request, limits: LimitsConfig) -> Any:
     """The JSON body of an aiohttp request (declared JSON, bounded; errors as
-    NeutrinoError)."""
+    NeutrinoError); a dense one decoded on a worker thread (jsonbody.py)."""
     check_json_type(request.headers.get("Content-Type", ""))
-    return parse_json(await AiohttpExchange(request).read(max_bytes))
+    raw = await AiohttpExchange(request).read(limits.max_body_bytes)
+    if len(raw) <= limits.offload_bytes:
+        return jsonbody.decode(raw)
+    return await off_loop(lambda: jsonbody.decode_large(raw, limits.max_json_containers))
+
+
+class _Refused:
+    """A refusal handed back from a worker thread (see :func:`off_loop`)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: NeutrinoError) -> None:
+        self.error = error
+
+
+async def off_loop(work: Callable[[], T]) -> T:
+    """``work`` on a worker thread; a NeutrinoError it raises is raised here, fresh: one
+    that crossed the thread's future would hold, through its traceback, the frames of
+    the work (the request's body among their locals) until the garbage collector's next
+    full pass."""
+
+    def run() -> T | _Refused:
+        try:
+            return work()
+        except NeutrinoError as err:
+            return _Refused(err.fresh())
+
+    result = await asyncio.to_thread(run)
+    if isinstance(result, _Refused):
+        raise result.error
+    return result

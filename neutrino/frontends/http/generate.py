@@ -15,7 +15,8 @@ from typing import Any
 from neutrino.config import LimitsConfig
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.common import client_request_id, request_id_for
-from neutrino.frontends.http.exchange import GONE, Exchange, check_json_type, parse_json
+from neutrino.frontends.http import jsonbody
+from neutrino.frontends.http.exchange import GONE, Exchange, check_json_type, off_loop
 from neutrino.frontends.http.sse import Body, SlowClient, SSEStream, openai_error_events
 from neutrino.observability.logs import bind_request_id
 from neutrino.pipeline.generation import Generation, Outcome
@@ -49,7 +50,12 @@ async def admit(
     principal = orch.keys.authenticate(ex.header("authorization"), ex.header("x-api-key"))
     check_json_type(ex.header("content-type"))
     limits = orch.cfg.limits
-    req = parse(parse_json(await ex.read(limits.max_body_bytes)), limits)
+    raw = await ex.read(limits.max_body_bytes)
+    if len(raw) > limits.offload_bytes:  # decoded and checked on a worker thread
+        cap = limits.max_json_containers
+        req = await off_loop(lambda: parse(jsonbody.decode_large(raw, cap), limits))
+    else:
+        req = parse(jsonbody.decode(raw), limits)
     if client_id:
         req.request_id = request_id_for(id_prefix, client_id)
     else:

@@ -263,6 +263,11 @@ def _messages(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
     """Checked messages; image parts are decoded into ``req.images``, in order."""
     if not isinstance(v, list) or not v:
         raise bad_request("messages must be a non-empty array", "messages")
+    if len(v) > limits.max_messages:
+        raise bad_request(
+            f"messages has {len(v)} entries; at most {limits.max_messages} are allowed",
+            "messages",
+        )
     images: list[Image] = req.images
     for i, m in enumerate(v):
         if not isinstance(m, dict):
@@ -346,6 +351,10 @@ def _response_format(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None
 def _tools(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
     if not isinstance(v, list):
         raise bad_request("tools must be an array", "tools")
+    if len(v) > limits.max_tools:
+        raise bad_request(
+            f"tools has {len(v)} entries; at most {limits.max_tools} are allowed", "tools"
+        )
     for i, t in enumerate(v):
         fn = t.get("function") if isinstance(t, dict) else None
         if (
