@@ -1,10 +1,15 @@
-"""What every front end shares: request ids, JSON number checks, SSE headers."""
+"""What every front end shares: request ids, JSON number checks, SSE headers, work
+taken off the event loop."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import secrets
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from neutrino.errors import NeutrinoError
 
 # Request ids are unique across processes (the tag) and within one (the counter), and
 # shared by every protocol: an id names one request wherever it came in.
@@ -48,3 +53,33 @@ def is_int(v: Any) -> bool:
 def is_num(v: Any) -> bool:
     """A JSON number (a boolean is not one)."""
     return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+T = TypeVar("T")
+
+
+class _Refused:
+    """A refusal handed back from a worker thread (see :func:`off_loop`)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: NeutrinoError) -> None:
+        self.error = error
+
+
+async def off_loop(work: Callable[[], T]) -> T:
+    """``work`` on a worker thread; a NeutrinoError it raises is raised here, fresh: one
+    that crossed the thread's future would hold, through its traceback, the frames of
+    the work (the request's body among their locals) until the garbage collector's next
+    full pass."""
+
+    def run() -> T | _Refused:
+        try:
+            return work()
+        except NeutrinoError as err:
+            return _Refused(err.fresh())
+
+    result = await asyncio.to_thread(run)
+    if isinstance(result, _Refused):
+        raise result.error
+    return result

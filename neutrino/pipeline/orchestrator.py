@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from neutrino.config import Config
 from neutrino.engine.client import EngineClient, Submission
@@ -89,6 +89,36 @@ def _encode_within(text: ModelText, s: str, ctx: int) -> list[int] | int:
         if over is not None:
             return over
     return text.tokenizer.encode_prompt(s)
+
+
+# Whose messages' text a template renders as it is (an assistant's may lose its reasoning).
+_VERBATIM_ROLES = frozenset({"user", "system", "developer", "tool"})
+
+
+async def _over_before_rendering(
+    messages: list[dict[str, Any]], text: ModelText, ctx: int
+) -> int | None:
+    """For a chat whose texts are far over the context (as ``_encode_within`` judges a
+    text): a lower bound of its prompt's tokens past the context, counted on a worker
+    thread before the template renders it all (which holds the event loop: some 3 ms a
+    MB). None: it may fit, render it."""
+    if not ctx:
+        return None
+    texts = []
+    for m in messages:
+        if m.get("role") in _VERBATIM_ROLES:
+            content = m.get("content")
+            if isinstance(content, str):
+                texts.append(content)
+            elif isinstance(content, list):
+                texts += [p["text"] for p in content if isinstance(p.get("text"), str)]
+    if sum(map(len, texts)) <= _COUNT_FIRST_CHARS_PER_TOKEN * ctx:
+        return None
+    # Joined, the texts may merge a token or so at each seam where the template puts a
+    # role marker instead: a few tokens of slack each.
+    limit = ctx - 1 + 4 * len(texts)
+    encode = text.tokenizer.encode
+    return await asyncio.to_thread(tokens_at_least, encode, "\n".join(texts), limit)
 
 
 def _check_bias(bias: dict[int, float], vocab: int) -> None:
@@ -508,6 +538,9 @@ class Orchestrator:
         if req.kind == "chat":
             assert req.messages is not None
             messages = req.messages
+            over = await _over_before_rendering(messages, text, ctx)
+            if over is not None:
+                raise _context_error(ctx, f"at least {over}", "messages")
             if req.images:
                 messages = images_for_template(messages, text.family)
             try:

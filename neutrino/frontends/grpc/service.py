@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable
 
 from neutrino.config import Config
 from neutrino.errors import ClientTooSlow, NeutrinoError
+from neutrino.frontends.common import off_loop
 from neutrino.frontends.grpc import convert, render
 from neutrino.frontends.grpc.calls import (
     Context,
@@ -57,12 +58,16 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
         self.orch = orchestrator
         self._created = int(started if started is not None else time.time())
 
-    def _request(
+    async def _request(
         self, msg: inference_pb2.GenerateRequest, context: Context, *, stream: bool
     ) -> GenerateRequest:
         received = time.monotonic_ns()
         principal = caller(context, self.orch.keys)  # first: nothing is done for a refusal
-        req = convert.to_request(msg, self.cfg.limits, stream=stream)
+        limits = self.cfg.limits
+        if msg.ByteSize() > limits.offload_bytes:  # converted and checked on a worker thread
+            req = await off_loop(lambda: convert.to_request(msg, limits, stream=stream))
+        else:
+            req = convert.to_request(msg, limits, stream=stream)
         req.principal = principal
         req.traceparent = metadata(context, "traceparent")
         req.protocol = "grpc"
@@ -101,7 +106,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
         self, request: inference_pb2.GenerateRequest, context: Context
     ) -> inference_pb2.GenerateResponse | bytes | None:
         async def run() -> inference_pb2.GenerateResponse | bytes:
-            req = self._request(request, context, stream=False)
+            req = await self._request(request, context, stream=False)
             async with self._running(req, context) as gens:
                 results = [await collect(gen) for gen in gens]
             pieces = render.response_pieces(gens, results)
@@ -121,7 +126,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
         self, request: inference_pb2.GenerateRequest, context: Context
     ) -> None:
         async def run() -> None:
-            req = self._request(request, context, stream=True)
+            req = await self._request(request, context, stream=True)
             async with self._running(req, context) as gens:
                 await pump(context, gens, self.cfg.limits.send_timeout_s)
 

@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.frontends.common import SSE_HEADERS
+from neutrino.frontends.common import SSE_HEADERS, off_loop
 from neutrino.frontends.http import jsonbody
 from neutrino.frontends.http.browsers import is_json
 from neutrino.frontends.http.guard import error_response
 from neutrino.frontends.http.render import SSE_OPEN
 from neutrino.frontends.http.reset import reset
 from neutrino.frontends.http.sse import Body, SlowClient, within
-
-T = TypeVar("T")
 
 # What aiohttp raises when the client went away while we were writing.
 GONE = ConnectionError
@@ -220,30 +218,3 @@ async def read_json(request: web.Request, limits: LimitsConfig) -> Any:
     if len(raw) <= limits.offload_bytes:
         return jsonbody.decode(raw)
     return await off_loop(lambda: jsonbody.decode_large(raw, limits.max_json_containers))
-
-
-class _Refused:
-    """A refusal handed back from a worker thread (see :func:`off_loop`)."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: NeutrinoError) -> None:
-        self.error = error
-
-
-async def off_loop(work: Callable[[], T]) -> T:
-    """``work`` on a worker thread; a NeutrinoError it raises is raised here, fresh: one
-    that crossed the thread's future would hold, through its traceback, the frames of
-    the work (the request's body among their locals) until the garbage collector's next
-    full pass."""
-
-    def run() -> T | _Refused:
-        try:
-            return work()
-        except NeutrinoError as err:
-            return _Refused(err.fresh())
-
-    result = await asyncio.to_thread(run)
-    if isinstance(result, _Refused):
-        raise result.error
-    return result

@@ -14,9 +14,9 @@ from typing import Any
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import NeutrinoError
-from neutrino.frontends.common import client_request_id, request_id_for
+from neutrino.frontends.common import client_request_id, off_loop, request_id_for
 from neutrino.frontends.http import jsonbody
-from neutrino.frontends.http.exchange import GONE, Exchange, check_json_type, off_loop
+from neutrino.frontends.http.exchange import GONE, Exchange, check_json_type
 from neutrino.frontends.http.sse import Body, SlowClient, SSEStream, openai_error_events
 from neutrino.observability.logs import bind_request_id
 from neutrino.pipeline.generation import Generation, Outcome
