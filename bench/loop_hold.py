@@ -470,9 +470,9 @@ def idle_connections(count: int) -> Case:
 CASES: dict[str, tuple[Case, int | str, str | None]] = {
     "n=8 top_logprobs=20 4000 tokens": (big_logprobs, 200, None),
     "  the same, streamed": (big_logprobs_stream, 200, None),
-    "  the same, gRPC": (big_logprobs_grpc, 200, None),
+    "  the same, over gRPC": (big_logprobs_grpc, 200, None),
     "100,000 empty messages": (empty_messages, 400, None),
-    "  the same, gRPC ": (empty_messages_grpc, "INVALID_ARGUMENT", None),
+    "  100,000 messages over gRPC": (empty_messages_grpc, "INVALID_ARGUMENT", None),
     "10,000 tools": (many_tools, 400, "tools"),
     "json_schema 400 deep": (deep_schema, 400, "response_format.json_schema.schema"),
     "logit_bias 200,000 entries": (huge_logit_bias, 400, "logit_bias"),
@@ -556,15 +556,27 @@ def _wait_ready(target: Target, timeout: float = 60) -> None:
 
 
 def measure(repo: Path = REPO, idle: int = 10_000) -> list[dict[str, Any]]:
-    """Every case against a fresh server from ``repo``: rows of name, answer, worst ping."""
+    """Every case against a fresh server from ``repo``: rows of name, answer, worst ping.
+    The server gets a core of its own; its embedded engine, this client and the watcher
+    share the other (as ``make bench`` places them)."""
+    from bench.run import OTHER_CPUS, SERVER_CPU, pin
+
     target = Target("127.0.0.1", _free_port(), f"127.0.0.1:{_free_port()}")
+    mine = os.sched_getaffinity(0)
     proc = start_server(repo, target.port, int(target.grpc.rpartition(":")[2]))
     try:
+        pin(proc.pid, SERVER_CPU)
+        pin(0, OTHER_CPUS)
         _wait_ready(target)
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        for child in children:  # the embedded mock_ie
+            with contextlib.suppress(OSError):
+                pin(int(child), OTHER_CPUS)
         return measure_target(target, idle)
     finally:
         proc.terminate()
         proc.wait(20)
+        pin(0, mine)
 
 
 def measure_target(target: Target, idle: int) -> list[dict[str, Any]]:
@@ -582,12 +594,20 @@ def measure_target(target: Target, idle: int) -> list[dict[str, Any]]:
     return rows
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
-    print("\nLoop hold: the slowest 20 ms status ping while each request ran")
-    print(f"  {'case':44} {'answer':>22} {'took':>8} {'worst ping':>11}")
+def print_table(rows: list[dict[str, Any]], before: list[dict[str, Any]] | None = None) -> None:
+    """The loop-hold table; ``before``: the same cases against another checkout."""
+    print("\nLoop hold: the slowest answer to a 20 ms status ping while each request ran")
+    was = {r["case"]: r for r in before or ()}
+    head = f"  {'case':40} {'answer':>28} {'took':>7} {'worst ping':>11}"
+    print(head + (f"   {'before: answer, worst':>28}" if before else ""))
     for r in rows:
         answer = f"{r['status']}" + (f" {r['param']}" if r["param"] else "")
-        print(f"  {r['case']:44} {answer:>22} {r['took_s']:7.2f}s {r['worst_ms']:9.1f}ms")
+        line = f"  {r['case']:40} {answer:>28} {r['took_s']:6.2f}s {r['worst_ms']:9.1f}ms"
+        old = was.get(r["case"])
+        if old is not None:
+            then = f"{old['status']}" + (f" {old['param']}" if old["param"] else "")
+            line += f"   {then:>19} {old['worst_ms']:7.1f}ms"
+        print(line)
 
 
 def main() -> None:
@@ -595,19 +615,23 @@ def main() -> None:
     ap.add_argument("--watch", help=argparse.SUPPRESS)
     ap.add_argument("--repo", type=Path, default=REPO, help="checkout to start the server from")
     ap.add_argument("--target", help="HOST:PORT,GRPC_HOST:PORT of a running server")
+    ap.add_argument("--before", type=Path, help="another checkout, for a before column")
     ap.add_argument("--idle", type=int, default=10_000, help="idle connections to open")
     ap.add_argument("--details", action="store_true", help="print each answer's detail")
     args = ap.parse_args()
     if args.watch:
         watch(args.watch)
         return
+    before = None
     if args.target:
         http, grpc_address = args.target.split(",")
         host, _, port = http.rpartition(":")
         rows = measure_target(Target(host, int(port), grpc_address), args.idle)
     else:
         rows = measure(args.repo, args.idle)
-    print_table(rows)
+        if args.before:
+            before = measure(args.before, args.idle)
+    print_table(rows, before)
     if args.details:
         for r in rows:
             print(f"  {r['case']}: {r['detail']}")

@@ -579,6 +579,12 @@ def main() -> None:
         "--no-real", action="store_true", help="skip the real engine (llama.cpp) section"
     )
     p.add_argument("--real-tokens", type=int, default=128, help="tokens per real-engine request")
+    p.add_argument("--no-loop-hold", action="store_true", help="skip the loop-hold table")
+    p.add_argument(
+        "--loop-hold-before",
+        type=Path,
+        help="another checkout (the commit to compare with): a before column in that table",
+    )
     p.add_argument("--json", help="also write the report here")
     args = p.parse_args()
     report = asyncio.run(main_async(args))
@@ -589,6 +595,13 @@ def main() -> None:
         load = Workload(tokens=args.real_tokens)
         report["real"] = asyncio.run(measure(load))
         print_real(report["real"], load)
+    if not args.no_loop_hold:
+        from bench import loop_hold
+
+        report["loop_hold"] = loop_hold.measure()
+        before = args.loop_hold_before
+        report["loop_hold_before"] = loop_hold.measure(before) if before else None
+        loop_hold.print_table(report["loop_hold"], report["loop_hold_before"])
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
 
