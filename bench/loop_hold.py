@@ -533,13 +533,6 @@ def start_server(repo: Path, port: int, grpc_port: int) -> subprocess.Popen[byte
     return subprocess.Popen(argv, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _wait_ready(target: Target, timeout: float = 60) -> None:
     import urllib.request
 
@@ -559,9 +552,9 @@ def measure(repo: Path = REPO, idle: int = 10_000) -> list[dict[str, Any]]:
     """Every case against a fresh server from ``repo``: rows of name, answer, worst ping.
     The server gets a core of its own; its embedded engine, this client and the watcher
     share the other (as ``make bench`` places them)."""
-    from bench.run import OTHER_CPUS, SERVER_CPU, pin
+    from bench.run import OTHER_CPUS, SERVER_CPU, free_port, pin
 
-    target = Target("127.0.0.1", _free_port(), f"127.0.0.1:{_free_port()}")
+    target = Target("127.0.0.1", free_port(), f"127.0.0.1:{free_port()}")
     mine = os.sched_getaffinity(0)
     proc = start_server(repo, target.port, int(target.grpc.rpartition(":")[2]))
     try:

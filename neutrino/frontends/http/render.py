@@ -77,10 +77,7 @@ def chat_answer(
     reasoning_field: str = "reasoning_content",
 ) -> Answer:
     """A chat completion's JSON: whole, or in pieces when its logprobs are large."""
-    if not large([out.logprobs for _, out in results]):
-        return orjson.dumps(chat_response(gens, results, reasoning_field))
-    body = chat_response(gens, results, reasoning_field, defer=True)
-    return pieces(body, [_deferred(chat_logprobs_json, out) for _, out in results])
+    return _answer(chat_response, chat_logprobs_json, gens, results, reasoning_field)
 
 
 def completion_answer(
@@ -89,10 +86,20 @@ def completion_answer(
     reasoning_field: str = "reasoning_content",
 ) -> Answer:
     """A text completion's JSON: whole, or in pieces when its logprobs are large."""
+    return _answer(completion_response, completion_logprobs_json, gens, results, reasoning_field)
+
+
+def _answer(
+    respond: Callable[..., dict[str, Any]],
+    render: Callable[[LogprobColumns], Iterator[bytes]],
+    gens: Sequence[Generation],
+    results: Sequence[tuple[str, Outcome]],
+    reasoning_field: str,
+) -> Answer:
     if not large([out.logprobs for _, out in results]):
-        return orjson.dumps(completion_response(gens, results, reasoning_field))
-    body = completion_response(gens, results, reasoning_field, defer=True)
-    return pieces(body, [_deferred(completion_logprobs_json, out) for _, out in results])
+        return orjson.dumps(respond(gens, results, reasoning_field))
+    body = respond(gens, results, reasoning_field, defer=True)
+    return pieces(body, [_deferred(render, out) for _, out in results])
 
 
 def _deferred(
