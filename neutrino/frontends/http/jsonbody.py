@@ -74,15 +74,55 @@ def decode_slowly(raw: bytes, max_containers: int) -> Any:
     except UnicodeDecodeError:
         raise _invalid() from None
     try:
-        return _decoder(max_containers).decode(text)
-    except _TooMany:
+        return _top_level(_decoder(max_containers), text)
+    except _TooMany as exc:
+        where = exc.args[0] if exc.args else None
         raise bad_request(
             f"the request body holds more than {max_containers:,} JSON objects and arrays"
+            + (f" (in {where[:64]})" if where else ""),
+            where[:64] if where else None,
         ) from None
     except RecursionError:
         raise bad_request("the request body is nested too deeply") from None
     except ValueError:  # JSONDecodeError, NaN, a lone surrogate, a huge integer
         raise _invalid() from None
+
+
+_SPACE = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
+
+
+def _top_level(dec: json.JSONDecoder, s: str) -> Any:
+    """``s`` decoded, its top-level object member by member, so that a bound reached
+    inside a member names it (``messages``); anything else whole."""
+    i = _SPACE(s, 0).end()
+    if not s.startswith("{", i):
+        return dec.decode(s)
+    scan, build = dec.scan_once, dec.object_pairs_hook  # type: ignore[attr-defined]
+    pairs: list[tuple[str, Any]] = []
+    i = _SPACE(s, i + 1).end()
+    while not s.startswith("}", i):
+        if pairs:
+            if not s.startswith(",", i):
+                raise ValueError("expected ','")
+            i = _SPACE(s, i + 1).end()
+        if not s.startswith('"', i):
+            raise ValueError("expected a key")
+        key, i = dec.parse_string(s, i + 1, True)  # type: ignore[attr-defined]
+        i = _SPACE(s, i).end()
+        if not s.startswith(":", i):
+            raise ValueError("expected ':'")
+        try:
+            value, i = scan(s, _SPACE(s, i + 1).end())
+        except _TooMany:
+            raise _TooMany(key) from None
+        except StopIteration:
+            raise ValueError("expected a value") from None
+        pairs.append((key, value))
+        i = _SPACE(s, i).end()
+    if _SPACE(s, i + 1).end() != len(s):
+        raise ValueError("extra data")
+    assert build is not None
+    return build(pairs)
 
 
 def _decoder(cap: int) -> json.JSONDecoder:

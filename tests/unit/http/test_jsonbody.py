@@ -53,8 +53,15 @@ def test_both_refuse_the_same_bodies(raw: bytes) -> None:
 def test_the_slow_decoder_stops_at_its_bound() -> None:
     raw = json.dumps({"messages": [{"role": "user"}] * 1000}).encode()
     assert len(decode_slowly(raw, 1002)["messages"]) == 1000  # 1,000 + the list + the body
-    with pytest.raises(NeutrinoError, match="more than 1,001 JSON objects and arrays"):
-        decode_slowly(raw, 1001)
+    with pytest.raises(NeutrinoError, match="more than 1,001 JSON objects and arrays") as info:
+        decode_slowly(raw, 1001)  # reached by the body itself, after its members
+    assert info.value.param is None
+    with pytest.raises(NeutrinoError, match=r"more than 999 .* \(in messages\)") as info:
+        decode_slowly(raw, 999)
+    assert info.value.param == "messages"  # the member it was reached in
+    with pytest.raises(NeutrinoError) as info:
+        decode_slowly(b"[" + b"{}," * 2000 + b"{}]", 1000)
+    assert info.value.param is None
 
 
 def test_which_decoder_a_body_gets() -> None:
