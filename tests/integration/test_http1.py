@@ -215,6 +215,22 @@ def test_http_1_0_is_served_by_aiohttp(conn: Conn) -> None:
     assert json.loads(raw)["usage"]["completion_tokens"] == 2
 
 
+def test_a_large_answer_is_written_in_pieces_on_both_servers(conn: Conn) -> None:
+    """Large logprobs: chunked from the lean server, and through aiohttp (HTTP/1.0: no
+    chunks there, the body ends with the connection); the same choices either way."""
+    big = chat_body(max_tokens=200, n=2, logprobs=True, top_logprobs=20, seed=3, ignore_eos=True)
+    conn.send(post("/v1/chat/completions", big))
+    r, raw = conn.response()
+    assert r.status == 200 and r.getheader("Transfer-Encoding") == "chunked"
+    lean = json.loads(raw)
+    validate(lean, "CreateChatCompletionResponse")
+    conn.send(post("/v1/chat/completions", big, version="1.0"))
+    r, raw = conn.response()
+    assert r.status == 200 and "aiohttp" in (r.getheader("Server") or "")
+    assert json.loads(raw)["choices"] == lean["choices"]
+    assert [len(c["logprobs"]["content"]) for c in lean["choices"]] == [200, 200]
+
+
 def _error(r: http.client.HTTPResponse, raw: bytes, status: int) -> dict[str, Any]:
     assert r.status == status, raw
     assert r.getheader("Content-Type") == "application/json"

@@ -343,6 +343,19 @@ async def test_large_relayed_answer_equals_http1(stack: Stack) -> None:
     assert got == h1
 
 
+async def test_a_large_answer_written_in_pieces_equals_http1(stack: Stack) -> None:
+    """An answer whose logprobs are large is written as it is rendered (pieces.py): over
+    HTTP/3 as DATA frames without a length, whole all the same."""
+    body = chat(max_tokens=300, n=2, logprobs=True, top_logprobs=20, ignore_eos=True)
+    h1 = json.loads(await asyncio.to_thread(http1_bytes, stack, "/v1/chat/completions", body))
+    async with stack.client() as client:
+        resp = await client.request("POST", "/v1/chat/completions", JSON, body)
+        got = json.loads(await resp.read())
+    assert resp.status == 200 and "content-length" not in resp.headers
+    assert got["choices"] == h1["choices"]
+    assert [len(c["logprobs"]["content"]) for c in got["choices"]] == [300, 300]
+
+
 async def test_speech_stream_resumes_after_the_client_stalls(stack: Stack) -> None:
     """A relayed stream (text to speech) whose client takes nothing for a while: the
     handler's writes pause past the high-water mark and resume once the client reads
