@@ -313,6 +313,21 @@ async def deep_schema(t: Target, s: aiohttp.ClientSession) -> Outcome:
     return await _chat_case(t, s, body)
 
 
+async def wide_schema(t: Target, s: aiohttp.ClientSession) -> Outcome:
+    """A 50 KB JSON schema (300 objects): checked against the metaschema, in Python."""
+    item = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string"},
+            "b": {"type": "array", "items": {"type": "integer"}},
+        },
+        "required": ["a"],
+    }
+    schema = {"type": "object", "properties": {f"field_{i}": item for i in range(300)}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "wide", "schema": schema}}
+    return await _chat_case(t, s, _chat(response_format=fmt))
+
+
 async def huge_logit_bias(t: Target, s: aiohttp.ClientSession) -> Outcome:
     bias = {str(i * 7): 1 for i in range(200_000)}
     return await _chat_case(t, s, orjson.dumps(_chat(logit_bias=bias)))
@@ -475,6 +490,7 @@ CASES: dict[str, tuple[Case, int | str, str | None]] = {
     "  100,000 messages over gRPC": (empty_messages_grpc, "INVALID_ARGUMENT", None),
     "10,000 tools": (many_tools, 400, "tools"),
     "json_schema 400 deep": (deep_schema, 400, "response_format.json_schema.schema"),
+    "json_schema of 50 KB": (wide_schema, 200, None),
     "logit_bias 200,000 entries": (huge_logit_bias, 400, "logit_bias"),
     "8 MB of empty JSON objects": (dense_json, 400, "messages"),
     "120,000-character prompt": (long_prompt, 200, None),

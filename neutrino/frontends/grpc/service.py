@@ -64,7 +64,9 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
         received = time.monotonic_ns()
         principal = caller(context, self.orch.keys)  # first: nothing is done for a refusal
         limits = self.cfg.limits
-        if msg.ByteSize() > limits.offload_bytes:  # converted and checked on a worker thread
+        size = msg.ByteSize()
+        schema = msg.HasField("structured_outputs") or msg.chat.HasField("response_format")
+        if size > limits.offload_bytes or (schema and size > 2048):  # on a worker thread
             req = await off_loop(lambda: convert.to_request(msg, limits, stream=stream))
         else:
             req = convert.to_request(msg, limits, stream=stream)

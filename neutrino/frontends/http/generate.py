@@ -51,7 +51,7 @@ async def admit(
     check_json_type(ex.header("content-type"))
     limits = orch.cfg.limits
     raw = await ex.read(limits.max_body_bytes)
-    if len(raw) > limits.offload_bytes:  # decoded and checked on a worker thread
+    if len(raw) > limits.offload_bytes or _has_schema(raw):  # on a worker thread
         cap = limits.max_json_containers
         req = await off_loop(lambda: parse(jsonbody.decode_large(raw, cap), limits))
     else:
@@ -67,6 +67,17 @@ async def admit(
     req.protocol = ex.protocol
     req.route = route
     return req
+
+
+# Fields whose JSON schema is checked with jsonschema, in pure Python: a 50 KB schema
+# takes a few hundred milliseconds.
+_SCHEMA_FIELDS = (b'"json_schema"', b'"structured_outputs"', b'"guided_json"')
+_SMALL_SCHEMA_BYTES = 2048
+
+
+def _has_schema(raw: bytes) -> bool:
+    """Whether a body may carry a JSON schema worth checking off the event loop."""
+    return len(raw) > _SMALL_SCHEMA_BYTES and any(f in raw for f in _SCHEMA_FIELDS)
 
 
 async def run_all(
