@@ -71,35 +71,24 @@ def usage(outcomes: Sequence[Outcome]) -> dict[str, Any]:
 Answer = bytes | Iterator[bytes]  # a non-streamed answer: whole, or in pieces (pieces.py)
 
 
-def chat_answer(
-    gens: Sequence[Generation],
-    results: Sequence[tuple[str, Outcome]],
-    reasoning_field: str = "reasoning_content",
-) -> Answer:
-    """A chat completion's JSON: whole, or in pieces when its logprobs are large."""
-    return _answer(chat_response, chat_logprobs_json, gens, results, reasoning_field)
+Answerer = Callable[[Sequence[Generation], Sequence[tuple[str, Outcome]], str], Answer]
 
 
-def completion_answer(
-    gens: Sequence[Generation],
-    results: Sequence[tuple[str, Outcome]],
-    reasoning_field: str = "reasoning_content",
-) -> Answer:
-    """A text completion's JSON: whole, or in pieces when its logprobs are large."""
-    return _answer(completion_response, completion_logprobs_json, gens, results, reasoning_field)
+def _answerer(
+    respond: Callable[..., dict[str, Any]], render: Callable[[LogprobColumns], Iterator[bytes]]
+) -> Answerer:
+    """An API's answer as JSON: ``respond``'s object whole, or, when its logprobs are
+    large, in pieces, each choice's logprobs rendered by ``render``."""
 
+    def answer(
+        gens: Sequence[Generation], results: Sequence[tuple[str, Outcome]], reasoning_field: str
+    ) -> Answer:
+        if not large([out.logprobs for _, out in results]):
+            return orjson.dumps(respond(gens, results, reasoning_field))
+        body = respond(gens, results, reasoning_field, defer=True)
+        return pieces(body, [_deferred(render, out) for _, out in results])
 
-def _answer(
-    respond: Callable[..., dict[str, Any]],
-    render: Callable[[LogprobColumns], Iterator[bytes]],
-    gens: Sequence[Generation],
-    results: Sequence[tuple[str, Outcome]],
-    reasoning_field: str,
-) -> Answer:
-    if not large([out.logprobs for _, out in results]):
-        return orjson.dumps(respond(gens, results, reasoning_field))
-    body = respond(gens, results, reasoning_field, defer=True)
-    return pieces(body, [_deferred(render, out) for _, out in results])
+    return answer
 
 
 def _deferred(
@@ -287,3 +276,7 @@ class ChunkEncoder:
             return b""
         envelope = self._head[: self._head.index(b'[{"index":')]
         return envelope + b'[],"usage":' + orjson.dumps(usage(outcomes)) + b"}\n\n"
+
+
+chat_answer = _answerer(chat_response, chat_logprobs_json)  # a chat completion's JSON
+completion_answer = _answerer(completion_response, completion_logprobs_json)

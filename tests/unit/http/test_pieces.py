@@ -76,7 +76,7 @@ def test_pieces_are_the_whole_answers_bytes(choices: int, tokens: int, k: int) -
         (chat_answer, chat_response),
         (completion_answer, completion_response),
     ):
-        got = answer(gens, results)
+        got = answer(gens, results, "reasoning_content")
         assert not isinstance(got, bytes)  # large: in pieces
         pieces = list(got)
         assert len(pieces) > tokens // 64
@@ -86,7 +86,9 @@ def test_pieces_are_the_whole_answers_bytes(choices: int, tokens: int, k: int) -
 def test_a_small_answer_is_rendered_whole() -> None:
     columns = [_columns(random.Random(1), 10, 2)[0]]
     gens, results = _answer(columns)
-    assert chat_answer(gens, results) == orjson.dumps(chat_response(gens, results))
+    assert chat_answer(gens, results, "reasoning_content") == orjson.dumps(
+        chat_response(gens, results)
+    )
 
 
 def test_columns_give_back_the_entries_the_recorder_makes() -> None:
