@@ -555,8 +555,10 @@ def _wait_ready(target: Target, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(target.base + "/v1/models", timeout=1) as r:
-                if b"qwen2.5-mock" in r.read():
+            # Healthy: every model's text assets are loaded (meanwhile the loading
+            # threads would share the interpreter with the first cases).
+            with urllib.request.urlopen(target.base + "/health", timeout=1) as r:
+                if r.status == 200:
                     return
         except OSError:
             pass
