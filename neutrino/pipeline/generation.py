@@ -30,6 +30,13 @@ from neutrino.text.parsers import Delta, ToolCall, ToolCallDelta
 
 log = logging.getLogger("neutrino.pipeline")
 
+# Runs a piece of work elsewhere (a worker thread) and hands its result to the callback,
+# later, on the event loop; a generation stays sans-IO and is only given one.
+Defer = Callable[[Callable[[], "str | None"], Callable[["str | None"], None]], None]
+# A strict format's check of an answer this long or shorter runs at once; a longer
+# answer's is deferred.
+INLINE_CHECK_CHARS = 4096
+
 
 @dataclass(slots=True)
 class Outcome:
@@ -71,6 +78,7 @@ class Generation:
     __slots__ = (
         "_all_lp",
         "_cached",
+        "_defer",
         "_error",
         "_on_done",
         "_outcome",
@@ -111,6 +119,7 @@ class Generation:
         keep_logprobs: bool = True,
         validator: Callable[[str], str | None] | None = None,
         parser: OutputParser | None = None,
+        defer: Defer | None = None,
     ) -> None:
         self.request_id = request_id
         self.model = model
@@ -126,6 +135,7 @@ class Generation:
         self._parser = parser
         # Checks the whole text at the end (strict response formats); keeps a copy for it.
         self._validator = validator
+        self._defer = defer
         self._text: list[str] = []
         self._recorder = logprobs
         # Every token's entry, for a response rendered whole at the end (a stream sends
@@ -241,7 +251,23 @@ class Generation:
         # is a 200 with finish_reason "length" (SDKs raise their own length error for
         # it; a 5xx would make them retry in vain).
         check = self._validator if finish == "stop" else None
-        problem = check("".join(self._text)) if check is not None else None
+        if check is None:
+            return self._completed(result, finish, None)
+        text = "".join(self._text)
+        defer = self._defer
+        if defer is None or len(text) <= INLINE_CHECK_CHARS:
+            return self._completed(result, finish, check(text))
+        # A long answer is checked elsewhere (jsonschema is pure Python): the request ends
+        # when the check comes back, unless something ended it meanwhile.
+        defer(lambda: check(text), lambda problem: self._checked(result, finish, problem))
+        return False
+
+    def _checked(self, result: TextResult | None, finish: str, problem: str | None) -> None:
+        if not self.lifecycle.terminal:
+            self._completed(result, finish, problem)
+            self.flush()
+
+    def _completed(self, result: TextResult | None, finish: str, problem: str | None) -> bool:
         if problem is not None:
             self.on_error(
                 NeutrinoError(

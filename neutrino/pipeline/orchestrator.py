@@ -121,6 +121,18 @@ async def _over_before_rendering(
     return await asyncio.to_thread(tokens_at_least, encode, "\n".join(texts), limit)
 
 
+def _on_a_thread(work: Callable[[], str | None], done: Callable[[str | None], None]) -> None:
+    """A Generation's Defer: ``work`` on a worker thread, ``done`` back on the loop."""
+
+    def finished(fut: asyncio.Future[str | None]) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        done(fut.result() if exc is None else f"the output could not be checked: {exc!r}"[:300])
+
+    asyncio.get_running_loop().run_in_executor(None, work).add_done_callback(finished)
+
+
 def _check_bias(bias: dict[int, float], vocab: int) -> None:
     """Every logit_bias id within the vocabulary, as vLLM and OpenAI require."""
     worst = max(bias)
@@ -275,6 +287,7 @@ class Orchestrator:
                 keep_logprobs=not req.stream,
                 validator=req.validator,
                 parser=parser,
+                defer=_on_a_thread,
             )
             gen.obs = obs
             if req.echo:

@@ -215,3 +215,34 @@ async def test_a_length_cut_inside_a_character_drops_its_logprobs_across_frames(
     assert (text, outcome.finish_reason, outcome.completion_tokens) == ("ok x", "length", 4)
     assert outcome.logprobs is not None
     assert b"".join(e.token_bytes for e in outcome.logprobs.entries()) == b"ok x"
+
+
+@pytest.mark.parametrize("inline_chars", [4096, 0])
+async def test_a_strict_formats_check_of_a_long_answer_runs_on_a_thread(
+    monkeypatch: pytest.MonkeyPatch, inline_chars: int
+) -> None:
+    """Past INLINE_CHECK_CHARS the strict check runs on a worker thread and the request
+    ends when it comes back: the same answers as checked at once, a valid one complete,
+    a broken one the format error."""
+    import neutrino.pipeline.generation as generation
+    from neutrino.frontends.http.parse import parse_chat
+
+    monkeypatch.setattr(generation, "INLINE_CHECK_CHARS", inline_chars)
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    fmt = {"type": "json_schema", "json_schema": {"name": "w", "schema": schema, "strict": True}}
+    broken_engine = Script.from_rules([{"match": "*", "reply": "Sunny.", "unguided": True}])
+    for script, broken in ((None, False), (broken_engine, True)):
+        orch, _ = make(script)
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "weather as JSON"}]}
+        req = parse_chat({**body, "max_tokens": 50, "response_format": fmt}, LimitsConfig())
+        gen = await orch.start(req)
+        if broken:
+            with pytest.raises(NeutrinoError) as info:
+                await collect(gen)
+            assert info.value.code == "response_format_violated"
+            assert gen.lifecycle.state is State.FAILED
+        else:
+            text, outcome = await collect(gen)
+            assert outcome.finish_reason == "stop" and "city" in text
+            assert gen.lifecycle.state is State.COMPLETE
+        assert orch.inflight == 0
