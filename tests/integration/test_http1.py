@@ -347,3 +347,19 @@ def test_every_tcp_listener_takes_the_configured_backlog(
         *addresses, f"127.0.0.1:{metrics}", config="[server]\nlisten_backlog = 777\n"
     )
     assert [_backlog(p) for p in (server.port, admin, metrics)] == [777] * 3
+
+
+def test_accepted_connections_keep_alive(h1: tuple[MockIE, NeutrinoProc]) -> None:
+    """TCP keepalive is set on the listener, once, and each accepted connection inherits
+    it (Linux): ``ss`` shows the server's side of a connection with a keepalive timer."""
+    port = h1[1].port
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        mine = client.getsockname()[1]
+        time.sleep(0.1)
+        out = subprocess.run(
+            ["ss", "-tnoH", "state", "established", f"( sport = :{port} and dport = :{mine} )"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    assert "timer:(keepalive" in out, out
