@@ -57,6 +57,10 @@ def is_num(v: Any) -> bool:
 
 T = TypeVar("T")
 
+# A request over this size that carries a JSON schema is checked on a worker thread
+# (jsonschema is pure Python: a 50 KB schema takes a few hundred milliseconds).
+SCHEMA_OFFLOAD_BYTES = 2048
+
 
 class _Refused:
     """A refusal handed back from a worker thread (see :func:`off_loop`)."""

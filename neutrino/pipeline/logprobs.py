@@ -15,6 +15,7 @@ entries a slice at a time when the answer is written.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,6 +133,11 @@ class LogprobColumns:
             keep = max(0, len(self.ids) - count)
             del self.ids[keep:], self.lps[keep:]
             del self.top_ids[keep * self.k :], self.top_lps[keep * self.k :]
+
+    def slices(self) -> Iterator[list[TokenLogprob]]:
+        """Every token's entry, SLICE_TOKENS at a time (a large answer's rendering)."""
+        for start in range(0, len(self.ids), SLICE_TOKENS):
+            yield self.entries(start, start + SLICE_TOKENS)
 
     def entries(self, start: int = 0, stop: int | None = None) -> list[TokenLogprob]:
         """Tokens ``start`` to ``stop`` as entries."""

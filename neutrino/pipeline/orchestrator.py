@@ -133,6 +133,11 @@ def _on_a_thread(work: Callable[[], str | None], done: Callable[[str | None], No
     asyncio.get_running_loop().run_in_executor(None, work).add_done_callback(finished)
 
 
+def _figures_per_token(req: GenerateRequest) -> int:
+    """What each token adds to a non-streamed answer: n * (1 + top_logprobs)."""
+    return req.n * (1 + (req.top_logprobs if req.logprobs else 0))
+
+
 def _check_bias(bias: dict[int, float], vocab: int) -> None:
     """Every logit_bias id within the vocabulary, as vLLM and OpenAI require."""
     worst = max(bias)
@@ -619,8 +624,8 @@ class Orchestrator:
         if max_tokens is None:
             max_tokens = room
             if not req.stream:  # within the answer's budget (_check_budget)
-                per_token = req.n * (1 + (req.top_logprobs if req.logprobs else 0))
-                max_tokens = max(1, min(room, self.cfg.limits.max_unstreamed_tokens // per_token))
+                budget = self.cfg.limits.max_unstreamed_tokens
+                max_tokens = max(1, min(room, budget // _figures_per_token(req)))
         elif not req.stream:
             self._check_budget(req, max_tokens)
         if max_tokens > room:
@@ -652,9 +657,10 @@ class Orchestrator:
     def _check_budget(self, req: GenerateRequest, max_tokens: int) -> None:
         """A non-streamed answer is built whole: n * max_tokens * (1 + top_logprobs)
         tokens and alternatives at most (a stream is paced by its client)."""
-        k = 1 + (req.top_logprobs if req.logprobs else 0)
-        cost, budget = req.n * max_tokens * k, self.cfg.limits.max_unstreamed_tokens
+        per_token = _figures_per_token(req)
+        cost, budget = max_tokens * per_token, self.cfg.limits.max_unstreamed_tokens
         if cost > budget:
+            k = per_token // req.n
             raise NeutrinoError(
                 ErrorKind.BAD_REQUEST,
                 f"a non-streamed answer of n * max_tokens * (1 + top_logprobs) = {req.n} * "

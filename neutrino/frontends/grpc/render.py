@@ -13,7 +13,7 @@ from typing import Any
 from neutrino.frontends.grpc.stubs import common_pb2, inference_pb2
 from neutrino.frontends.http.render import usage as http_usage
 from neutrino.pipeline.generation import Generation, Outcome
-from neutrino.pipeline.logprobs import SLICE_TOKENS, TokenLogprob, large
+from neutrino.pipeline.logprobs import TokenLogprob, large
 from neutrino.pipeline.modalities import ModelInfo
 from neutrino.pipeline.pull import Batch
 from neutrino.text.parsers import ToolCallDelta
@@ -160,10 +160,8 @@ def _pieces(gens: Sequence[Generation], results: Sequence[tuple[str, Outcome]]) 
         parts = [c.SerializeToString()]
         if columns is not None:
             lps = []
-            for start in range(0, len(columns), SLICE_TOKENS):
-                lps.append(
-                    logprobs(columns.entries(start, start + SLICE_TOKENS)).SerializeToString()
-                )
+            for batch in columns.slices():
+                lps.append(logprobs(batch).SerializeToString())
                 yield b""  # a slice's work done
             parts.append(_field(_LOGPROBS, b"".join(lps)))
         yield _field(_CHOICES, b"".join(parts))

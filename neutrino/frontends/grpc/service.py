@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 
 from neutrino.config import Config
 from neutrino.errors import ClientTooSlow, NeutrinoError
-from neutrino.frontends.common import off_loop
+from neutrino.frontends.common import SCHEMA_OFFLOAD_BYTES, off_loop
 from neutrino.frontends.grpc import convert, render
 from neutrino.frontends.grpc.calls import (
     Context,
@@ -66,7 +66,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
         limits = self.cfg.limits
         size = msg.ByteSize()
         schema = msg.HasField("structured_outputs") or msg.chat.HasField("response_format")
-        if size > limits.offload_bytes or (schema and size > 2048):  # on a worker thread
+        if size > limits.offload_bytes or (schema and size > SCHEMA_OFFLOAD_BYTES):  # off loop
             req = await off_loop(lambda: convert.to_request(msg, limits, stream=stream))
         else:
             req = convert.to_request(msg, limits, stream=stream)

@@ -14,7 +14,12 @@ from typing import Any
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import NeutrinoError
-from neutrino.frontends.common import client_request_id, off_loop, request_id_for
+from neutrino.frontends.common import (
+    SCHEMA_OFFLOAD_BYTES,
+    client_request_id,
+    off_loop,
+    request_id_for,
+)
 from neutrino.frontends.http import jsonbody
 from neutrino.frontends.http.exchange import GONE, Exchange, check_json_type
 from neutrino.frontends.http.sse import Body, SlowClient, SSEStream, openai_error_events
@@ -69,15 +74,13 @@ async def admit(
     return req
 
 
-# Fields whose JSON schema is checked with jsonschema, in pure Python: a 50 KB schema
-# takes a few hundred milliseconds.
+# Fields that carry a JSON schema (checked with jsonschema).
 _SCHEMA_FIELDS = (b'"json_schema"', b'"structured_outputs"', b'"guided_json"')
-_SMALL_SCHEMA_BYTES = 2048
 
 
 def _has_schema(raw: bytes) -> bool:
     """Whether a body may carry a JSON schema worth checking off the event loop."""
-    return len(raw) > _SMALL_SCHEMA_BYTES and any(f in raw for f in _SCHEMA_FIELDS)
+    return len(raw) > SCHEMA_OFFLOAD_BYTES and any(f in raw for f in _SCHEMA_FIELDS)
 
 
 async def run_all(

@@ -18,9 +18,7 @@ from typing import Any
 import orjson
 
 from neutrino.pipeline.logprobs import (
-    SLICE_TOKENS,
     LogprobColumns,
-    TokenLogprob,
     chat_entries,
 )
 
@@ -48,11 +46,6 @@ def pieces(skeleton: Any, deferred: list[Render]) -> Iterator[bytes]:
     yield rest
 
 
-def _slices(columns: LogprobColumns) -> Iterator[list[TokenLogprob]]:
-    for start in range(0, len(columns), SLICE_TOKENS):
-        yield columns.entries(start, start + SLICE_TOKENS)
-
-
 def json_list(items: Iterator[list[Any]]) -> Iterator[bytes]:
     """A JSON array written a slice of items at a time."""
     yield b"["
@@ -67,7 +60,7 @@ def json_list(items: Iterator[list[Any]]) -> Iterator[bytes]:
 
 def chat_entries_json(columns: LogprobColumns) -> Iterator[bytes]:
     """Chat's (and the Responses API's) per-token objects, as a JSON array."""
-    return json_list(chat_entries(batch) for batch in _slices(columns))
+    return json_list(chat_entries(batch) for batch in columns.slices())
 
 
 def chat_logprobs_json(columns: LogprobColumns) -> Iterator[bytes]:
@@ -85,7 +78,7 @@ def completion_logprobs_json(columns: LogprobColumns) -> Iterator[bytes]:
     tops: list[bytes] = []
     offsets: list[bytes] = []
     offset = 0
-    for batch in _slices(columns):
+    for batch in columns.slices():
         starts = []
         for e in batch:
             starts.append(offset)

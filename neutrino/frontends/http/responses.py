@@ -40,7 +40,7 @@ from neutrino.frontends.http.responses_store import ResponseStore, owner_of
 from neutrino.frontends.http.responses_stream import ResponseEvents, ResponsesWriter
 from neutrino.frontends.http.sse import SSEStream
 from neutrino.pipeline.generation import Generation, Outcome
-from neutrino.pipeline.logprobs import SLICE_TOKENS, chat_entries, large
+from neutrino.pipeline.logprobs import chat_entries, large
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.request import GenerateRequest
 
@@ -140,8 +140,8 @@ class ResponsesRoutes:
         assert columns is not None
         if self.store is not None and p.store:
             entries: list[dict[str, Any]] = []
-            for start in range(0, len(columns), SLICE_TOKENS):
-                entries += chat_entries(columns.entries(start, start + SLICE_TOKENS))
+            for batch in columns.slices():
+                entries += chat_entries(batch)
                 await asyncio.sleep(0)
             items = output_items(rid, text, outcome, entries)
             body = response_object(p.echo, rid, created, model, items, outcome)
