@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from mocks.mock_ie.events import read_events
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -98,15 +100,8 @@ class MockIE:
         return self
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
-        if not self.events_path.exists():
-            return []
-        out = []
-        for line in self.events_path.read_text().splitlines():
-            if line.strip():
-                ev = json.loads(line)
-                if kind is None or ev.get("event") == kind:
-                    out.append(ev)
-        return out
+        """Its complete events (a line still being written is not one yet)."""
+        return [e for e in read_events(self.events_path) if kind is None or e["event"] == kind]
 
     def wait_event(self, kind: str, count: int = 1, timeout: float = 5.0) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
