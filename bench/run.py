@@ -89,13 +89,14 @@ class Server:
         ready_url: str | None,
         port: int,
         cpus: set[int] = SERVER_CPU,
+        repo: Path = REPO,
     ) -> None:
         self.name = name
         self.port = port
         self.load_cpus = OTHER_CPUS  # where wrk runs when it drives this server
-        env = dict(os.environ, PYTHONPATH=str(REPO))
+        env = dict(os.environ, PYTHONPATH=str(repo))  # repo: another checkout's (a before)
         self.proc = subprocess.Popen(
-            argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            argv, cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         pin(self.proc.pid, cpus)
         try:
