@@ -5,9 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from neutrino.errors import ErrorKind, NeutrinoError
+
+
+def _shutting_down() -> NeutrinoError:
+    return NeutrinoError(ErrorKind.SHUTTING_DOWN, "the server is shutting down")
 
 
 class Admission:
@@ -16,6 +20,7 @@ class Admission:
         self._limit = limit
         self.inflight = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
+        self.closed = False  # a shutdown ended the queue: no slot is handed out any more
 
     @property
     def queued(self) -> int:
@@ -52,6 +57,30 @@ class Admission:
                 with contextlib.suppress(ValueError):
                     self._waiting.remove(fut)
             raise
+
+    async def enter(
+        self, timeout: float, on_queued: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        """Take a slot, waiting in the queue up to ``timeout`` seconds if need be;
+        ``on_queued`` is awaited first when the request has to wait."""
+        if self.closed:
+            raise _shutting_down()
+        if self.try_acquire():
+            return
+        if self.full:
+            raise NeutrinoError(ErrorKind.QUEUE_FULL, "the server is at capacity; retry later")
+        if on_queued is not None:
+            await on_queued()
+        try:
+            async with asyncio.timeout(timeout):
+                await self.acquire()
+        except TimeoutError:
+            raise NeutrinoError(
+                ErrorKind.TIMEOUT, "the request timed out waiting in the queue"
+            ) from None
+        if self.closed:  # handed a slot just before the shutdown ended the queue
+            self.release()
+            raise _shutting_down()
 
     def release(self) -> None:
         self.inflight -= 1

@@ -10,6 +10,7 @@ included), and turns the engine's answer into the shape every protocol renders
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from neutrino.audio.subtitles import Segment
 from neutrino.engine.messages import (
@@ -55,6 +56,22 @@ __all__ = [
 
 def wrong_shape() -> NeutrinoError:
     return NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered with the wrong shape")
+
+
+class ModalJob(Protocol):
+    """A modality request: Embed, Rerank, Transcribe ...
+    (its class name, lowercased, is its route label in metrics)."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def traceparent(self) -> str: ...
+
+    @property
+    def capability(self) -> Capability: ...
+
+    def build(self, text: ModelText, info: ModelInfo) -> tuple[ModalQuery, int]: ...
 
 
 @dataclass(frozen=True, slots=True)

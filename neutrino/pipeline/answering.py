@@ -1,0 +1,104 @@
+"""How a request's answer is made from its engine's tokens: the Generation of an admitted
+request, with its text stream (detokenizer and stops), logprobs, the answer's parser
+(reasoning and tool calls, by the model's family) and the strict format's check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from neutrino.pipeline.generation import Generation
+from neutrino.pipeline.logprobs import LogprobRecorder
+from neutrino.pipeline.models import ModelText
+from neutrino.pipeline.output import OutputParser
+from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.state import Lifecycle
+from neutrino.pipeline.text_stream import TextStream
+from neutrino.text.parsers import CallIds
+from neutrino.text.parsers.forced import ForcedToolParser
+from neutrino.text.tool_call_ids import alnum9_ids
+
+
+def opens_think(text: ModelText, prompt: list[int]) -> bool:
+    """Whether the rendered chat prompt ends inside a ``<think>`` block, so that the model's
+    output starts with reasoning. Templates decide it per request: DeepSeek-R1's ends its
+    generation prompt with ``<think>\\n`` but not after a tool result, DeepSeek-V3.1's
+    writes ``<think>`` only in thinking mode (``thinking`` true)."""
+    tail = text.tokenizer.decode(prompt[-8:], skip_special=False)
+    return tail.rstrip().endswith("<think>")
+
+
+def parser_for(req: GenerateRequest, text: ModelText, prompt: list[int]) -> OutputParser | None:
+    """Reasoning/tool-call splitting for a chat response, if the family has parsers."""
+    if req.kind != "chat":
+        return None
+    family = text.family
+    choice = req.tool_choice
+    tools = family.tool_parser if req.tools and choice.mode != "none" else None
+    forced: ForcedToolParser | None = None
+    id_prefix: CallIds = f"call_{req.request_id.rpartition('-')[2]}_"
+    if family.tool_call_ids == "alnum9":  # the template accepts only such ids
+        id_prefix = alnum9_ids(req.request_id)
+    if choice.forced:
+        forced = ForcedToolParser(tools=req.tools, id_prefix=id_prefix, name=choice.name)
+    if family.reasoning_parser is None and tools is None and forced is None:
+        return None
+    tokenizer = text.tokenizer
+    return OutputParser(
+        reasoning=family.reasoning_parser,
+        tools=tools,
+        offered_tools=req.tools,
+        reasoning_format=req.reasoning_format,
+        starts_in_reasoning=family.reasoning_parser is not None and opens_think(text, prompt),
+        id_prefix=id_prefix,
+        token_count=lambda s: len(tokenizer.encode(s)),
+        parallel_tool_calls=req.parallel_tool_calls,
+        forced=forced,
+    )
+
+
+def _on_a_thread(work: Callable[[], str | None], done: Callable[[str | None], None]) -> None:
+    """A Generation's Defer: ``work`` on a worker thread, ``done`` back on the loop."""
+
+    def finished(fut: asyncio.Future[str | None]) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        done(fut.result() if exc is None else f"the output could not be checked: {exc!r}"[:300])
+
+    asyncio.get_running_loop().run_in_executor(None, work).add_done_callback(finished)
+
+
+def generation(
+    req: GenerateRequest,
+    text: ModelText,
+    prompt: list[int],
+    lifecycle: Lifecycle,
+    on_done: Callable[[Generation], None],
+) -> Generation:
+    """The live generation of an admitted request: its text stream, logprobs, parser."""
+    parser = parser_for(req, text, prompt)
+    gen = Generation(
+        request_id=req.request_id,
+        model=req.model,
+        stream=TextStream(
+            text.tokenizer,
+            req.stop,
+            text.stop_token_ids,
+            req.include_stop_str_in_output,
+            skip_special=parser is None,
+            reported_ids=frozenset(req.stop_token_ids),
+        ),
+        prompt_tokens=len(prompt),
+        lifecycle=lifecycle,
+        on_done=on_done,
+        logprobs=LogprobRecorder(text.tokenizer, req.top_logprobs) if req.logprobs else None,
+        keep_logprobs=not req.stream,
+        validator=req.validator,
+        parser=parser,
+        defer=_on_a_thread,
+    )
+    if req.echo:
+        gen.echo = req.prompt if isinstance(req.prompt, str) else text.tokenizer.decode(prompt)
+    return gen

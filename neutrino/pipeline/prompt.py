@@ -1,0 +1,165 @@
+"""Prompt building: a generation request's template and tokens, within its model's context.
+
+A chat is rendered by the model's chat template and tokenized; a completion's text is
+tokenized (with the model's BOS), its token ids checked against the vocabulary. A prompt
+far over the context is refused from a lower bound of its tokens, counted on a worker
+thread, before the template or the tokenizer builds it whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from neutrino.engine.messages import Capability, ModelInfo
+from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.models import ModelText, ModelTexts
+from neutrino.pipeline.observe import Observed
+from neutrino.pipeline.request import GenerateRequest
+from neutrino.text.bounded import tokens_at_least
+from neutrino.text.chat_messages import images_for_template
+from neutrino.text.templates import TemplateError
+
+# A text longer than this many characters per token of the context is counted piece by
+# piece first (tokens_at_least): it is almost surely over, and then is refused without
+# its whole token list being built.
+_COUNT_FIRST_CHARS_PER_TOKEN = 8
+
+# Whose messages' text a template renders as it is (an assistant's may lose its reasoning).
+_VERBATIM_ROLES = frozenset({"user", "system", "developer", "tool"})
+
+
+def context_error(ctx: int, tokens: str, param: str) -> NeutrinoError:
+    return NeutrinoError(
+        ErrorKind.CONTEXT_LENGTH,
+        f"this model's maximum context length is {ctx} tokens; the prompt has {tokens} tokens",
+        param=param,
+    )
+
+
+def _encode_within(text: ModelText, s: str, ctx: int) -> list[int] | int:
+    """The prompt's ids, or, for a text far over the context, a lower bound of its token
+    count past the context, found without building its whole token list."""
+    if ctx and len(s) > _COUNT_FIRST_CHARS_PER_TOKEN * ctx:
+        over = tokens_at_least(text.tokenizer.encode, s, ctx - 1)
+        if over is not None:
+            return over
+    return text.tokenizer.encode_prompt(s)
+
+
+def _verbatim_texts(messages: Sequence[dict[str, Any]]) -> list[str]:
+    texts = []
+    for m in messages:
+        if m.get("role") in _VERBATIM_ROLES:
+            content = m.get("content")
+            if isinstance(content, str):
+                texts.append(content)
+            elif isinstance(content, list):
+                texts += [p["text"] for p in content if isinstance(p.get("text"), str)]
+    return texts
+
+
+async def _over_before_rendering(
+    messages: Sequence[dict[str, Any]], text: ModelText, ctx: int
+) -> int | None:
+    """For a chat whose texts are far over the context (as ``_encode_within`` judges a
+    text): a lower bound of its prompt's tokens past the context, counted on a worker
+    thread before the template renders it all (which holds the event loop: some 3 ms a
+    MB). None: it may fit, render it."""
+    if not ctx:
+        return None
+    texts = _verbatim_texts(messages)
+    if sum(map(len, texts)) <= _COUNT_FIRST_CHARS_PER_TOKEN * ctx:
+        return None
+    # Joined, the texts may merge a token or so at each seam where the template puts a
+    # role marker instead: a few tokens of slack each.
+    limit = ctx - 1 + 4 * len(texts)
+    encode = text.tokenizer.encode
+    return await asyncio.to_thread(tokens_at_least, encode, "\n".join(texts), limit)
+
+
+async def model_text(texts: ModelTexts, req: GenerateRequest, info: ModelInfo) -> ModelText:
+    """The served model's text layer (its template and tokenizer) for ``req``."""
+    if req.images and not info.can(Capability.VISION):
+        raise NeutrinoError(
+            ErrorKind.BAD_REQUEST,
+            f"the model {req.model!r} does not accept images",
+            param="messages",
+        )
+    text = texts.cached(req.model)
+    if text is None:
+        text = await asyncio.to_thread(texts.get, req.model)
+    return text
+
+
+class PromptBuilder:
+    """Token ids of a request's prompt; texts longer than ``offload_chars`` are tokenized
+    on a worker thread."""
+
+    __slots__ = ("offload_chars",)
+
+    def __init__(self, offload_chars: int) -> None:
+        self.offload_chars = offload_chars
+
+    async def ids(
+        self, req: GenerateRequest, text: ModelText, ctx: int, obs: Observed
+    ) -> list[int]:
+        obs.mark("parsed")
+        if req.kind == "chat":
+            return await self._chat(req, text, ctx, obs)
+        prompt = req.prompt
+        if isinstance(prompt, list):
+            vocab = text.tokenizer.vocab_size
+            if any(t >= vocab for t in prompt):
+                raise NeutrinoError(
+                    ErrorKind.BAD_REQUEST,
+                    f"prompt token ids must be below the vocabulary size {vocab}",
+                    param="prompt",
+                )
+            return list(prompt)
+        assert prompt is not None
+        obs.mark("templated")
+        ids = await self.encode(prompt, text, ctx, "prompt")
+        obs.mark("tokenized")
+        if text.bos_token_id is not None and (not ids or ids[0] != text.bos_token_id):
+            ids.insert(0, text.bos_token_id)
+        return ids
+
+    async def _chat(
+        self, req: GenerateRequest, text: ModelText, ctx: int, obs: Observed
+    ) -> list[int]:
+        assert req.messages is not None
+        messages = req.messages
+        over = await _over_before_rendering(messages, text, ctx)
+        if over is not None:
+            raise context_error(ctx, f"at least {over}", "messages")
+        if req.images:
+            messages = images_for_template(messages, text.family)
+        try:
+            rendered = text.template.render(
+                messages,
+                add_generation_prompt=req.add_generation_prompt,
+                tools=req.tools,
+                **req.template_kwargs,
+            )
+        except TemplateError as exc:
+            param = exc.param or "messages"
+            raise NeutrinoError(ErrorKind.BAD_REQUEST, str(exc), param=param) from None
+        obs.mark("templated")
+        ids = await self.encode(rendered, text, ctx, "messages")
+        obs.mark("tokenized")
+        return ids
+
+    async def encode(self, s: str, text: ModelText, ctx: int, param: str) -> list[int]:
+        if len(s) > self.offload_chars:
+            # The thread returns the refusal rather than raising it: an exception that
+            # crosses a future is held in a reference cycle (future, traceback, frames)
+            # with every local of those frames, the rendered prompt among them, until the
+            # garbage collector's next full pass.
+            ids = await asyncio.to_thread(_encode_within, text, s, ctx)
+        else:
+            ids = _encode_within(text, s, ctx)
+        if isinstance(ids, int):
+            raise context_error(ctx, f"at least {ids}", param)
+        return ids
