@@ -105,12 +105,16 @@ class NeutrinoError(Exception):
         *,
         param: str | None = None,
         code: str | None = None,
+        loc: tuple[str | int, ...] | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.param = param
         self.code = code if code is not None else kind.spec.code
+        # Where the bad field is in the client's request, as keys and indexes (see
+        # neutrino.pipeline.fields); None for an error that is not about one field.
+        self.loc = loc
         # The pipeline counted the request it ended (a front end counts the rest).
         self.counted = False
 
@@ -147,7 +151,9 @@ class NeutrinoError(Exception):
         the request (its parsed body, its messages) in a reference cycle with the keeper;
         that memory would wait for the garbage collector's next full pass.
         """
-        return NeutrinoError(self.kind, self.message, param=self.param, code=self.code)
+        return NeutrinoError(
+            self.kind, self.message, param=self.param, code=self.code, loc=self.loc
+        )
 
     def __repr__(self) -> str:
         return f"NeutrinoError({self.kind.name}, {self.message!r}, param={self.param!r})"

@@ -7,7 +7,7 @@ import asyncio
 import itertools
 import secrets
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from neutrino.errors import NeutrinoError
 
@@ -43,16 +43,6 @@ def request_id_for(prefix: str, client_id: str) -> str:
     """The id of a request: ``PREFIX-<the client's X-Request-Id>`` when it sent a valid
     one (as vLLM names it), else a new one."""
     return f"{prefix}-{client_id}" if client_id else new_id(prefix)
-
-
-def is_int(v: Any) -> bool:
-    """A JSON integer (a boolean is not one)."""
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def is_num(v: Any) -> bool:
-    """A JSON number (a boolean is not one)."""
-    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 T = TypeVar("T")

@@ -91,9 +91,11 @@ class KeyRing:
 
     # ------------------------------------------------------------------ callers
 
-    def _refuse(self, kind: ErrorKind, message: str, **kw: str) -> NeutrinoError:
+    def _refuse(
+        self, kind: ErrorKind, message: str, param: str | None = None, code: str | None = None
+    ) -> NeutrinoError:
         self._counters.auth_refused += 1
-        return NeutrinoError(kind, message, **kw)
+        return NeutrinoError(kind, message, param=param, code=code)
 
     def _lookup(self, key: str) -> Principal | None:
         want = digest(key)

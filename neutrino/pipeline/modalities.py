@@ -193,6 +193,7 @@ class Speak:
     voice: str
     speed: float = 1.0
     traceparent: str = ""
+    fmt: str = "wav"  # the audio's container the client asked for ("wav", "pcm")
     capability = Capability.SPEECH
 
     def build(self, assets: ModelText, info: ModelInfo) -> tuple[ModalQuery, int]:

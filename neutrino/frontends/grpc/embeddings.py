@@ -1,17 +1,15 @@
 """The ``neutrino.v1.Embeddings`` servicer: ``Embed`` and ``Rerank``.
 
-The gRPC twins of ``POST /v1/embeddings`` and ``POST /v1/rerank``: the same limits, the
-same checks in the same order and the same messages (params are the proto's field
-names, which are HTTP's), the same engine queries and token counts.
+The gRPC twins of ``POST /v1/embeddings`` and ``POST /v1/rerank``: a request message is
+translated into the same job, checked by the same rules (``pipeline/modal_rules.py``:
+the proto's field names are HTTP's), and gets the same engine query and token counts.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from neutrino.config import Config
-from neutrino.errors import bad_request
 from neutrino.frontends.common import new_id
 from neutrino.frontends.grpc.calls import (
     Context,
@@ -24,73 +22,35 @@ from neutrino.frontends.grpc.calls import (
 )
 from neutrino.frontends.grpc.modal import usage
 from neutrino.frontends.grpc.stubs import embeddings_pb2, embeddings_pb2_grpc
+from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS
 from neutrino.pipeline.modalities import Embed
 from neutrino.pipeline.modalities import Rerank as RerankJob
 from neutrino.pipeline.orchestrator import Orchestrator
 
-# ----------------------------------------------------------------------------- validation
+# ----------------------------------------------------------------------------- translation
 
 
-def _model(model: str) -> str:
-    if not model:
-        raise bad_request("model is required and must be a string", "model")
-    return model
+def _input(item: embeddings_pb2.EmbedInput) -> str | list[int]:
+    which = item.WhichOneof("input")
+    if which == "text":
+        return item.text
+    return list(item.tokens.ids) if which == "tokens" else []
 
 
-def embed_inputs(msg: embeddings_pb2.EmbedRequest) -> list[str | list[int]]:
-    """The inputs, each a non-empty text or non-empty token ids (raises BAD_REQUEST)."""
-    if not msg.input:
-        raise bad_request("input must not be empty", "input")
-    if len(msg.input) > MAX_INPUTS:
-        raise bad_request(f"input accepts at most {MAX_INPUTS} items", "input")
-    items: list[str | list[int]] = []
-    for i, item in enumerate(msg.input):
-        which = item.WhichOneof("input")
-        if which == "text":
-            if not item.text:
-                raise bad_request(f"input[{i}] is an empty string", "input")
-            items.append(item.text)
-        elif which == "tokens" and item.tokens.ids:
-            items.append(list(item.tokens.ids))
-        else:
-            raise bad_request(
-                f"input[{i}] must be a non-empty string or array of token ids", "input"
-            )
-    return items
+def embed_job(msg: embeddings_pb2.EmbedRequest, traceparent: str = "") -> Embed:
+    """The embed job of an EmbedRequest (its rules are the HTTP API's: modal_rules)."""
+    dims = msg.dimensions if msg.HasField("dimensions") else None
+    inputs = [_input(item) for item in msg.input[: MAX_INPUTS + 1]]
+    return rules.embed(msg.model, inputs, dims, traceparent)
 
 
-def dimensions(msg: embeddings_pb2.EmbedRequest) -> int | None:
-    if not msg.HasField("dimensions"):
-        return None
-    if msg.dimensions < 1:
-        raise bad_request("dimensions must be a positive integer", "dimensions")
-    return msg.dimensions
-
-
-@dataclass(frozen=True, slots=True)
-class Rerank:
-    model: str
-    query: str
-    documents: list[str]
-    top_n: int
-    return_documents: bool
-
-
-def rerank_request(msg: embeddings_pb2.RerankRequest) -> Rerank:
-    model = _model(msg.model)
-    if not msg.query:
-        raise bad_request("query must be a non-empty string", "query")
-    if not msg.documents:
-        raise bad_request("documents must be a non-empty array", "documents")
-    if len(msg.documents) > MAX_DOCUMENTS:
-        raise bad_request(f"at most {MAX_DOCUMENTS} documents are accepted", "documents")
-    docs = list(msg.documents)
-    top_n = msg.top_n if msg.HasField("top_n") else len(docs)
-    if top_n < 1:
-        raise bad_request("top_n must be a positive integer", "top_n")
-    return_documents = msg.return_documents if msg.HasField("return_documents") else True
-    return Rerank(model, msg.query, docs, top_n, return_documents)
+def rerank_job(msg: embeddings_pb2.RerankRequest, traceparent: str = "") -> tuple[RerankJob, bool]:
+    """The rerank job of a RerankRequest, and whether to return the documents."""
+    top_n = msg.top_n if msg.HasField("top_n") else None
+    docs = list(msg.documents[: MAX_DOCUMENTS + 1])
+    job = rules.rerank(msg.model, msg.query, docs, top_n, traceparent)
+    return job, msg.return_documents if msg.HasField("return_documents") else True
 
 
 # ----------------------------------------------------------------------------- the service
@@ -111,12 +71,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
         async def run() -> embeddings_pb2.EmbedResponse:
             received = time.monotonic_ns()
             principal = caller(context, self.orch.keys)
-            model = _model(request.model)
-            items = embed_inputs(request)
-            dims = dimensions(request)
-            traceparent = metadata(context, "traceparent")
-
-            job = Embed(model, items, dims, traceparent)
+            job = embed_job(request, metadata(context, "traceparent"))
             call = await self.orch.call(
                 job,
                 request_id=new_id("embd"),
@@ -128,7 +83,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
             rows = job.rows(await closing(context, call, call.result))
             return embeddings_pb2.EmbedResponse(
                 id=call.request_id,
-                model=model,
+                model=job.model,
                 created=call.created,
                 embeddings=[
                     embeddings_pb2.Embedding(index=i, values=row) for i, row in enumerate(rows)
@@ -144,10 +99,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
         async def run() -> embeddings_pb2.RerankResponse:
             received = time.monotonic_ns()
             principal = caller(context, self.orch.keys)
-            req = rerank_request(request)
-            traceparent = metadata(context, "traceparent")
-
-            job = RerankJob(req.model, req.query, req.documents, req.top_n, traceparent)
+            job, return_documents = rerank_job(request, metadata(context, "traceparent"))
             call = await self.orch.call(
                 job,
                 request_id=new_id("rerank"),
@@ -160,12 +112,12 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
             results = []
             for i, score in ranked:
                 r = embeddings_pb2.RerankResult(index=i, relevance_score=score)
-                if req.return_documents:
-                    r.document = req.documents[i]
+                if return_documents:
+                    r.document = job.documents[i]
                 results.append(r)
             return embeddings_pb2.RerankResponse(
                 id=call.request_id,
-                model=req.model,
+                model=job.model,
                 created=call.created,
                 results=results,
                 usage=usage(call),

@@ -8,7 +8,6 @@ same messages) before anything reaches an engine.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 
 from neutrino.config import Config
@@ -24,17 +23,12 @@ from neutrino.frontends.grpc.calls import (
     timeout_s,
 )
 from neutrino.frontends.grpc.stubs import vision_pb2, vision_pb2_grpc
+from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.images import MAX_IMAGE_BYTES, check_image
-from neutrino.pipeline.modalities import Detect, Image
+from neutrino.pipeline.modalities import Image
 from neutrino.pipeline.orchestrator import Orchestrator
 
 _OFFLOAD_BYTES = 256 * 1024  # check bigger images off the event loop
-
-
-def model(msg: vision_pb2.DetectRequest) -> str:
-    if not msg.model:
-        raise bad_request("model is required and must be a string", "model")
-    return msg.model
 
 
 def image(data: bytes) -> Image:
@@ -44,13 +38,8 @@ def image(data: bytes) -> Image:
     return check_image(data, "image")
 
 
-def threshold(msg: vision_pb2.DetectRequest) -> float:
-    if not msg.HasField("threshold"):
-        return 0.0
-    value = float(msg.threshold)
-    if math.isnan(value) or not 0 <= value <= 1:
-        raise bad_request("threshold must be a number between 0 and 1", "threshold")
-    return value
+def threshold(msg: vision_pb2.DetectRequest) -> float | None:
+    return float(msg.threshold) if msg.HasField("threshold") else None
 
 
 class VisionService(vision_pb2_grpc.VisionServicer):
@@ -68,16 +57,13 @@ class VisionService(vision_pb2_grpc.VisionServicer):
         async def run() -> vision_pb2.DetectResponse:
             received = time.monotonic_ns()
             principal = caller(context, self.orch.keys)
-            name = model(request)
+            name = rules.model_name(request.model)
             data = request.image
             if len(data) > _OFFLOAD_BYTES:
                 img = await asyncio.to_thread(image, data)
             else:
                 img = image(data)
-            score = threshold(request)
-            traceparent = metadata(context, "traceparent")
-
-            job = Detect(name, img, score, traceparent)
+            job = rules.detect(name, img, threshold(request), metadata(context, "traceparent"))
             call = await self.orch.call(
                 job,
                 request_id=new_id("det"),

@@ -30,9 +30,10 @@ from typing import Any
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import NeutrinoError, bad_request, unsupported
-from neutrino.frontends.common import is_int, is_num, new_id
+from neutrino.frontends.common import new_id
 from neutrino.frontends.http.parse import parse_chat
 from neutrino.frontends.params import Origin, Renames, renamed
+from neutrino.pipeline.fields import is_int, is_num
 from neutrino.pipeline.request import GenerateRequest
 
 MAX_TOOL_NAME = 128

@@ -21,7 +21,6 @@ from aiohttp import BodyPartReader, MultipartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from neutrino.audio.subtitles import (
-    language_code,
     language_name,
     to_srt,
     to_text,
@@ -32,21 +31,18 @@ from neutrino.audio.subtitles import (
 from neutrino.audio.wav import Audio, WavError, read_wav, wav_header
 from neutrino.config import Config
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request, unsupported
-from neutrino.frontends.common import is_num, new_id
+from neutrino.frontends.common import new_id
 from neutrino.frontends.http.exchange import json_response, read_json
 from neutrino.frontends.http.guard import caller, guarded, received_at
 from neutrino.frontends.http.sse import SlowClient, within
+from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.call import ModalCall
-from neutrino.pipeline.modalities import AudioTask, Speak, SpeechAudio, Transcribe, Transcript
+from neutrino.pipeline.modalities import AudioTask, Speak, SpeechAudio, Transcript
 from neutrino.pipeline.orchestrator import Orchestrator
 
 log = logging.getLogger("neutrino.http")
 
 TRANSCRIPT_FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
-SPEECH_FORMATS = ("wav", "pcm")
-OPENAI_SPEECH_FORMATS = ("mp3", "opus", "aac", "flac")  # OpenAI's, not served here
-MAX_SPEECH_CHARS = 4096
-MAX_VOICE_CHARS = 256
 _OFFLOAD_BYTES = 256 * 1024  # decode bigger uploads off the event loop
 _READ_CHUNK = 64 * 1024
 
@@ -195,17 +191,15 @@ def _add(form: Form, name: str, part: BodyPartReader, buf: bytearray) -> None:
     form.fields.setdefault(name, []).append(value)
 
 
-def _temperature(form: Form) -> float:
+def _temperature(form: Form) -> float | None:
+    """The form's temperature as a number (its range is the job's rule)."""
     raw = form.text("temperature")
     if raw is None or not raw.strip():
-        return 0.0
+        return None
     try:
-        value = float(raw)
+        return float(raw)
     except ValueError:
         raise bad_request("temperature must be a number", "temperature") from None
-    if not 0.0 <= value <= 1.0:  # also refuses NaN
-        raise bad_request("temperature must be between 0 and 1", "temperature")
-    return value
 
 
 def _response_format(form: Form) -> str:
@@ -233,51 +227,26 @@ def _decode_audio(data: bytes) -> Audio:
 # ----------------------------------------------------------------------------- speech input
 
 
-@dataclass(frozen=True, slots=True)
-class SpeechRequest:
-    model: str
-    text: str
-    voice: str
-    fmt: str
-    speed: float
-
-
-def parse_speech(body: Any) -> SpeechRequest:
+def speech_job(body: Any, traceparent: str = "") -> Speak:
+    """The job of an OpenAI speech body (its rules: modal_rules.speak); the JSON-only
+    parts are checked here: the ``{"id": ...}`` voice, ``stream_format``, ``instructions``."""
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise bad_request("model is required and must be a string", "model")
-    text = body.get("input")
-    if not isinstance(text, str):
-        raise bad_request("input is required and must be a string", "input")
-    if not text.strip():
-        raise bad_request("input must not be empty", "input")
-    if len(text) > MAX_SPEECH_CHARS:
-        raise bad_request(
-            f"input is {len(text)} characters long; at most {MAX_SPEECH_CHARS} are accepted",
-            "input",
-        )
     raw_voice = body.get("voice")
     voice = raw_voice.get("id") if isinstance(raw_voice, dict) else raw_voice
-    if not isinstance(voice, str) or not voice.strip() or len(voice) > MAX_VOICE_CHARS:
+    if not isinstance(voice, str):
         raise bad_request(
             "voice is required: a voice name such as 'alloy', or {'id': 'voice-id'}", "voice"
         )
     fmt = body.get("response_format", "wav")
-    if fmt not in SPEECH_FORMATS:
-        supported = "'wav' or 'pcm'"
-        if fmt in OPENAI_SPEECH_FORMATS:
-            raise unsupported(
-                f"response_format {fmt!r} is not supported by this server; use {supported}",
-                "response_format",
-            )
-        raise bad_request(f"response_format must be {supported}", "response_format")
-    speed = body.get("speed", 1.0)
-    if speed is None:
-        speed = 1.0
-    if not is_num(speed) or not 0.25 <= speed <= 4.0:
-        raise bad_request("speed must be a number between 0.25 and 4.0", "speed")
+    job = rules.speak(
+        body.get("model"),
+        body.get("input"),
+        voice,
+        "" if fmt is None else fmt,
+        body.get("speed"),
+        traceparent=traceparent,
+    )
     stream_format = body.get("stream_format")
     if stream_format not in (None, "audio"):
         if stream_format == "sse":
@@ -285,13 +254,13 @@ def parse_speech(body: Any) -> SpeechRequest:
         raise bad_request("stream_format must be 'audio'", "stream_format")
     instructions = body.get("instructions")
     if instructions is not None and (
-        not isinstance(instructions, str) or len(instructions) > MAX_SPEECH_CHARS
+        not isinstance(instructions, str) or len(instructions) > rules.MAX_SPEECH_CHARS
     ):
         raise bad_request(
-            f"instructions must be a string of at most {MAX_SPEECH_CHARS} characters",
+            f"instructions must be a string of at most {rules.MAX_SPEECH_CHARS} characters",
             "instructions",
         )
-    return SpeechRequest(model, text, voice, str(fmt), float(speed))
+    return job
 
 
 # ----------------------------------------------------------------------------- routes
@@ -322,20 +291,16 @@ class AudioRoutes:
     async def _audio(self, request: web.Request, task: AudioTask) -> web.StreamResponse:
         principal = caller(self.orch.keys, request)
         form = await read_form(request, self.cfg.limits.max_body_bytes)
-        model = form.text("model")
-        if not model:
-            raise bad_request("model is required", "model")
+        model = rules.model_name(form.text("model"), "model is required")
         fmt = _response_format(form)
-        temperature = _temperature(form)
-        language = ""
-        raw_language = form.text("language") if task is AudioTask.TRANSCRIBE else None
-        if raw_language:
-            code = language_code(raw_language)
-            if code is None:
-                raise bad_request(
-                    "language must be an ISO-639-1 code such as 'en' or 'fr'", "language"
-                )
-            language = code
+        job = rules.transcribe(
+            model,
+            task,
+            language=form.text("language"),
+            prompt=form.text("prompt") or "",
+            temperature=_temperature(form),
+            traceparent=request.headers.get("traceparent", ""),
+        )
         if (form.text("stream") or "").strip().lower() in ("true", "1"):
             raise unsupported("streaming transcription is not supported", "stream")
         for g in form.all("timestamp_granularities[]", "timestamp_granularities"):
@@ -356,16 +321,7 @@ class AudioRoutes:
             audio = await asyncio.to_thread(_decode_audio, data)
         else:
             audio = _decode_audio(data)
-        job = Transcribe(
-            model=model,
-            task=task,
-            pcm=audio.pcm,
-            sample_rate=audio.sample_rate,
-            language=language,
-            prompt=form.text("prompt") or "",
-            temperature=temperature,
-            traceparent=request.headers.get("traceparent", ""),
-        )
+        job = rules.with_audio(job, audio.pcm, audio.sample_rate)
         prefix = "trsc" if task is AudioTask.TRANSCRIBE else "trsl"
         call = await self.orch.call(
             job, received_ns=received_at(request), principal=principal, request_id=new_id(prefix)
@@ -374,7 +330,7 @@ class AudioRoutes:
             result = job.transcript(await call.result())
         finally:
             call.close()
-        return self._render(fmt, task, result, language, temperature)
+        return self._render(fmt, task, result, job.language, job.temperature)
 
     def _render(
         self,
@@ -412,15 +368,12 @@ class AudioRoutes:
     async def speech(self, request: web.Request) -> web.StreamResponse:
         principal = caller(self.orch.keys, request)
         body = await read_json(request, self.cfg.limits)
-        req = parse_speech(body)
-        traceparent = request.headers.get("traceparent", "")
-
-        job = Speak(req.model, req.text, req.voice, req.speed, traceparent)
+        job = speech_job(body, request.headers.get("traceparent", ""))
         call = await self.orch.call(
             job, received_ns=received_at(request), principal=principal, request_id=new_id("speech")
         )
         try:
-            return await self._stream_speech(request, call, req.fmt)
+            return await self._stream_speech(request, call, job.fmt)
         finally:
             call.close()
 

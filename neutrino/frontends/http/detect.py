@@ -13,8 +13,8 @@ from neutrino.errors import bad_request
 from neutrino.frontends.common import new_id
 from neutrino.frontends.http.exchange import json_response, read_json
 from neutrino.frontends.http.guard import caller, guarded, received_at
+from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.images import decode_image_url
-from neutrino.pipeline.modalities import Detect
 from neutrino.pipeline.orchestrator import Orchestrator
 
 
@@ -35,25 +35,15 @@ class DetectRoutes:
         body = await read_json(request, self.cfg.limits)
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
-        model = body.get("model")
-        if not isinstance(model, str) or not model:
-            raise bad_request("model is required and must be a string", "model")
+        model = rules.model_name(body.get("model"))
         url = body.get("image")
         if isinstance(url, dict):
             url = url.get("url")
         if not isinstance(url, str):
             raise bad_request("image must be a data URI", "image")
         image = decode_image_url(url, "image")
-        threshold = body.get("threshold", 0.0)
-        if (
-            isinstance(threshold, bool)
-            or not isinstance(threshold, int | float)
-            or not (0 <= threshold <= 1)
-        ):
-            raise bad_request("threshold must be a number between 0 and 1", "threshold")
         traceparent = request.headers.get("traceparent", "")
-
-        job = Detect(model, image, float(threshold), traceparent)
+        job = rules.detect(model, image, body.get("threshold"), traceparent)
         rid = new_id("det")
         call = await self.orch.call(
             job, received_ns=received_at(request), principal=principal, request_id=rid

@@ -11,48 +11,68 @@ from aiohttp import web
 
 from neutrino.config import Config
 from neutrino.errors import bad_request
-from neutrino.frontends.common import is_int, new_id
+from neutrino.frontends.common import new_id
 from neutrino.frontends.http.exchange import json_response, read_json
 from neutrino.frontends.http.guard import caller, guarded, received_at
-from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS
+from neutrino.pipeline import modal_rules as rules
+from neutrino.pipeline.fields import is_int
+from neutrino.pipeline.inputs import MAX_DOCUMENTS
 from neutrino.pipeline.modalities import Embed, Rerank
 from neutrino.pipeline.orchestrator import Orchestrator
 
 
-def _model(body: Any) -> str:
+def _body(body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise bad_request("model is required and must be a string", "model")
-    return model
+    return body
 
 
-def _inputs(raw: Any) -> list[str | list[int]]:
-    """OpenAI's ``input``: a string, strings, a token array, or token arrays."""
+def _inputs(raw: Any) -> list[Any]:
+    """OpenAI's ``input``: a string, strings, a token array, or token arrays (each item is
+    checked by the embed job's rules)."""
     if isinstance(raw, str):
-        items: list[Any] = [raw]
-    elif isinstance(raw, list) and raw and all(is_int(t) for t in raw):
-        items = [raw]
-    elif isinstance(raw, list):
-        items = raw
-    else:
-        raise bad_request("input must be a string, an array of strings or token arrays", "input")
-    if not items:
-        raise bad_request("input must not be empty", "input")
-    if len(items) > MAX_INPUTS:
-        raise bad_request(f"input accepts at most {MAX_INPUTS} items", "input")
-    for i, item in enumerate(items):
-        if isinstance(item, str):
-            if not item:
-                raise bad_request(f"input[{i}] is an empty string", "input")
-        elif isinstance(item, list) and item and all(is_int(t) and t >= 0 for t in item):
-            continue
-        else:
-            raise bad_request(
-                f"input[{i}] must be a non-empty string or array of token ids", "input"
-            )
-    return items
+        return [raw]
+    if isinstance(raw, list) and raw and all(is_int(t) for t in raw):
+        return [raw]
+    if isinstance(raw, list):
+        return raw
+    raise bad_request("input must be a string, an array of strings or token arrays", "input")
+
+
+def _documents(raw: Any) -> list[str]:
+    """The Cohere/Jina ``documents``: strings or ``{"text": ...}`` objects."""
+    if not isinstance(raw, list):
+        return []  # the rerank job's rules refuse it
+    docs: list[str] = []
+    for i, d in enumerate(raw[: MAX_DOCUMENTS + 1]):
+        text = d.get("text") if isinstance(d, dict) else d
+        if not isinstance(text, str):
+            raise bad_request(f"documents[{i}] must be a string or {{'text': ...}}", "documents")
+        docs.append(text)
+    return docs
+
+
+def embed_job(body: Any, traceparent: str = "") -> tuple[Embed, str]:
+    """The embed job of an OpenAI embeddings body, and its ``encoding_format``."""
+    body = _body(body)
+    job = rules.embed(
+        body.get("model"), _inputs(body.get("input")), body.get("dimensions"), traceparent
+    )
+    fmt = body.get("encoding_format", "float")
+    if fmt not in ("float", "base64"):
+        raise bad_request("encoding_format must be 'float' or 'base64'", "encoding_format")
+    return job, fmt
+
+
+def rerank_job(body: Any, traceparent: str = "") -> tuple[Rerank, bool]:
+    """The rerank job of a Cohere/Jina rerank body, and whether to return the documents."""
+    body = _body(body)
+    docs = _documents(body.get("documents"))
+    job = rules.rerank(body.get("model"), body.get("query"), docs, body.get("top_n"), traceparent)
+    return_documents = body.get("return_documents", True)
+    if not isinstance(return_documents, bool):
+        raise bad_request("return_documents must be a boolean", "return_documents")
+    return job, return_documents
 
 
 class EmbeddingRoutes:
@@ -71,17 +91,8 @@ class EmbeddingRoutes:
 
     async def embeddings(self, request: web.Request) -> web.StreamResponse:
         principal = caller(self.orch.keys, request)
-        body = await read_json(request, self.cfg.limits)
-        model = _model(body)
-        items = _inputs(body.get("input"))
-        fmt = body.get("encoding_format", "float")
-        if fmt not in ("float", "base64"):
-            raise bad_request("encoding_format must be 'float' or 'base64'", "encoding_format")
-        dims = body.get("dimensions")
-        if dims is not None and (not is_int(dims) or dims < 1):
-            raise bad_request("dimensions must be a positive integer", "dimensions")
-
-        job = Embed(model, items, dims, request.headers.get("traceparent", ""))
+        traceparent = request.headers.get("traceparent", "")
+        job, fmt = embed_job(await read_json(request, self.cfg.limits), traceparent)
         call = await self.orch.call(
             job, received_ns=received_at(request), principal=principal, request_id=new_id("embd")
         )
@@ -100,39 +111,15 @@ class EmbeddingRoutes:
             {
                 "object": "list",
                 "data": data,
-                "model": model,
+                "model": job.model,
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             }
         )
 
     async def rerank(self, request: web.Request) -> web.StreamResponse:
         principal = caller(self.orch.keys, request)
-        body = await read_json(request, self.cfg.limits)
-        model = _model(body)
-        query = body.get("query")
-        if not isinstance(query, str) or not query:
-            raise bad_request("query must be a non-empty string", "query")
-        raw_docs = body.get("documents")
-        if not isinstance(raw_docs, list) or not raw_docs:
-            raise bad_request("documents must be a non-empty array", "documents")
-        if len(raw_docs) > MAX_DOCUMENTS:
-            raise bad_request(f"at most {MAX_DOCUMENTS} documents are accepted", "documents")
-        docs: list[str] = []
-        for i, d in enumerate(raw_docs):
-            text = d.get("text") if isinstance(d, dict) else d
-            if not isinstance(text, str):
-                raise bad_request(
-                    f"documents[{i}] must be a string or {{'text': ...}}", "documents"
-                )
-            docs.append(text)
-        top_n = body.get("top_n", len(docs))
-        if not is_int(top_n) or top_n < 1:
-            raise bad_request("top_n must be a positive integer", "top_n")
-        return_documents = body.get("return_documents", True)
-        if not isinstance(return_documents, bool):
-            raise bad_request("return_documents must be a boolean", "return_documents")
-
-        job = Rerank(model, query, docs, top_n, request.headers.get("traceparent", ""))
+        traceparent = request.headers.get("traceparent", "")
+        job, return_documents = rerank_job(await read_json(request, self.cfg.limits), traceparent)
         rid = new_id("rerank")
         call = await self.orch.call(
             job, received_ns=received_at(request), principal=principal, request_id=rid
@@ -145,12 +132,12 @@ class EmbeddingRoutes:
         for i, score in ranked:
             item: dict[str, Any] = {"index": i, "relevance_score": score}
             if return_documents:
-                item["document"] = {"text": docs[i]}
+                item["document"] = {"text": job.documents[i]}
             results.append(item)
         return json_response(
             {
                 "id": rid,
-                "model": model,
+                "model": job.model,
                 "usage": {"total_tokens": call.prompt_tokens},
                 "results": results,
             }

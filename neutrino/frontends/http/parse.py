@@ -17,7 +17,8 @@ from typing import Any
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import bad_request, unsupported
-from neutrino.frontends.common import is_int, is_num, new_id
+from neutrino.frontends.common import new_id
+from neutrino.pipeline.fields import is_int, is_num
 from neutrino.pipeline.images import MAX_IMAGES, Image, decode_image_url
 from neutrino.pipeline.request import GenerateRequest, ToolChoice, check_stops, tool_guided
 from neutrino.pipeline.structured import (

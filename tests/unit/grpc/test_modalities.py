@@ -30,6 +30,7 @@ from neutrino.errors import NeutrinoError
 from neutrino.frontends.grpc import audio, calls, embeddings, vision
 from neutrino.frontends.http import audio as http_audio
 from neutrino.frontends.http import embeddings as http_embeddings
+from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.history import History
 from neutrino.pipeline.models import ModelTexts
 from neutrino.pipeline.orchestrator import Orchestrator
@@ -84,17 +85,8 @@ def message(fn: Any, *args: Any) -> tuple[str, str | None]:
 
 
 # ----------------------------------------------------------------------------- parity with HTTP
-
-
-def test_limits_are_http_limits() -> None:
-    # Both modules import these two from neutrino.pipeline.inputs without re-exporting
-    # them, so they are read from each module's namespace.
-    for name in ("MAX_INPUTS", "MAX_DOCUMENTS"):
-        assert vars(embeddings)[name] == vars(http_embeddings)[name], name
-    assert audio.MAX_SPEECH_CHARS == http_audio.MAX_SPEECH_CHARS
-    assert audio.MAX_VOICE_CHARS == http_audio.MAX_VOICE_CHARS
-    assert audio.SPEECH_FORMATS == http_audio.SPEECH_FORMATS
-    assert audio.OPENAI_SPEECH_FORMATS == http_audio.OPENAI_SPEECH_FORMATS
+# Both front ends translate into the jobs of pipeline/modal_rules.py, whose rules exist
+# once; these tests hold each protocol's translation to the same messages and params.
 
 
 @pytest.mark.parametrize(
@@ -109,33 +101,49 @@ def test_limits_are_http_limits() -> None:
 )
 def test_embed_input_errors_are_http_errors(grpc_input: Any, http_input: Any) -> None:
     msg = embeddings_pb2.EmbedRequest(model="m", input=grpc_input)
-    assert message(embeddings.embed_inputs, msg) == message(http_embeddings._inputs, http_input)
+    http = message(http_embeddings.embed_job, {"model": "m", "input": http_input})
+    assert message(embeddings.embed_job, msg) == http
+    assert http[1] == "input"
 
 
 def test_embed_inputs_and_dimensions() -> None:
     ids = embeddings_pb2.EmbedInput(tokens=embeddings_pb2.TokenIds(ids=[1, 2]))
     msg = embeddings_pb2.EmbedRequest(model="m", input=[*text_inputs("hi"), ids])
-    assert embeddings.embed_inputs(msg) == ["hi", [1, 2]]
-    assert embeddings.dimensions(msg) is None
-    assert embeddings.dimensions(embeddings_pb2.EmbedRequest(dimensions=8)) == 8
+    job = embeddings.embed_job(msg)
+    assert (job.inputs, job.dimensions) == (["hi", [1, 2]], None)
+    msg = embeddings_pb2.EmbedRequest(model="m", input=text_inputs("hi"), dimensions=8)
+    assert embeddings.embed_job(msg).dimensions == 8
     for bad in (0, -3):
-        assert message(embeddings.dimensions, embeddings_pb2.EmbedRequest(dimensions=bad)) == (
+        msg = embeddings_pb2.EmbedRequest(model="m", input=text_inputs("hi"), dimensions=bad)
+        body = {"model": "m", "input": "hi", "dimensions": bad}
+        assert message(embeddings.embed_job, msg) == message(http_embeddings.embed_job, body)
+        assert message(embeddings.embed_job, msg) == (
             "dimensions must be a positive integer",
             "dimensions",
         )
 
 
 def test_rerank_defaults() -> None:
-    req = embeddings.rerank_request(
+    job, docs_back = embeddings.rerank_job(
         embeddings_pb2.RerankRequest(model="m", query="q", documents=["a", "", "c"])
     )
-    assert (req.top_n, req.return_documents, req.documents) == (3, True, ["a", "", "c"])
-    req = embeddings.rerank_request(
+    assert (job.top_n, docs_back, job.documents) == (3, True, ["a", "", "c"])
+    job, docs_back = embeddings.rerank_job(
         embeddings_pb2.RerankRequest(
             model="m", query="q", documents=["a"], top_n=9, return_documents=False
         )
     )
-    assert (req.top_n, req.return_documents) == (9, False)
+    assert (job.top_n, docs_back) == (9, False)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"model": ""}, {"query": ""}, {"documents": []}, {"documents": ["d"] * 1001}, {"top_n": 0}],
+)
+def test_rerank_errors_are_http_errors(changes: dict[str, Any]) -> None:
+    body: dict[str, Any] = {"model": "m", "query": "q", "documents": ["a", "b"]} | changes
+    http = message(http_embeddings.rerank_job, body)
+    assert message(embeddings.rerank_job, embeddings_pb2.RerankRequest(**body)) == http
 
 
 @pytest.mark.parametrize(
@@ -158,33 +166,32 @@ def test_speech_errors_are_http_errors(changes: dict[str, Any], param: str) -> N
     names = {"input": "text", "response_format": "format"}  # the proto's names for them
     msg = audio_pb2.SpeechRequest(**{names.get(k, k): v for k, v in body.items()})
     with pytest.raises(NeutrinoError) as http_err:
-        http_audio.parse_speech(body)
+        http_audio.speech_job(body)
     with pytest.raises(NeutrinoError) as grpc_err:
-        audio.speech_request(msg)
+        audio.speech_job(msg)
     assert http_err.value.kind is grpc_err.value.kind
+    assert http_err.value.param == param
     assert grpc_err.value.param == names.get(param, param)
     want = http_err.value.message
     for old, new in names.items():
         want = want.replace(old, new)
-    if param == "voice":
-        want = want.partition(", or {")[0]  # the JSON-only {'id': ...} form
     assert grpc_err.value.message == want
 
 
 def test_speech_defaults() -> None:
-    req = audio.speech_request(audio_pb2.SpeechRequest(model="m", text="Hi", voice="v"))
-    assert (req.fmt, req.speed) == ("wav", 1.0)
+    job = audio.speech_job(audio_pb2.SpeechRequest(model="m", text="Hi", voice="v"))
+    assert (job.fmt, job.speed) == ("wav", 1.0)
 
 
 def test_transcription_fields() -> None:
     task = AudioTask
     msg = audio_pb2.TranscriptionRequest(model="m", language="French", temperature=0.5)
-    assert audio.transcription_request(msg, task.TRANSCRIBE).language == "fr"
-    assert audio.transcription_request(msg, task.TRANSLATE).language == ""  # ignored
+    assert audio.transcription_job(msg, task.TRANSCRIBE).language == "fr"
+    assert audio.transcription_job(msg, task.TRANSLATE).language == ""  # ignored
     bad = audio_pb2.TranscriptionRequest(model="m", language="not a language")
-    assert message(audio.transcription_request, bad, task.TRANSCRIBE)[1] == "language"
+    assert message(audio.transcription_job, bad, task.TRANSCRIBE)[1] == "language"
     hot = audio_pb2.TranscriptionRequest(model="m", temperature=float("nan"))
-    assert message(audio.transcription_request, hot, task.TRANSCRIBE) == (
+    assert message(audio.transcription_job, hot, task.TRANSCRIBE) == (
         "temperature must be between 0 and 1",
         "temperature",
     )
@@ -193,14 +200,16 @@ def test_transcription_fields() -> None:
 
 
 def test_detect_fields() -> None:
-    assert vision.threshold(vision_pb2.DetectRequest()) == 0.0
+    image = vision.image(png((5, 7)))
+    assert image.width == 5
+    assert rules.detect("m", image, vision.threshold(vision_pb2.DetectRequest())).threshold == 0.0
     for bad in (-0.1, 1.5, float("nan")):
-        assert message(vision.threshold, vision_pb2.DetectRequest(threshold=bad)) == (
+        score = vision.threshold(vision_pb2.DetectRequest(threshold=bad))
+        assert message(rules.detect, "m", image, score) == (
             "threshold must be a number between 0 and 1",
             "threshold",
         )
     assert message(vision.image, b"") == ("the image is empty", "image")
-    assert vision.image(png((5, 7))).width == 5
 
 
 def test_deadline_is_the_timeout() -> None:
