@@ -581,6 +581,7 @@ def main() -> None:
     )
     p.add_argument("--real-tokens", type=int, default=128, help="tokens per real-engine request")
     p.add_argument("--no-loop-hold", action="store_true", help="skip the loop-hold table")
+    p.add_argument("--no-decode", action="store_true", help="skip the typed-request section")
     p.add_argument(
         "--loop-hold-before",
         type=Path,
@@ -590,6 +591,12 @@ def main() -> None:
     args = p.parse_args()
     report = asyncio.run(main_async(args))
     print_report(report, args)
+    if not args.no_decode:
+        from bench.decode import measure as measure_decode
+        from bench.decode import print_decode
+
+        report["decode"] = measure_decode()
+        print_decode(report["decode"])
     if not args.no_real:
         from bench.real_engine import Workload, measure, print_real
 

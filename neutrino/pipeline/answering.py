@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from neutrino.pipeline.chat import template_tools
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.logprobs import LogprobRecorder
 from neutrino.pipeline.models import ModelText
 from neutrino.pipeline.output import OutputParser
-from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.request import GenerateRequest, TextPrompt
 from neutrino.pipeline.state import Lifecycle
 from neutrino.pipeline.text_stream import TextStream
 from neutrino.text.parsers import CallIds
@@ -34,26 +35,27 @@ def parser_for(req: GenerateRequest, text: ModelText, prompt: list[int]) -> Outp
     if req.kind != "chat":
         return None
     family = text.family
-    choice = req.tool_choice
-    tools = family.tool_parser if req.tools and choice.mode != "none" else None
+    choice = req.tools.choice
+    offered = template_tools(req.tools.tools)
+    tools = family.tool_parser if offered and choice.mode != "none" else None
     forced: ForcedToolParser | None = None
     id_prefix: CallIds = f"call_{req.request_id.rpartition('-')[2]}_"
     if family.tool_call_ids == "alnum9":  # the template accepts only such ids
         id_prefix = alnum9_ids(req.request_id)
     if choice.forced:
-        forced = ForcedToolParser(tools=req.tools, id_prefix=id_prefix, name=choice.name)
+        forced = ForcedToolParser(tools=offered, id_prefix=id_prefix, name=choice.name)
     if family.reasoning_parser is None and tools is None and forced is None:
         return None
     tokenizer = text.tokenizer
     return OutputParser(
         reasoning=family.reasoning_parser,
         tools=tools,
-        offered_tools=req.tools,
-        reasoning_format=req.reasoning_format,
+        offered_tools=offered,
+        reasoning_format=req.output.reasoning_format,
         starts_in_reasoning=family.reasoning_parser is not None and opens_think(text, prompt),
         id_prefix=id_prefix,
         token_count=lambda s: len(tokenizer.encode(s)),
-        parallel_tool_calls=req.parallel_tool_calls,
+        parallel_tool_calls=req.tools.parallel,
         forced=forced,
     )
 
@@ -79,26 +81,29 @@ def generation(
 ) -> Generation:
     """The live generation of an admitted request: its text stream, logprobs, parser."""
     parser = parser_for(req, text, prompt)
+    sampling = req.sampling
+    logprobs = LogprobRecorder(text.tokenizer, sampling.top_logprobs) if sampling.logprobs else None
     gen = Generation(
         request_id=req.request_id,
         model=req.model,
         stream=TextStream(
             text.tokenizer,
-            req.stop,
+            list(req.stops.strings),
             text.stop_token_ids,
-            req.include_stop_str_in_output,
+            req.stops.include_in_output,
             skip_special=parser is None,
-            reported_ids=frozenset(req.stop_token_ids),
+            reported_ids=frozenset(req.stops.token_ids),
         ),
         prompt_tokens=len(prompt),
         lifecycle=lifecycle,
         on_done=on_done,
-        logprobs=LogprobRecorder(text.tokenizer, req.top_logprobs) if req.logprobs else None,
+        logprobs=logprobs,
         keep_logprobs=not req.stream,
-        validator=req.validator,
+        validator=req.output.validator,
         parser=parser,
         defer=_on_a_thread,
     )
-    if req.echo:
-        gen.echo = req.prompt if isinstance(req.prompt, str) else text.tokenizer.decode(prompt)
+    if isinstance(req.prompt, TextPrompt) and req.prompt.echo:
+        echo = req.prompt.text
+        gen.echo = echo if echo is not None else text.tokenizer.decode(prompt)
     return gen

@@ -7,6 +7,8 @@ own output limit, the non-streamed answer's budget (``[limits] max_unstreamed_to
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from neutrino.config import LimitsConfig
 from neutrino.engine.messages import ModelInfo, Sampling
 from neutrino.errors import ErrorKind, NeutrinoError
@@ -17,10 +19,11 @@ from neutrino.pipeline.request import GenerateRequest
 
 def figures_per_token(req: GenerateRequest) -> int:
     """What each token adds to a non-streamed answer: n * (1 + top_logprobs)."""
-    return req.n * (1 + (req.top_logprobs if req.logprobs else 0))
+    s = req.sampling
+    return req.n * (1 + (s.top_logprobs if s.logprobs else 0))
 
 
-def _check_bias(bias: dict[int, float], vocab: int) -> None:
+def _check_bias(bias: Mapping[int, float], vocab: int) -> None:
     """Every logit_bias id within the vocabulary, as vLLM and OpenAI require."""
     worst = max(bias)
     if worst >= vocab:
@@ -51,7 +54,7 @@ def _check_budget(req: GenerateRequest, max_tokens: int, limits: LimitsConfig) -
 def _max_tokens(req: GenerateRequest, room: int, limits: LimitsConfig) -> int:
     """The request's max_tokens, or for one without it all the room left (a non-streamed
     answer's within its budget)."""
-    max_tokens = req.max_tokens
+    max_tokens = req.sampling.max_tokens
     if max_tokens is None:
         if req.stream:
             return room
@@ -74,8 +77,9 @@ def sampling(
     room = ctx - n_prompt if ctx else 1 << 31
     if info.max_output_tokens:
         room = min(room, info.max_output_tokens)
-    if req.logit_bias:
-        _check_bias(req.logit_bias, text.tokenizer.vocab_size)
+    s = req.sampling
+    if s.logit_bias:
+        _check_bias(s.logit_bias, text.tokenizer.vocab_size)
     max_tokens = _max_tokens(req, room, limits)
     if max_tokens > room:
         raise NeutrinoError(
@@ -84,21 +88,21 @@ def sampling(
             f"{n_prompt} tokens and {max_tokens} were requested for the completion",
             param="max_tokens",
         )
-    stop_ids = [] if req.ignore_eos else sorted(text.stop_token_ids)
-    stop_ids += [t for t in req.stop_token_ids if t not in text.stop_token_ids]
+    stop_ids = [] if s.ignore_eos else sorted(text.stop_token_ids)
+    stop_ids += [t for t in req.stops.token_ids if t not in text.stop_token_ids]
     return Sampling(
         max_tokens=max_tokens,
-        temperature=req.temperature,
-        top_p=req.top_p,
-        top_k=req.top_k,
-        min_p=req.min_p,
-        seed=req.seed,
+        temperature=s.temperature,
+        top_p=s.top_p,
+        top_k=s.top_k,
+        min_p=s.min_p,
+        seed=s.seed,
         stop_token_ids=stop_ids,
-        presence_penalty=req.presence_penalty,
-        frequency_penalty=req.frequency_penalty,
-        repetition_penalty=req.repetition_penalty,
-        ignore_eos=req.ignore_eos,
-        min_tokens=req.min_tokens,
-        logprobs=req.logprobs,
-        top_logprobs=req.top_logprobs,
+        presence_penalty=s.presence_penalty,
+        frequency_penalty=s.frequency_penalty,
+        repetition_penalty=s.repetition_penalty,
+        ignore_eos=s.ignore_eos,
+        min_tokens=s.min_tokens,
+        logprobs=s.logprobs,
+        top_logprobs=s.top_logprobs,
     )

@@ -43,14 +43,14 @@ def _request_attrs(req: GenerateRequest) -> dict[str, AttrValue]:
     """A generation's span attributes known when it starts (GenAI conventions)."""
     attrs: dict[str, AttrValue] = {
         "gen_ai.operation.name": _OPERATIONS[req.kind],
-        "gen_ai.request.temperature": req.temperature,
-        "gen_ai.request.top_p": req.top_p,
+        "gen_ai.request.temperature": req.sampling.temperature,
+        "gen_ai.request.top_p": req.sampling.top_p,
         "neutrino.request_id": req.request_id,
     }
-    if req.max_tokens is not None:
-        attrs["gen_ai.request.max_tokens"] = req.max_tokens
-    if req.seed is not None:
-        attrs["gen_ai.request.seed"] = req.seed
+    if req.sampling.max_tokens is not None:
+        attrs["gen_ai.request.max_tokens"] = req.sampling.max_tokens
+    if req.sampling.seed is not None:
+        attrs["gen_ai.request.seed"] = req.sampling.seed
     return attrs
 
 
@@ -121,18 +121,19 @@ class Orchestrator:
         """
         lifecycle = Lifecycle()
         admitted = counted = False  # holds an engine slot; its key counts it in flight
-        route = req.route or req.kind
+        origin = req.origin
+        route = origin.route or req.kind
         obs, traceparent = self._begin(
-            lifecycle, req.protocol, route, req.received_ns, req.model, _OPERATIONS[req.kind],
-            req.traceparent,
+            lifecycle, origin.protocol, route, origin.received_ns, req.model, _OPERATIONS[req.kind],
+            origin.traceparent,
             lambda: _request_attrs(req),
         )  # fmt: skip
         try:
             if self.draining:
                 raise _shutting_down()
-            self.keys.admit(req.principal, req.model, req.n)
+            self.keys.admit(origin.principal, req.model, req.n)
             counted = True
-            timeout = req.timeout_s or self.cfg.limits.request_timeout_s
+            timeout = origin.timeout_s or self.cfg.limits.request_timeout_s
             deadline = time.monotonic() + timeout
             text, prompt, query = await self._prepare(req, timeout, traceparent, obs)
             lifecycle.advance(State.QUEUED)
@@ -143,12 +144,12 @@ class Orchestrator:
             lifecycle.advance(State.PROCESSING)
             gen = generation(req, text, prompt, lifecycle, self.endings.done)
             gen.obs = obs
-            submission = self._submit(query, gen, req.principal)
+            submission = self._submit(query, gen, origin.principal)
             gen.attach(submission, max(0.001, deadline - time.monotonic()), self.deadlines)
             return gen
         except BaseException as exc:  # (no local may hold the error: see Endings.abort)
             raise self.endings.abort(
-                req.request_id, req.model, lifecycle, admitted, exc, req.principal, counted, obs
+                req.request_id, req.model, lifecycle, admitted, exc, origin.principal, counted, obs
             ) from None
 
     def _begin(
@@ -185,7 +186,7 @@ class Orchestrator:
             sampling=limits.sampling(req, text, info, len(prompt), self.cfg.limits),
             deadline_ms=int(1000 * timeout),
             traceparent=traceparent,
-            images=req.images,
+            images=list(req.images),
             guided=tool_guided(req),
         )
         return text, prompt, query
@@ -195,7 +196,7 @@ class Orchestrator:
         :meth:`start` does it (no engine is asked; the key must allow the model)."""
         if self.draining:
             raise _shutting_down()
-        principal = req.principal
+        principal = req.origin.principal
         if principal is not None and not principal.allows(req.model):
             raise NeutrinoError(
                 ErrorKind.PERMISSION_DENIED,
@@ -205,7 +206,7 @@ class Orchestrator:
             )
         info = model_info(self.engines, req.model)
         text = await model_text(self.texts, req, info)
-        obs = Observed(req.protocol, req.route or req.kind, 0)
+        obs = Observed(req.origin.protocol, req.origin.route or req.kind, 0)
         return len(await self.prompts.ids(req, text, info.context_length, obs))
 
     async def call(

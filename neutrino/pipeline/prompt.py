@@ -10,24 +10,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
 
 from neutrino.engine.messages import Capability, ModelInfo
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.chat import Message, template_messages, template_tools, verbatim_texts
 from neutrino.pipeline.models import ModelText, ModelTexts
 from neutrino.pipeline.observe import Observed
 from neutrino.pipeline.request import GenerateRequest
 from neutrino.text.bounded import tokens_at_least
-from neutrino.text.chat_messages import images_for_template
 from neutrino.text.templates import TemplateError
 
 # A text longer than this many characters per token of the context is counted piece by
 # piece first (tokens_at_least): it is almost surely over, and then is refused without
 # its whole token list being built.
 _COUNT_FIRST_CHARS_PER_TOKEN = 8
-
-# Whose messages' text a template renders as it is (an assistant's may lose its reasoning).
-_VERBATIM_ROLES = frozenset({"user", "system", "developer", "tool"})
 
 
 def context_error(ctx: int, tokens: str, param: str) -> NeutrinoError:
@@ -48,20 +44,8 @@ def _encode_within(text: ModelText, s: str, ctx: int) -> list[int] | int:
     return text.tokenizer.encode_prompt(s)
 
 
-def _verbatim_texts(messages: Sequence[dict[str, Any]]) -> list[str]:
-    texts = []
-    for m in messages:
-        if m.get("role") in _VERBATIM_ROLES:
-            content = m.get("content")
-            if isinstance(content, str):
-                texts.append(content)
-            elif isinstance(content, list):
-                texts += [p["text"] for p in content if isinstance(p.get("text"), str)]
-    return texts
-
-
 async def _over_before_rendering(
-    messages: Sequence[dict[str, Any]], text: ModelText, ctx: int
+    messages: Sequence[Message], text: ModelText, ctx: int
 ) -> int | None:
     """For a chat whose texts are far over the context (as ``_encode_within`` judges a
     text): a lower bound of its prompt's tokens past the context, counted on a worker
@@ -69,7 +53,7 @@ async def _over_before_rendering(
     MB). None: it may fit, render it."""
     if not ctx:
         return None
-    texts = _verbatim_texts(messages)
+    texts = verbatim_texts(messages)
     if sum(map(len, texts)) <= _COUNT_FIRST_CHARS_PER_TOKEN * ctx:
         return None
     # Joined, the texts may merge a token or so at each seam where the template puts a
@@ -108,19 +92,19 @@ class PromptBuilder:
         obs.mark("parsed")
         if req.kind == "chat":
             return await self._chat(req, text, ctx, obs)
-        prompt = req.prompt
-        if isinstance(prompt, list):
+        prompt = req.text_prompt
+        if prompt.ids is not None:
             vocab = text.tokenizer.vocab_size
-            if any(t >= vocab for t in prompt):
+            if any(t >= vocab for t in prompt.ids):
                 raise NeutrinoError(
                     ErrorKind.BAD_REQUEST,
                     f"prompt token ids must be below the vocabulary size {vocab}",
                     param="prompt",
                 )
-            return list(prompt)
-        assert prompt is not None
+            return list(prompt.ids)
+        assert prompt.text is not None
         obs.mark("templated")
-        ids = await self.encode(prompt, text, ctx, "prompt")
+        ids = await self.encode(prompt.text, text, ctx, "prompt")
         obs.mark("tokenized")
         if text.bos_token_id is not None and (not ids or ids[0] != text.bos_token_id):
             ids.insert(0, text.bos_token_id)
@@ -129,19 +113,22 @@ class PromptBuilder:
     async def _chat(
         self, req: GenerateRequest, text: ModelText, ctx: int, obs: Observed
     ) -> list[int]:
-        assert req.messages is not None
-        messages = req.messages
-        over = await _over_before_rendering(messages, text, ctx)
+        chat = req.chat
+        over = await _over_before_rendering(chat.messages, text, ctx)
         if over is not None:
             raise context_error(ctx, f"at least {over}", "messages")
-        if req.images:
-            messages = images_for_template(messages, text.family)
+        family = text.family
+        image: dict[str, object] = (
+            {"type": "image"}
+            if family.renders_images
+            else {"type": "text", "text": family.image_placeholder}
+        )
         try:
             rendered = text.template.render(
-                messages,
-                add_generation_prompt=req.add_generation_prompt,
-                tools=req.tools,
-                **req.template_kwargs,
+                template_messages(chat.messages, image),
+                add_generation_prompt=chat.add_generation_prompt,
+                tools=template_tools(req.tools.tools),
+                **chat.template_kwargs,
             )
         except TemplateError as exc:
             param = exc.param or "messages"

@@ -1,82 +1,103 @@
-"""Protocol-neutral description of a generation request."""
+"""The pipeline's generation request: typed, frozen and protocol-neutral.
+
+A front end translates its protocol into a :class:`Draft` (plain fields, each checked
+by the validator of its type as it is set, with the client's location of it) and
+freezes it into a :class:`GenerateRequest`; from there on nothing changes it. What the
+request means (its prompt, sampling, stops, output constraint, tools, choices) is decided
+once, for every protocol.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Literal
 
-from neutrino.config import LimitsConfig
+import msgspec
+
 from neutrino.engine.messages import Guided, GuidedMode, Image
 from neutrino.errors import bad_request
 from neutrino.pipeline.auth import Principal
+from neutrino.pipeline.chat import AUTO_TOOLS, Message, Tool, ToolChoice, template_tools
+from neutrino.pipeline.sampling import SamplingParams, StopRules
 from neutrino.text.parsers.forced import forced_schema
 
-
-@dataclass(frozen=True, slots=True)
-class ToolChoice:
-    """``tool_choice``: the model may call tools (auto), must not (none), must call one
-    (required), or must call the one ``name``d (named)."""
-
-    mode: Literal["auto", "none", "required", "named"] = "auto"
-    name: str | None = None
-
-    @property
-    def forced(self) -> bool:
-        """Whether the engine decodes under a schema of the call(s) it must make."""
-        return self.mode in ("required", "named")
+ReasoningFormat = Literal["parsed", "raw", "hidden"]
+Validator = Callable[[str], str | None]
 
 
-AUTO_TOOLS = ToolChoice()
-
-
-@dataclass(slots=True)
-class GenerateRequest:
-    request_id: str
-    model: str
-    kind: Literal["chat", "completion"]
-    messages: list[dict[str, Any]] | None = None
-    prompt: str | list[int] | None = None
-    max_tokens: int | None = None
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
-    min_p: float = 0.0
-    seed: int | None = None
-    stop: list[str] = field(default_factory=list)
-    include_stop_str_in_output: bool = False
-    stop_token_ids: list[int] = field(default_factory=list)
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    repetition_penalty: float = 1.0
-    ignore_eos: bool = False
-    logprobs: bool = False
-    top_logprobs: int = 0
-    min_tokens: int = 0
-    # Token id -> bias, -100 to 100 (checked against the vocabulary once it is known).
-    # Engines do not apply it yet: the engine protocol has no field for it.
-    logit_bias: dict[int, float] | None = None
-    stream: bool = False
-    n: int = 1  # choices; the front end fans them out as separate engine requests
-    echo: bool = False  # completions: the prompt's text comes first in the output
-    include_usage: bool = False
-    user: str | None = None
+class ChatPrompt(msgspec.Struct, frozen=True):
+    messages: tuple[Message, ...]
     add_generation_prompt: bool = True
-    template_kwargs: dict[str, Any] = field(default_factory=dict)
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: ToolChoice = AUTO_TOOLS
-    parallel_tool_calls: bool = True
-    reasoning_format: Literal["parsed", "raw", "hidden"] = "parsed"
-    traceparent: str = ""
-    timeout_s: float | None = None
-    images: list[Image] = field(default_factory=list)  # in the order they appear
+    template_kwargs: Mapping[str, object] = {}  # chat_template_kwargs: template variables
+
+
+class TextPrompt(msgspec.Struct, frozen=True):
+    """A completion's prompt: text (tokenized with the model's BOS) or token ids."""
+
+    text: str | None = None
+    ids: tuple[int, ...] | None = None
+    echo: bool = False  # the prompt's text comes first in the output
+
+
+class OutputRules(msgspec.Struct, frozen=True):
     guided: Guided | None = None  # the client's output constraint (response_format ...)
-    validator: Callable[[str], str | None] | None = None  # strict check of the final text
+    validator: Validator | None = None  # strict check of the final text
+    reasoning_format: ReasoningFormat = "parsed"
+
+
+class ToolUse(msgspec.Struct, frozen=True):
+    tools: tuple[Tool, ...] = ()
+    choice: ToolChoice = AUTO_TOOLS
+    parallel: bool = True  # parallel_tool_calls
+
+
+NO_TOOLS = ToolUse()
+
+
+class Origin(msgspec.Struct, frozen=True):
+    """Who sent a request, how, and when (set by the front end, read by metrics, traces,
+    keys and deadlines)."""
+
     principal: Principal | None = None  # the caller's API key (None: keys are off)
     protocol: str = "http"  # the front end's, a label of its metrics (PROTOCOLS)
     route: str = ""  # the API's route label of its metrics (ROUTES; "": the kind's)
     received_ns: int = 0  # monotonic ns when the front end received it (0: not known)
+    traceparent: str = ""
+    timeout_s: float | None = None
+
+
+class GenerateRequest(msgspec.Struct, frozen=True):
+    request_id: str
+    model: str
+    prompt: ChatPrompt | TextPrompt
+    sampling: SamplingParams = SamplingParams()
+    stops: StopRules = StopRules()
+    output: OutputRules = OutputRules()
+    tools: ToolUse = NO_TOOLS
+    images: tuple[Image, ...] = ()  # in the order they appear
+    n: int = 1  # choices; the front end fans them out as separate engine requests
+    stream: bool = False
+    include_usage: bool = False
+    user: str | None = None
+    origin: Origin = Origin()
+
+    @property
+    def kind(self) -> Literal["chat", "completion"]:
+        return "chat" if isinstance(self.prompt, ChatPrompt) else "completion"
+
+    @property
+    def chat(self) -> ChatPrompt:
+        assert isinstance(self.prompt, ChatPrompt)
+        return self.prompt
+
+    @property
+    def text_prompt(self) -> TextPrompt:
+        assert isinstance(self.prompt, TextPrompt)
+        return self.prompt
+
+    def replace(self, **changes: object) -> GenerateRequest:
+        return msgspec.structs.replace(self, **changes)
 
 
 def choices(req: GenerateRequest) -> list[GenerateRequest]:
@@ -84,36 +105,28 @@ def choices(req: GenerateRequest) -> list[GenerateRequest]:
     one per choice so that seeded choices differ (and each is reproducible)."""
     if req.n == 1:
         return [req]
+    seed = req.sampling.seed
     return [
-        replace(req, seed=None if req.seed is None else (req.seed + i) % (1 << 64))
+        req.replace(
+            sampling=msgspec.structs.replace(
+                req.sampling, seed=None if seed is None else (seed + i) % (1 << 64)
+            )
+        )
         for i in range(req.n)
     ]
-
-
-def check_stops(stops: list[str], limits: LimitsConfig) -> None:
-    """Stop strings as every front end accepts them: a bounded number of bounded,
-    non-empty strings (raises BAD_REQUEST with ``param="stop"``)."""
-    if len(stops) > limits.max_stop_sequences:
-        raise bad_request(f"stop accepts at most {limits.max_stop_sequences} sequences", "stop")
-    for s in stops:
-        if not s:
-            raise bad_request("stop sequences must not be empty", "stop")
-        if len(s) > limits.max_stop_chars:
-            raise bad_request(
-                f"each stop sequence must be at most {limits.max_stop_chars} characters", "stop"
-            )
 
 
 def tool_guided(req: GenerateRequest) -> Guided | None:
     """The constraint the engine decodes under: the client's own, or for a forced
     ``tool_choice`` the JSON schema of the call(s) it must make (never both)."""
-    if not req.tool_choice.forced:
-        return req.guided
-    if req.guided is not None:
+    guided = req.output.guided
+    if not req.tools.choice.forced:
+        return guided
+    if guided is not None:
         raise bad_request(
             "a forced tool_choice cannot be combined with an output constraint "
             "(response_format, structured_outputs or a guided_ field)",
             "tool_choice",
         )
-    schema = forced_schema(req.tools or [], req.tool_choice.name)
+    schema = forced_schema(template_tools(req.tools.tools) or [], req.tools.choice.name)
     return Guided(GuidedMode.JSON_SCHEMA, json.dumps(schema, ensure_ascii=False))

@@ -20,24 +20,9 @@ import orjson
 
 from neutrino.engine.messages import Guided, GuidedMode
 from neutrino.errors import bad_request, unsupported
-from neutrino.pipeline.request import GenerateRequest
 
 Validator = Callable[[str], str | None]  # final text -> problem, or None when it is valid
 MAX_SCHEMA_DEPTH = 64  # [limits] max_schema_depth's default
-
-
-def constrain(
-    req: GenerateRequest, guided: Guided | None, validator: Validator | None, param: str
-) -> None:
-    """Set the request's output constraint; a second one is refused, never merged."""
-    if guided is None:
-        return
-    if req.guided is not None:
-        raise bad_request(
-            "give one output constraint: response_format, structured_outputs or a guided_ field",
-            param,
-        )
-    req.guided, req.validator = guided, validator
 
 
 def parse_response_format(

@@ -108,8 +108,8 @@ def to_request(
         req = parse_chat(body, limits) if which == "chat" else parse_completion(body, limits)
     except NeutrinoError as err:
         raise renamed(err, _PROTO_PATHS) from None
-    req.stream = stream
-    req.include_usage = stream  # a stream's last message always carries the usage
+    # A stream's last message always carries the usage.
+    req = req.replace(stream=stream, include_usage=stream)
     return req
 
 

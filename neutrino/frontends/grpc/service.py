@@ -35,7 +35,7 @@ from neutrino.observability.logs import bind_request_id
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import collect
-from neutrino.pipeline.request import GenerateRequest, choices
+from neutrino.pipeline.request import GenerateRequest, Origin, choices
 
 __all__ = ["InferenceService", "error_metadata", "status_code"]
 
@@ -70,14 +70,10 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             req = await off_loop(lambda: convert.to_request(msg, limits, stream=stream))
         else:
             req = convert.to_request(msg, limits, stream=stream)
-        req.principal = principal
-        req.traceparent = metadata(context, "traceparent")
-        req.protocol = "grpc"
-        req.received_ns = received
-        bind_request_id(req.request_id)  # every log line of this call's task names it
+        traceparent = metadata(context, "traceparent")
         timeout = timeout_s(context, self.cfg)
-        if timeout is not None:
-            req.timeout_s = timeout
+        req = req.replace(origin=Origin(principal, "grpc", "", received, traceparent, timeout))
+        bind_request_id(req.request_id)  # every log line of this call's task names it
         return req
 
     @contextlib.asynccontextmanager

@@ -90,7 +90,7 @@ class AnthropicRoutes:
         try:
             req = await admit(ex, self.orch, parse_messages, "msg", received, ROUTE)
             log.debug("messages request for %s (stream: %s)", req.model, req.stream)
-            stops = frozenset(req.stop)
+            stops = frozenset(req.stops.strings)
             if req.stream:
                 start = self._start_push(stops)
                 await run_stream(ex, self.orch, req, start, self._keepalive, error_events)

@@ -51,17 +51,13 @@ _FIELDS = {
 
 def parse_messages(body: Any, limits: LimitsConfig) -> GenerateRequest:
     """``POST /v1/messages``: a generation request (kind chat, one choice)."""
-    req = _parse(body, limits, generate=True)
-    req.request_id = new_id("msg")
-    return req
+    return _parse(body, limits, generate=True).replace(request_id=new_id("msg"))
 
 
 def parse_count(body: Any, limits: LimitsConfig) -> GenerateRequest:
     """``POST /v1/messages/count_tokens``: the prompt of the same request (no
     ``max_tokens`` or sampling: only what the prompt is made of)."""
-    req = _parse(body, limits, generate=False)
-    req.request_id = new_id("msgcount")
-    return req
+    return _parse(body, limits, generate=False).replace(request_id=new_id("msgcount"))
 
 
 def _parse(body: Any, limits: LimitsConfig, *, generate: bool) -> GenerateRequest:

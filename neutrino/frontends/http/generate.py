@@ -27,7 +27,7 @@ from neutrino.observability.logs import bind_request_id
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import collect
-from neutrino.pipeline.request import GenerateRequest, choices
+from neutrino.pipeline.request import GenerateRequest, Origin, choices
 
 log = logging.getLogger("neutrino.http")
 
@@ -61,16 +61,13 @@ async def admit(
         req = await off_loop(lambda: parse(jsonbody.decode_large(raw, cap), limits))
     else:
         req = parse(jsonbody.decode(raw), limits)
+    origin = Origin(principal, ex.protocol, route, received_ns, ex.header("traceparent"))
     if client_id:
-        req.request_id = request_id_for(id_prefix, client_id)
+        req = req.replace(request_id=request_id_for(id_prefix, client_id), origin=origin)
     else:
+        req = req.replace(origin=origin)
         ex.request_id = req.request_id
     bind_request_id(req.request_id)  # every log line of this task names it
-    req.principal = principal
-    req.traceparent = ex.header("traceparent")
-    req.received_ns = received_ns
-    req.protocol = ex.protocol
-    req.route = route
     return req
 
 

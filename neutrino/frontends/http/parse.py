@@ -13,211 +13,125 @@ the API knows. Rules that join two fields run afterwards, only when one is prese
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import bad_request, unsupported
 from neutrino.frontends.common import new_id
-from neutrino.pipeline.fields import is_int, is_num
-from neutrino.pipeline.images import MAX_IMAGES, Image, decode_image_url
-from neutrino.pipeline.request import GenerateRequest, ToolChoice, check_stops, tool_guided
+from neutrino.pipeline import sampling
+from neutrino.pipeline.chat import (
+    ROLES,
+    FunctionCall,
+    ImagePart,
+    Message,
+    Part,
+    Role,
+    TextPart,
+    Tool,
+    ToolChoice,
+)
+from neutrino.pipeline.draft import Draft
+from neutrino.pipeline.fields import boolean, integer, is_int, string
+from neutrino.pipeline.images import MAX_IMAGES, decode_image_url
+from neutrino.pipeline.request import GenerateRequest, tool_guided
 from neutrino.pipeline.structured import (
-    constrain,
     parse_response_format,
     parse_structured_outputs,
     vllm_constraint,
 )
 
-_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-_MAX_INT = (1 << 31) - 1
-MAX_TOP_LOGPROBS = 20
 _RESERVED_KWARGS = frozenset(
     {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}
 )
-
-
-# Request ids: a random per-process prefix and a counter (unique, and cheap to make).
-# ---------------------------------------------------------------- checked values
-
-
-def _number(key: str, v: Any, lo: float, hi: float) -> float:
-    if not is_num(v):
-        raise bad_request(f"{key} must be a number", key)
-    if not lo <= v <= hi:
-        raise bad_request(f"{key} must be between {lo:g} and {hi:g}", key)
-    return float(v)
-
-
-def _integer(key: str, v: Any, lo: int, hi: int = _MAX_INT) -> int:
-    """An integer field; a whole number written as a float (``100.0``, ``1e30``) is
-    taken as its integer, as vLLM's validation does, so a huge one hears the limit."""
-    if isinstance(v, float) and v.is_integer():
-        if not lo <= v <= hi:
-            raise bad_request(f"{key} must be an integer between {lo} and {hi}", key)
-        v = int(v)
-    if not is_int(v):
-        raise bad_request(f"{key} must be an integer", key)
-    if not lo <= v <= hi:
-        raise bad_request(f"{key} must be between {lo} and {hi}", key)
-    return int(v)
-
-
-def _boolean(key: str, v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise bad_request(f"{key} must be a boolean", key)
-    return v
-
-
-def _string(key: str, v: Any) -> str:
-    if not isinstance(v, str):
-        raise bad_request(f"{key} must be a string", key)
-    return v
-
-
-def _logit_bias(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    """Token id (a string of digits, as JSON keys are) -> bias from -100 to 100; at most
-    ``max_logit_bias`` entries (the vocabulary is checked once the model's is known)."""
-    if not isinstance(v, dict):
-        raise bad_request("logit_bias must be an object of token ids to biases", "logit_bias")
-    if len(v) > limits.max_logit_bias:
-        raise bad_request(
-            f"logit_bias has {len(v)} entries; at most {limits.max_logit_bias} are allowed",
-            "logit_bias",
-        )
-    bias: dict[int, float] = {}
-    for key, value in v.items():
-        if not (key.isascii() and key.isdigit() and len(key) <= 10):
-            raise bad_request(
-                f"Invalid key in logit_bias: {key[:32]!r} is not a token id", "logit_bias"
-            )
-        if not is_num(value) or not -100 <= value <= 100:
-            raise bad_request(
-                f"logit_bias[{key}] must be a number between -100 and 100", "logit_bias"
-            )
-        bias[int(key)] = float(value)
-    req.logit_bias = bias or None
-
-
-def _token_ids(v: Any, key: str) -> list[int]:
-    if not isinstance(v, list) or not all(is_int(t) and 0 <= t <= _MAX_INT for t in v):
-        raise bad_request(f"{key} must be a list of non-negative integers", key)
-    return list(v)
+_NO_EXTRA: dict[str, object] = {}
 
 
 # ---------------------------------------------------------------- field setters
 
-# A setter checks one present, non-null field and stores it on the request.
-Setter = Callable[[GenerateRequest, Any, LimitsConfig], None]
+# A setter checks one present, non-null field and stores it on the draft.
+Setter = Callable[[Draft, Any, LimitsConfig], None]
 
 
-def _number_field(key: str, lo: float, hi: float) -> Setter:
-    def put(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-        setattr(req, key, _number(key, v, lo, hi))
+def _sample(key: str) -> Setter:
+    """A SamplingParams field of the same name, checked by its validator."""
+    at = (key,)
 
-    return put
-
-
-def _bool_field(key: str) -> Setter:
-    def put(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-        setattr(req, key, _boolean(key, v))
+    def put(d: Draft, v: Any, limits: LimitsConfig) -> None:
+        d.sample(key, v, at, limits)
 
     return put
 
 
-def _model(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    req.model = _string("model", v)
+def _model(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    d.model = string(v, ("model",))
 
 
-def _n(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    n = _integer("n", v, 1)
+def _n(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    n = integer(v, ("n",), 1)
     if n > limits.max_n:
         raise bad_request(f"n must be at most {limits.max_n} on this server", "n")
-    req.n = n
+    d.n = n
 
 
-def _best_of(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    if _integer("best_of", v, 1) > 1:
+def _best_of(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    if integer(v, ("best_of",), 1) > 1:
         raise unsupported("best_of > 1 is not supported", "best_of")
 
 
-def _stream_options(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+def _stream(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    d.stream = boolean(v, ("stream",))
+
+
+def _stream_options(d: Draft, v: Any, limits: LimitsConfig) -> None:
     # That it needs stream=true is checked once every field is in (see _fill).
     if not isinstance(v, dict):
         raise bad_request("stream_options must be an object", "stream_options")
-    iu = v.get("include_usage", False)
-    if not isinstance(iu, bool):
-        raise bad_request(
-            "stream_options.include_usage must be a boolean", "stream_options.include_usage"
-        )
-    req.include_usage = iu
+    d.include_usage = boolean(v.get("include_usage", False), ("stream_options", "include_usage"))
 
 
-def _seed(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    if not is_int(v) or not -(1 << 63) <= v < (1 << 64):
-        raise bad_request("seed must be an integer", "seed")
-    req.seed = v % (1 << 64)
+def _stop(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    d.stop = sampling.stops(v, ("stop",), limits)
 
 
-def _top_p(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    top_p = _number("top_p", v, 0.0, 1.0)
-    if top_p == 0.0:
-        raise bad_request("top_p must be greater than 0", "top_p")
-    req.top_p = top_p
+def _include_stop(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    d.include_stop = boolean(v, ("include_stop_str_in_output",))
 
 
-def _stop(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    if isinstance(v, str):
-        v = [v]
-    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
-        raise bad_request("stop must be a string or a list of strings", "stop")
-    check_stops(v, limits)
-    req.stop = list(v)
+def _user(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    d.user = string(v, ("user",))
 
 
-def _user(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    req.user = _string("user", v)
+def _stop_token_ids(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    d.stop_token_ids = sampling.token_ids(v, ("stop_token_ids",))
 
 
-def _top_k(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    top_k = _integer("top_k", v, -1)
-    req.top_k = -1 if top_k == 0 else top_k
-
-
-def _min_tokens(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    req.min_tokens = _integer("min_tokens", v, 0)
-
-
-def _stop_token_ids(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    req.stop_token_ids = _token_ids(v, "stop_token_ids")
-
-
-def _max_tokens(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    if req.max_tokens is None:  # max_completion_tokens, when also sent, wins
-        req.max_tokens = _integer("max_tokens", v, 1)
+def _max_tokens(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    if "max_tokens" in d.sampling:  # max_completion_tokens, when also sent, wins
+        integer(v, ("max_tokens",), 1)
     else:
-        _integer("max_tokens", v, 1)
+        d.sample("max_tokens", v, ("max_tokens",), limits)
 
 
-def _max_completion_tokens(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    req.max_tokens = _integer("max_completion_tokens", v, 1)
+def _max_completion_tokens(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    d.sample("max_tokens", v, ("max_completion_tokens",), limits)
 
 
-def _structured_outputs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+def _structured_outputs(d: Draft, v: Any, limits: LimitsConfig) -> None:
     guided = parse_structured_outputs(v, max_depth=limits.max_schema_depth)
-    constrain(req, guided, None, "structured_outputs")
+    d.constrain(guided, None, "structured_outputs")
 
 
 def _guided_field(kind: str) -> Setter:
     """vLLM's older ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar``."""
     key = f"guided_{kind}"
 
-    def put(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-        constrain(req, vllm_constraint(kind, v, key, limits.max_schema_depth), None, key)
+    def put(d: Draft, v: Any, limits: LimitsConfig) -> None:
+        d.constrain(vllm_constraint(kind, v, key, limits.max_schema_depth), None, key)
 
     return put
 
 
-def _guided_whitespace(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+def _guided_whitespace(d: Draft, v: Any, limits: LimitsConfig) -> None:
     raise unsupported("guided_whitespace_pattern is not supported", "guided_whitespace_pattern")
 
 
@@ -233,35 +147,40 @@ _GUIDED: dict[str, Setter] = {
 
 _COMMON: dict[str, Setter] = {
     **_GUIDED,
+    **{
+        key: _sample(key)
+        for key in (
+            "seed",
+            "temperature",
+            "top_p",
+            "min_p",
+            "presence_penalty",
+            "frequency_penalty",
+            "repetition_penalty",
+            "ignore_eos",
+            "top_k",
+            "min_tokens",
+            "logit_bias",
+        )
+    },
     "model": _model,
     "n": _n,
     "best_of": _best_of,
-    "stream": _bool_field("stream"),
+    "stream": _stream,
     "stream_options": _stream_options,
-    "seed": _seed,
-    "temperature": _number_field("temperature", 0.0, 2.0),
-    "top_p": _top_p,
-    "min_p": _number_field("min_p", 0.0, 1.0),
     "stop": _stop,
-    "presence_penalty": _number_field("presence_penalty", -2.0, 2.0),
-    "frequency_penalty": _number_field("frequency_penalty", -2.0, 2.0),
-    "repetition_penalty": _number_field("repetition_penalty", 0.0, 2.0),
-    "ignore_eos": _bool_field("ignore_eos"),
     "user": _user,
-    "top_k": _top_k,
-    "include_stop_str_in_output": _bool_field("include_stop_str_in_output"),
-    "min_tokens": _min_tokens,
+    "include_stop_str_in_output": _include_stop,
     "stop_token_ids": _stop_token_ids,
     "max_tokens": _max_tokens,
-    "logit_bias": _logit_bias,
 }
 
 
 # ---------------------------------------------------------------- chat fields
 
 
-def _messages(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    """Checked messages; image parts are decoded into ``req.images``, in order."""
+def _messages(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    """Checked messages; image parts are decoded into ``d.images``, in order."""
     if not isinstance(v, list) or not v:
         raise bad_request("messages must be a non-empty array", "messages")
     if len(v) > limits.max_messages:
@@ -269,54 +188,70 @@ def _messages(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
             f"messages has {len(v)} entries; at most {limits.max_messages} are allowed",
             "messages",
         )
-    images: list[Image] = req.images
-    for i, m in enumerate(v):
-        if not isinstance(m, dict):
-            raise bad_request(f"messages[{i}] must be an object", f"messages[{i}]")
-        role = m.get("role")
-        if role.__class__ is not str or role not in _ROLES:
-            where = f"messages[{i}]"
-            raise bad_request(f"{where}.role must be one of {sorted(_ROLES)}", f"{where}.role")
-        if "tool_calls" in m:
-            _check_tool_calls(m["tool_calls"], f"messages[{i}].tool_calls")
-        content = m.get("content")
-        if content.__class__ is str:
-            continue
+    d.messages = tuple([_message(d, m, i) for i, m in enumerate(v)])
+
+
+def _message(d: Draft, m: Any, i: int) -> Message:
+    if not isinstance(m, dict):
+        raise bad_request(f"messages[{i}] must be an object", f"messages[{i}]")
+    role = m.get("role")
+    if role.__class__ is not str or role not in ROLES:
         where = f"messages[{i}]"
-        if content is None:
-            if role != "assistant":
-                raise bad_request(f"{where}.content is required", f"{where}.content")
-        elif isinstance(content, list):
-            for j, part in enumerate(content):
-                _content_part(part, f"{where}.content[{j}]", images)
-        elif not isinstance(content, str):
-            raise bad_request(f"{where}.content must be a string or an array", f"{where}.content")
-    req.messages = v
+        raise bad_request(f"{where}.role must be one of {sorted(ROLES)}", f"{where}.role")
+    calls: tuple[FunctionCall, ...] = ()
+    if "tool_calls" in m:
+        calls = _tool_calls(m["tool_calls"], f"messages[{i}].tool_calls")
+    role = cast(Role, role)
+    content = m.get("content")
+    if len(m) == 2 and content.__class__ is str:  # {"role", "content"}: the common case
+        return Message(role, content)
+    extra = {k: x for k, x in m.items() if k not in _MESSAGE_KEYS} or _NO_EXTRA
+    if content.__class__ is str:
+        return Message(role, content, calls, extra)
+    where = f"messages[{i}]"
+    if content is None:
+        if role != "assistant":
+            raise bad_request(f"{where}.content is required", f"{where}.content")
+        return Message(role, None, calls, extra)
+    if isinstance(content, list):
+        parts = tuple([_content_part(d, p, f"{where}.content[{j}]") for j, p in enumerate(content)])
+        return Message(role, parts, calls, extra)
+    raise bad_request(f"{where}.content must be a string or an array", f"{where}.content")
 
 
-def _check_tool_calls(calls: Any, where: str) -> None:
+_MESSAGE_KEYS = frozenset({"role", "content", "tool_calls"})
+_CALL_KEYS = frozenset({"id", "type", "function"})
+
+
+def _tool_calls(calls: Any, where: str) -> tuple[FunctionCall, ...]:
     """An assistant turn's earlier tool calls: null, or OpenAI's shape (arguments may also
     be an object, as some clients send them)."""
     if calls is None:
-        return
+        return ()
     if not isinstance(calls, list):
         raise bad_request(f"{where} must be an array", where)
+    out: list[FunctionCall] = []
     for k, call in enumerate(calls):
         at = f"{where}[{k}]"
         fn = call.get("function") if isinstance(call, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
             raise bad_request(f"{at} must be {{'function': {{'name': ..., 'arguments': ...}}}}", at)
-        if not isinstance(fn.get("arguments", ""), str | dict):
+        arguments = fn.get("arguments", "")
+        if not isinstance(arguments, str | dict):
             raise bad_request(
                 f"{at}.function.arguments must be a JSON string", f"{at}.function.arguments"
             )
+        call_id = call.get("id")
         if not isinstance(call.get("id", ""), str):
             raise bad_request(f"{at}.id must be a string", f"{at}.id")
         if call.get("type", "function") != "function":
             raise bad_request(f"{at}.type must be 'function'", f"{at}.type")
+        extra = {key: x for key, x in call.items() if key not in _CALL_KEYS} or _NO_EXTRA
+        out.append(FunctionCall(fn["name"], arguments, call_id, extra))
+    return tuple(out)
 
 
-def _content_part(part: Any, where: str, images: list[Image]) -> None:
+def _content_part(d: Draft, part: Any, where: str) -> Part:
     if not isinstance(part, dict) or not isinstance(part.get("type"), str):
         raise bad_request(f"{where} must be an object with a type", where)
     kind = part["type"]
@@ -325,67 +260,78 @@ def _content_part(part: Any, where: str, images: list[Image]) -> None:
         url = url.get("url") if isinstance(url, dict) else url
         if not isinstance(url, str):
             raise bad_request(f"{where}.image_url.url must be a string", where)
-        if len(images) >= MAX_IMAGES:
+        if len(d.images) >= MAX_IMAGES:
             raise bad_request(f"at most {MAX_IMAGES} images per request", where)
-        images.append(decode_image_url(url, where))
-        return
+        d.images.append(decode_image_url(url, where))
+        return ImagePart(len(d.images) - 1)
     if kind != "text":
         raise unsupported(f"content parts of type {kind!r} are not supported yet", where)
-    if not isinstance(part.get("text"), str):
+    text = part.get("text")
+    if not isinstance(text, str):
         raise bad_request(f"{where}.text must be a string", f"{where}.text")
+    return TextPart(text)
 
 
-def _chat_logprobs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
-    req.logprobs = _boolean("logprobs", v)
+def _chat_logprobs(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    d.sample("logprobs", v, ("logprobs",), limits)
 
 
-def _top_logprobs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+def _top_logprobs(d: Draft, v: Any, limits: LimitsConfig) -> None:
     # That it needs logprobs=true is checked once every field is in (see parse_chat).
-    req.top_logprobs = _integer("top_logprobs", v, 0, MAX_TOP_LOGPROBS)
+    d.sample("top_logprobs", v, ("top_logprobs",), limits)
 
 
-def _response_format(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+def _response_format(d: Draft, v: Any, limits: LimitsConfig) -> None:
     guided, validator = parse_response_format(v, limits.max_schema_depth)
-    constrain(req, guided, validator, "response_format")
+    d.constrain(guided, validator, "response_format")
 
 
-def _tools(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+_FUNCTION_KEYS = frozenset({"name", "description", "parameters"})
+
+
+def _tools(d: Draft, v: Any, limits: LimitsConfig) -> None:
     if not isinstance(v, list):
         raise bad_request("tools must be an array", "tools")
     if len(v) > limits.max_tools:
         raise bad_request(
             f"tools has {len(v)} entries; at most {limits.max_tools} are allowed", "tools"
         )
-    for i, t in enumerate(v):
-        fn = t.get("function") if isinstance(t, dict) else None
-        if (
-            not isinstance(t, dict)
-            or t.get("type", "function") != "function"
-            or not isinstance(fn, dict)
-            or not isinstance(fn.get("name"), str)
-            or not fn["name"]
-        ):
-            raise bad_request(
-                f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ...}}}}",
-                f"tools[{i}]",
-            )
-        if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
-            raise bad_request(
-                f"tools[{i}].function.parameters must be an object",
-                f"tools[{i}].function.parameters",
-            )
-    req.tools = v or None
+    d.tools = tuple([_tool(t, i) for i, t in enumerate(v)])
 
 
-def _reasoning_format(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+def _tool(t: Any, i: int) -> Tool:
+    fn = t.get("function") if isinstance(t, dict) else None
+    if (
+        not isinstance(t, dict)
+        or t.get("type", "function") != "function"
+        or not isinstance(fn, dict)
+        or not isinstance(fn.get("name"), str)
+        or not fn["name"]
+    ):
+        raise bad_request(
+            f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ...}}}}",
+            f"tools[{i}]",
+        )
+    params = fn.get("parameters")
+    if params is not None and not isinstance(params, dict):
+        raise bad_request(
+            f"tools[{i}].function.parameters must be an object",
+            f"tools[{i}].function.parameters",
+        )
+    extra = {k: x for k, x in fn.items() if k not in _FUNCTION_KEYS} or _NO_EXTRA
+    description = fn.get("description")
+    return Tool(fn["name"], description if isinstance(description, str) else None, params, extra)
+
+
+def _reasoning_format(d: Draft, v: Any, limits: LimitsConfig) -> None:
     if v not in ("parsed", "raw", "hidden"):
         raise bad_request(
             "reasoning_format must be 'parsed', 'raw' or 'hidden'", "reasoning_format"
         )
-    req.reasoning_format = v
+    d.reasoning_format = v
 
 
-def _reasoning_effort(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+def _reasoning_effort(d: Draft, v: Any, limits: LimitsConfig) -> None:
     # Stored as a template variable by parse_chat, unless chat_template_kwargs sets it.
     if v not in ("minimal", "low", "medium", "high"):
         raise bad_request(
@@ -393,7 +339,7 @@ def _reasoning_effort(req: GenerateRequest, v: Any, limits: LimitsConfig) -> Non
         )
 
 
-def _template_kwargs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+def _template_kwargs(d: Draft, v: Any, limits: LimitsConfig) -> None:
     if not isinstance(v, dict):
         raise bad_request("chat_template_kwargs must be an object", "chat_template_kwargs")
     bad = _RESERVED_KWARGS & v.keys()
@@ -401,7 +347,15 @@ def _template_kwargs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None
         raise bad_request(
             f"chat_template_kwargs may not set {sorted(bad)[0]}", "chat_template_kwargs"
         )
-    req.template_kwargs = dict(v)
+    d.template_kwargs = dict(v)
+
+
+def _parallel_tool_calls(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    d.parallel_tool_calls = boolean(v, ("parallel_tool_calls",))
+
+
+def _add_generation_prompt(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    d.add_generation_prompt = boolean(v, ("add_generation_prompt",))
 
 
 _CHAT: dict[str, Setter] = {
@@ -412,38 +366,42 @@ _CHAT: dict[str, Setter] = {
     "top_logprobs": _top_logprobs,
     "response_format": _response_format,
     "tools": _tools,
-    "tool_choice": lambda req, v, limits: None,  # needs tools: see _tool_choice
-    "parallel_tool_calls": _bool_field("parallel_tool_calls"),
+    "tool_choice": lambda d, v, limits: None,  # needs tools: see _tool_choice
+    "parallel_tool_calls": _parallel_tool_calls,
     "reasoning_format": _reasoning_format,
     "reasoning_effort": _reasoning_effort,
     "chat_template_kwargs": _template_kwargs,
-    "add_generation_prompt": _bool_field("add_generation_prompt"),
+    "add_generation_prompt": _add_generation_prompt,
 }
 
 
 # ---------------------------------------------------------------- completion fields
 
 
-def _prompt(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+def _prompt(d: Draft, v: Any, limits: LimitsConfig) -> None:
     if isinstance(v, list) and len(v) == 1 and isinstance(v[0], str | list):
         v = v[0]  # a batch of one
     if isinstance(v, str):
-        req.prompt = v
+        d.prompt_text = v
     elif isinstance(v, list) and v and all(is_int(t) for t in v):
-        req.prompt = _token_ids(v, "prompt")
+        d.prompt_ids = sampling.token_ids(v, ("prompt",))
     elif isinstance(v, list) and len(v) > 1:
         raise unsupported("batched prompts are not supported; send one prompt", "prompt")
     else:
         raise bad_request("prompt must be a string or an array of token ids", "prompt")
 
 
-def _completion_logprobs(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+def _completion_logprobs(d: Draft, v: Any, limits: LimitsConfig) -> None:
     # For completions, logprobs is the number of alternatives, 0..5.
-    req.top_logprobs = _integer("logprobs", v, 0, 5)
-    req.logprobs = True
+    d.sampling["top_logprobs"] = integer(v, ("logprobs",), 0, 5)
+    d.sampling["logprobs"] = True
 
 
-def _suffix(req: GenerateRequest, v: Any, limits: LimitsConfig) -> None:
+def _echo(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    d.echo = boolean(v, ("echo",))
+
+
+def _suffix(d: Draft, v: Any, limits: LimitsConfig) -> None:
     raise unsupported("suffix is not supported", "suffix")
 
 
@@ -451,7 +409,7 @@ _COMPLETION: dict[str, Setter] = {
     **_COMMON,
     "prompt": _prompt,
     "logprobs": _completion_logprobs,
-    "echo": _bool_field("echo"),
+    "echo": _echo,
     "suffix": _suffix,
 }
 
@@ -459,38 +417,40 @@ _COMPLETION: dict[str, Setter] = {
 # ---------------------------------------------------------------- entry points
 
 
-def _fill(body: Any, table: dict[str, Setter], req: GenerateRequest, limits: LimitsConfig) -> None:
+def _fill(body: Any, table: dict[str, Setter], d: Draft, limits: LimitsConfig) -> None:
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
     get = table.get
     for key, v in body.items():
         put = get(key)
         if put is not None and v is not None:
-            put(req, v, limits)
-    if not req.model:
+            put(d, v, limits)
+    if not d.model:
         raise bad_request("model is required", "model")
-    if not req.stream and body.get("stream_options") is not None:
+    if not d.stream and body.get("stream_options") is not None:
         raise bad_request("stream_options is only allowed with stream=true", "stream_options")
 
 
 def parse_chat(body: Any, limits: LimitsConfig) -> GenerateRequest:
-    req = GenerateRequest(request_id=new_id("chatcmpl"), model="", kind="chat")
-    _fill(body, _CHAT, req, limits)
-    if req.messages is None:
+    d = Draft(new_id("chatcmpl"), "chat")
+    _fill(body, _CHAT, d, limits)
+    if d.messages is None:
         raise bad_request("messages must be a non-empty array", "messages")
-    if not req.logprobs and body.get("top_logprobs") is not None:
+    if not d.sampling.get("logprobs") and body.get("top_logprobs") is not None:
         raise bad_request("top_logprobs requires logprobs=true", "top_logprobs")
     if body.get("tool_choice") is not None:
-        _tool_choice(req, body["tool_choice"])
+        _tool_choice(d, body["tool_choice"])
     effort = body.get("reasoning_effort")
     if effort is not None:
-        req.template_kwargs.setdefault("reasoning_effort", effort)
+        d.template_kwargs.setdefault("reasoning_effort", effort)
+    req = d.freeze()
+    tool_guided(req)  # a forced choice beside another constraint is refused here
     return req
 
 
-def _tool_choice(req: GenerateRequest, choice: Any) -> None:
+def _tool_choice(d: Draft, choice: Any) -> None:
     """``tool_choice``, checked against ``tools``."""
-    names = {t["function"]["name"] for t in req.tools or ()}
+    names = {t.name for t in d.tools}
     if isinstance(choice, dict):
         fn = choice.get("function")
         name = fn.get("name") if isinstance(fn, dict) else None
@@ -502,27 +462,25 @@ def _tool_choice(req: GenerateRequest, choice: Any) -> None:
             )
         if name not in names:
             raise bad_request(f"tool_choice names {name!r}, which is not in tools", "tool_choice")
-        req.tool_choice = ToolChoice("named", name)
+        d.tool_choice = ToolChoice("named", name)
     elif choice in ("auto", "none", "required"):
         if choice == "required" and not names:
             raise bad_request("tool_choice 'required' needs tools", "tool_choice")
-        req.tool_choice = ToolChoice(choice)
+        d.tool_choice = ToolChoice(choice)
     else:
         raise bad_request(
             "tool_choice must be 'auto', 'none', 'required' or a function", "tool_choice"
         )
-    tool_guided(req)  # a forced choice beside another constraint is refused here
 
 
 def parse_completion(body: Any, limits: LimitsConfig) -> GenerateRequest:
-    req = GenerateRequest(request_id=new_id("cmpl"), model="", kind="completion")
-    _fill(body, _COMPLETION, req, limits)
-    if req.prompt is None:
+    d = Draft(new_id("cmpl"), "completion")
+    _fill(body, _COMPLETION, d, limits)
+    if d.prompt_text is None and d.prompt_ids is None:
         raise bad_request("prompt must be a string or an array of token ids", "prompt")
-    if req.echo and req.logprobs:
+    if d.echo and d.sampling.get("logprobs"):
         raise unsupported(
             "echo with logprobs needs prompt logprobs, which engines do not report yet", "echo"
         )
-    if req.max_tokens is None:
-        req.max_tokens = 16  # OpenAI's default for completions
-    return req
+    d.sampling.setdefault("max_tokens", 16)  # OpenAI's default for completions
+    return d.freeze()

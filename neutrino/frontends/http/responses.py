@@ -87,7 +87,7 @@ class ResponsesRoutes:
         try:
             req = await admit(ex, self.orch, parse, "resp", received, "responses")
             p = parsed[-1]
-            owner = owner_of(req.principal)
+            owner = owner_of(req.origin.principal)
             if p.previous is not None and p.previous.owner != owner:
                 raise not_found_previous(str(p.echo["previous_response_id"]))
             rid = response_id(req.request_id)

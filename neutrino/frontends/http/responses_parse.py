@@ -20,10 +20,11 @@ from typing import Any
 from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request, unsupported
 from neutrino.frontends.common import new_id
-from neutrino.frontends.http.parse import MAX_TOP_LOGPROBS, parse_chat
+from neutrino.frontends.http.parse import parse_chat
 from neutrino.frontends.http.responses_items import Conversation, input_items
 from neutrino.frontends.params import Origin, Renames, renamed
 from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.sampling import MAX_TOP_LOGPROBS
 
 MAX_METADATA = 16
 MAX_METADATA_KEY = 64
@@ -120,7 +121,7 @@ def parse_responses(body: Any, limits: LimitsConfig, lookup: Lookup = None) -> R
     except NeutrinoError as err:
         terms = Renames(messages=[Origin(o) for o in conv.origins], fields=_FIELDS)
         raise renamed(err, terms, in_message=True) from None
-    req.request_id = new_id("resp")
+    req = req.replace(request_id=new_id("resp"))
     store = body.get("store", True)
     if not isinstance(store, bool):
         raise bad_request("store must be a boolean", "store")
@@ -298,19 +299,19 @@ def _echo(
     choice = body.get("tool_choice", "auto")
     echo: dict[str, Any] = {
         "instructions": body.get("instructions"),
-        "max_output_tokens": req.max_tokens,
+        "max_output_tokens": req.sampling.max_tokens,
         "metadata": _metadata(body.get("metadata")),
-        "parallel_tool_calls": req.parallel_tool_calls,
+        "parallel_tool_calls": req.tools.parallel,
         "previous_response_id": body.get("previous_response_id"),
         "reasoning": None
         if reasoning is None
         else {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
-        "temperature": req.temperature,
+        "temperature": req.sampling.temperature,
         "text": {"format": fmt},
         "tool_choice": "auto" if choice is None else choice,
         "tools": tools,
-        "top_logprobs": req.top_logprobs,
-        "top_p": req.top_p,
+        "top_logprobs": req.sampling.top_logprobs,
+        "top_p": req.sampling.top_p,
         "truncation": "disabled",
     }
     if req.user is not None:

@@ -10,7 +10,9 @@ import pytest
 from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.http.parse import parse_chat, parse_completion
-from neutrino.pipeline.request import ToolChoice, tool_guided
+from neutrino.pipeline.chat import FunctionCall, ToolChoice
+from neutrino.pipeline.request import tool_guided
+from tests.support import requests as view
 
 LIMITS = LimitsConfig()
 MSG = [{"role": "user", "content": "hi"}]
@@ -22,10 +24,11 @@ def chat(**kw: Any) -> dict[str, Any]:
 
 def test_defaults_and_unknown_fields_ignored() -> None:
     req = parse_chat(chat(some_future_field={"x": 1}, metadata=None), LIMITS)
-    assert (req.model, req.kind, req.messages) == ("m", "chat", MSG)
-    assert (req.temperature, req.top_p, req.top_k, req.max_tokens, req.n) == (1.0, 1.0, -1, None, 1)
+    assert (req.model, req.kind, view.messages(req)) == ("m", "chat", MSG)
+    s = req.sampling
+    assert (s.temperature, s.top_p, s.top_k, s.max_tokens, req.n) == (1.0, 1.0, -1, None, 1)
     assert req.request_id.startswith("chatcmpl-")
-    assert not req.stream and not req.logprobs and req.add_generation_prompt
+    assert not req.stream and not s.logprobs and req.chat.add_generation_prompt
 
 
 def test_values_are_stored() -> None:
@@ -48,10 +51,17 @@ def test_values_are_stored() -> None:
         ),
         LIMITS,
     )
-    assert req.temperature == 0.0 and isinstance(req.temperature, float)
-    assert (req.top_p, req.top_k, req.seed, req.stop, req.n) == (0.5, -1, (1 << 64) - 1, ["END"], 2)
-    assert req.stream and req.include_usage and req.logprobs and req.top_logprobs == 3
-    assert req.ignore_eos and req.min_tokens == 2 and req.stop_token_ids == [7] and req.user == "u"
+    s = req.sampling
+    assert s.temperature == 0.0 and isinstance(s.temperature, float)
+    assert (s.top_p, s.top_k, s.seed, req.stops.strings, req.n) == (
+        0.5,
+        -1,
+        (1 << 64) - 1,
+        ("END",),
+        2,
+    )
+    assert req.stream and req.include_usage and s.logprobs and s.top_logprobs == 3
+    assert s.ignore_eos and s.min_tokens == 2 and req.stops.token_ids == (7,) and req.user == "u"
 
 
 @pytest.mark.parametrize("order", ["completion_first", "max_tokens_first"])
@@ -61,40 +71,50 @@ def test_max_completion_tokens_wins_in_any_order(order: str) -> None:
     if order == "max_tokens_first":
         pairs.reverse()
     body.update(pairs)
-    assert parse_chat(body, LIMITS).max_tokens == 5
+    assert parse_chat(body, LIMITS).sampling.max_tokens == 5
 
 
 def test_reasoning_effort_joins_template_kwargs() -> None:
     req = parse_chat(chat(reasoning_effort="low", chat_template_kwargs={"x": 1}), LIMITS)
-    assert req.template_kwargs == {"x": 1, "reasoning_effort": "low"}
+    assert req.chat.template_kwargs == {"x": 1, "reasoning_effort": "low"}
     req = parse_chat(
         chat(chat_template_kwargs={"reasoning_effort": "high"}, reasoning_effort="low"), LIMITS
     )
-    assert req.template_kwargs == {"reasoning_effort": "high"}
+    assert req.chat.template_kwargs == {"reasoning_effort": "high"}
 
 
 def test_tool_choice_is_typed_and_the_pipeline_builds_its_schema() -> None:
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     req = parse_chat(chat(tool_choice="required", tools=tools), LIMITS)
-    assert req.tool_choice == ToolChoice("required") and req.guided is None
+    assert req.tools.choice == ToolChoice("required") and req.output.guided is None
     guided = tool_guided(req)
     assert guided is not None and json.loads(guided.json_schema)["type"] == "array"
     named = {"type": "function", "function": {"name": "f"}}
     req = parse_chat(chat(tool_choice=named, tools=tools), LIMITS)
-    assert req.tool_choice == ToolChoice("named", "f")
+    assert req.tools.choice == ToolChoice("named", "f")
     guided = tool_guided(req)
     assert guided is not None and json.loads(guided.json_schema) == {"type": "object"}
     req = parse_chat(chat(tool_choice="none", tools=tools), LIMITS)
-    assert req.tool_choice == ToolChoice("none") and tool_guided(req) is None
+    assert req.tools.choice == ToolChoice("none") and tool_guided(req) is None
 
 
 def test_completion_fields() -> None:
     req = parse_completion(
         {"model": "m", "prompt": ["hello"], "logprobs": 2, "echo": False}, LIMITS
     )
-    assert (req.prompt, req.logprobs, req.top_logprobs, req.max_tokens) == ("hello", True, 2, 16)
+    s = req.sampling
+    assert (req.text_prompt.text, s.logprobs, s.top_logprobs, s.max_tokens) == (
+        "hello",
+        True,
+        2,
+        16,
+    )
     req = parse_completion({"model": "m", "prompt": [1, 2, 3], "max_tokens": 4}, LIMITS)
-    assert (req.prompt, req.max_tokens, req.request_id[:5]) == ([1, 2, 3], 4, "cmpl-")
+    assert (req.text_prompt.ids, req.sampling.max_tokens, req.request_id[:5]) == (
+        (1, 2, 3),
+        4,
+        "cmpl-",
+    )
 
 
 BAD_CHAT: list[tuple[dict[str, Any], str | None, ErrorKind]] = [
@@ -201,7 +221,7 @@ def test_body_must_be_an_object(body: Any) -> None:
 def test_earlier_tool_calls_in_openai_shape_are_accepted() -> None:
     call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     as_object = {"function": {"name": "f", "arguments": {"x": 1}}}
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": None, "tool_calls": [call, as_object]},
         {"role": "tool", "tool_call_id": "call_1", "content": "42"},
@@ -209,4 +229,10 @@ def test_earlier_tool_calls_in_openai_shape_are_accepted() -> None:
         {"role": "assistant", "content": "ok", "tool_calls": []},
     ]
     req = parse_chat(chat(messages=messages), LIMITS)
-    assert req.messages == messages
+    assert [m.role for m in req.chat.messages] == [m["role"] for m in messages]
+    assert req.chat.messages[1].tool_calls == (
+        FunctionCall("f", "{}", "call_1"),
+        FunctionCall("f", {"x": 1}),
+    )
+    assert req.chat.messages[2].extra == {"tool_call_id": "call_1"}
+    assert req.chat.messages[3].tool_calls == req.chat.messages[4].tool_calls == ()

@@ -12,11 +12,13 @@ from mocks.mock_ie.script import Script
 from neutrino.config import Config, LimitsConfig
 from neutrino.engine.inprocess import InProcessEngineClient
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.chat import Message
 from neutrino.pipeline.history import History
 from neutrino.pipeline.models import ModelTexts
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import Pull, collect
-from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.request import ChatPrompt, GenerateRequest, Origin
+from neutrino.pipeline.sampling import SamplingParams, StopRules
 from neutrino.pipeline.state import State
 
 MODEL = "qwen2.5-mock"
@@ -30,13 +32,22 @@ def make(script: Script | None = None, **limits: Any) -> tuple[Orchestrator, InP
     return Orchestrator(cfg, engine, texts, History(100)), engine
 
 
-def chat(text: str, **kw: Any) -> GenerateRequest:
+def chat(
+    text: str,
+    *,
+    stop: list[str] | None = None,
+    timeout_s: float | None = None,
+    messages: tuple[Message, ...] | None = None,
+    **sampling: Any,
+) -> GenerateRequest:
+    """A chat request of one user turn (or ``messages``), as a front end would freeze it."""
     return GenerateRequest(
         request_id="chatcmpl-t",
         model=MODEL,
-        kind="chat",
-        messages=[{"role": "user", "content": text}],
-        **kw,
+        prompt=ChatPrompt(messages or (Message("user", text),)),
+        sampling=SamplingParams(**sampling),
+        stops=StopRules(tuple(stop or ())),
+        origin=Origin(timeout_s=timeout_s),
     )
 
 
@@ -111,8 +122,7 @@ async def test_timeout_cancels_and_fails() -> None:
         [{"match": "*", "fault": "stall", "fault_after": 0, "reply": "never"}]
     )
     orch, engine = make(script)
-    req = chat("x", max_tokens=5)
-    req.timeout_s = 0.05
+    req = chat("x", max_tokens=5, timeout_s=0.05)
     gen = await orch.start(req)
     with pytest.raises(NeutrinoError) as info:
         await collect(gen)
@@ -126,7 +136,7 @@ async def test_validation_errors_never_reach_the_engine() -> None:
         (chat("x", max_tokens=5000), ErrorKind.CONTEXT_LENGTH, "max_tokens"),
         (chat("word " * 5000), ErrorKind.CONTEXT_LENGTH, "messages"),
         (
-            GenerateRequest("c", "nope", "chat", messages=[{"role": "user", "content": "x"}]),
+            GenerateRequest("c", "nope", ChatPrompt((Message("user", "x"),))),
             ErrorKind.MODEL_NOT_FOUND,
             "model",
         ),

@@ -11,13 +11,14 @@ import pytest
 
 from mocks.mock_ie.script import Script
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline import chat as pipeline_chat
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import collect
 from neutrino.pipeline.request import GenerateRequest
 from tests.unit.core.test_pipeline_inprocess import chat, make
 
 
-class Message(dict[str, str]):
+class Message(pipeline_chat.Message, frozen=True, weakref=True):
     """A chat message that can be watched with a weak reference."""
 
 
@@ -36,8 +37,7 @@ async def test_a_prompt_far_over_the_context_is_refused_and_released(no_gc: None
     words = " ".join(["alpha", "beta", "gamma", "delta"] * 60_000)  # ~260k tokens
     msg = Message(role="user", content=words)
     watch = weakref.ref(msg)
-    req = chat("")
-    req.messages = [msg]
+    req = chat("", messages=(msg,))
     del msg
     with pytest.raises(NeutrinoError) as info:
         await orch.start(req)
@@ -68,8 +68,7 @@ async def test_a_request_is_released_when_it_ends(no_gc: None, timeout: float | 
     orch, _ = make(Script.from_rules(stall))
     msg = Message(role="user", content="hello " * 200)
     watch = weakref.ref(msg)
-    req = chat("", max_tokens=8, timeout_s=timeout)
-    req.messages = [msg]
+    req = chat("", max_tokens=8, timeout_s=timeout, messages=(msg,))
     del msg
     kind = await _serve(orch, req)
     assert kind is (ErrorKind.TIMEOUT if timeout else None)

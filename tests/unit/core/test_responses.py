@@ -15,10 +15,11 @@ from neutrino.frontends.http.responses_parse import ResponsesRequest, Stored, pa
 from neutrino.frontends.http.responses_render import output_items, response_id, response_object
 from neutrino.frontends.http.responses_store import ResponseStore
 from neutrino.frontends.http.responses_stream import ResponseEvents
+from neutrino.pipeline.chat import ToolChoice
 from neutrino.pipeline.generation import Outcome
 from neutrino.pipeline.logprobs import TokenLogprob
-from neutrino.pipeline.request import ToolChoice
 from neutrino.text.parsers import ToolCall
+from tests.support import requests as view
 from tests.support.openapi import validate
 
 LIMITS = LimitsConfig()
@@ -46,11 +47,12 @@ def test_string_input_and_settings() -> None:
         stream=True,
     )
     req = p.req
-    assert req.messages == [
+    assert view.messages(req) == [
         {"role": "system", "content": "Be terse."},
         {"role": "user", "content": "hi"},
     ]
-    assert (req.kind, req.max_tokens, req.temperature, req.top_p, req.user, req.stream) == (
+    s = req.sampling
+    assert (req.kind, s.max_tokens, s.temperature, s.top_p, req.user, req.stream) == (
         "chat",
         7,
         0.5,
@@ -89,7 +91,7 @@ def test_items_become_chat_messages() -> None:
         {"type": "reasoning", "id": "rs_2", "summary": [{"type": "summary_text", "text": "x"}]},
         {"role": "user", "content": "Thanks"},  # the reasoning before it is dropped
     ]
-    msgs = parse(input=items, tools=[TOOL]).req.messages
+    msgs = view.messages(parse(input=items, tools=[TOOL]).req)
     assert msgs == [
         {"role": "developer", "content": [{"type": "text", "text": "Rules."}]},
         {"role": "user", "content": "Weather?"},
@@ -122,22 +124,23 @@ def test_tools_choice_format_reasoning_logprobs() -> None:
         top_logprobs=3,
     )
     req = p.req
-    assert req.tools == [
+    assert view.tools(req) == [
         {
             "type": "function",
             "function": {"name": "f", "parameters": {"type": "object"}, "strict": True},
         }
     ]
-    assert req.tool_choice == ToolChoice("required") and not req.parallel_tool_calls
-    assert req.template_kwargs["reasoning_effort"] == "high"
-    assert req.logprobs and req.top_logprobs == 3
+    assert req.tools.choice == ToolChoice("required") and not req.tools.parallel
+    assert req.chat.template_kwargs["reasoning_effort"] == "high"
+    assert req.sampling.logprobs and req.sampling.top_logprobs == 3
     assert p.echo["tools"] == [{**TOOL, "description": None}]
     named = parse(tools=[TOOL], tool_choice={"type": "function", "name": "f"}).req
-    assert named.tool_choice == ToolChoice("named", "f")
+    assert named.tools.choice == ToolChoice("named", "f")
     structured = parse(text={"format": fmt}).req
-    assert structured.guided is not None and structured.guided.mode is GuidedMode.JSON_SCHEMA
-    assert structured.validator is not None  # strict: the final text is checked
-    assert parse(include=["message.output_text.logprobs"]).req.logprobs
+    guided = structured.output.guided
+    assert guided is not None and guided.mode is GuidedMode.JSON_SCHEMA
+    assert structured.output.validator is not None  # strict: the final text is checked
+    assert parse(include=["message.output_text.logprobs"]).req.sampling.logprobs
 
 
 @pytest.mark.parametrize(
@@ -215,7 +218,7 @@ def test_previous_response_prepends_its_conversation() -> None:
         *earlier,
         {"type": "message", "role": "user", "content": "What was it?"},
     ]
-    assert [m["content"] for m in p.req.messages or []] == [
+    assert [m["content"] for m in view.messages(p.req)] == [
         "New rules.",
         "Remember 42",
         "Noted.",

@@ -13,6 +13,7 @@ from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.grpc import convert, render
 from neutrino.pipeline.generation import Outcome
 from neutrino.v1 import inference_pb2
+from tests.support import requests as view
 from tests.support.grpc_parity import grpc_request
 
 LIMITS = LimitsConfig()
@@ -29,11 +30,12 @@ def chat(**kw: Any) -> inference_pb2.GenerateRequest:
 def test_defaults_match_http() -> None:
     req = convert.to_request(chat(), LIMITS, stream=False)
     assert req.kind == "chat" and req.model == "m"
-    assert req.messages == [{"role": "user", "content": "hi"}]
-    assert req.max_tokens is None and req.seed is None and req.user is None
-    assert (req.temperature, req.top_p, req.top_k, req.min_p) == (1.0, 1.0, -1, 0.0)
-    assert (req.presence_penalty, req.frequency_penalty, req.repetition_penalty) == (0, 0, 1)
-    assert req.add_generation_prompt and not req.stream and not req.ignore_eos
+    s = req.sampling
+    assert view.messages(req) == [{"role": "user", "content": "hi"}]
+    assert s.max_tokens is None and s.seed is None and req.user is None
+    assert (s.temperature, s.top_p, s.top_k, s.min_p) == (1.0, 1.0, -1, 0.0)
+    assert (s.presence_penalty, s.frequency_penalty, s.repetition_penalty) == (0, 0, 1)
+    assert req.chat.add_generation_prompt and not req.stream and not s.ignore_eos
     assert req.request_id.startswith("chatcmpl-")
 
 
@@ -56,16 +58,17 @@ def test_every_field_is_carried() -> None:
     )
     msg.chat.add_generation_prompt = False
     req = convert.to_request(msg, LIMITS, stream=True)
-    assert req.max_tokens == 9 and req.temperature == 0.5 and req.top_p == 0.25
-    assert req.top_k == -1 and req.min_p == 0.125 and req.seed == 2**64 - 1
-    assert req.stop == ["a", "b"] and req.stop_token_ids == [5, 6]
-    assert (req.presence_penalty, req.frequency_penalty, req.repetition_penalty) == (
+    s = req.sampling
+    assert s.max_tokens == 9 and s.temperature == 0.5 and s.top_p == 0.25
+    assert s.top_k == -1 and s.min_p == 0.125 and s.seed == 2**64 - 1
+    assert req.stops.strings == ("a", "b") and req.stops.token_ids == (5, 6)
+    assert (s.presence_penalty, s.frequency_penalty, s.repetition_penalty) == (
         -1.5,
         1.5,
         1.25,
     )
-    assert req.ignore_eos and req.min_tokens == 3 and req.user == "u1"
-    assert not req.add_generation_prompt and req.stream
+    assert s.ignore_eos and s.min_tokens == 3 and req.user == "u1"
+    assert not req.chat.add_generation_prompt and req.stream
 
 
 def test_completion_defaults_to_16_tokens() -> None:
@@ -73,7 +76,8 @@ def test_completion_defaults_to_16_tokens() -> None:
         model="m", completion=inference_pb2.Completion(prompt="Once")
     )
     req = convert.to_request(msg, LIMITS, stream=False)
-    assert req.kind == "completion" and req.prompt == "Once" and req.max_tokens == 16
+    assert req.kind == "completion" and req.text_prompt.text == "Once"
+    assert req.sampling.max_tokens == 16
     assert req.request_id.startswith("cmpl-")
 
 
@@ -214,7 +218,7 @@ def test_chat_only_and_completion_fields() -> None:
     msg = chat(structured_outputs=inference_pb2.StructuredOutputs(regex="[a-z]+"))
     msg.chat.reasoning_format = inference_pb2.REASONING_FORMAT_HIDDEN
     req = convert.to_request(msg, LIMITS, stream=True)
-    assert req.reasoning_format == "hidden" and req.guided is not None
+    assert req.output.reasoning_format == "hidden" and req.output.guided is not None
     assert req.stream and req.include_usage
     msg = inference_pb2.GenerateRequest(
         model="m",

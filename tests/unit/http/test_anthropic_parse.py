@@ -12,7 +12,8 @@ from PIL import Image as PILImage
 from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.http.anthropic_parse import parse_count, parse_messages
-from neutrino.pipeline.request import ToolChoice
+from neutrino.pipeline.chat import ImagePart, TextPart, ToolChoice
+from tests.support import requests as view
 
 LIMITS = LimitsConfig()
 WEATHER = {
@@ -47,8 +48,9 @@ def refused(b: Any, kind: ErrorKind = ErrorKind.BAD_REQUEST) -> NeutrinoError:
 
 def test_a_plain_request() -> None:
     req = parse_messages(body(), LIMITS)
-    assert req.kind == "chat" and req.model == "m" and req.max_tokens == 64 and req.n == 1
-    assert req.messages == [{"role": "user", "content": "Hi"}]
+    assert req.kind == "chat" and req.model == "m" and req.sampling.max_tokens == 64
+    assert req.n == 1
+    assert view.messages(req) == [{"role": "user", "content": "Hi"}]
     assert req.request_id.startswith("msg-") and not req.stream
 
 
@@ -65,8 +67,8 @@ def test_sampling_stops_metadata_and_stream() -> None:
         ),
         LIMITS,
     )
-    assert (req.temperature, req.top_p, req.top_k) == (0.3, 0.9, 5)
-    assert req.stop == ["END", "\n\n"] and req.user == "u-1" and req.stream
+    assert (req.sampling.temperature, req.sampling.top_p, req.sampling.top_k) == (0.3, 0.9, 5)
+    assert req.stops.strings == ("END", "\n\n") and req.user == "u-1" and req.stream
 
 
 @pytest.mark.parametrize(
@@ -99,18 +101,14 @@ def test_bad_fields_are_a_400_naming_them(extra: dict[str, Any], says: str) -> N
 
 def test_system_string_and_blocks() -> None:
     req = parse_messages(body(system="Be terse."), LIMITS)
-    assert req.messages is not None and req.messages[0] == {
-        "role": "system",
-        "content": "Be terse.",
-    }
+    assert view.messages(req)[0] == {"role": "system", "content": "Be terse."}
     blocks = [{"type": "text", "text": "One."}, {"type": "text", "text": "Two."}]
     req = parse_messages(body(system=blocks), LIMITS)
-    assert req.messages is not None
-    assert req.messages[0] == {
+    assert view.messages(req)[0] == {
         "role": "system",
         "content": [{"type": "text", "text": "One."}, {"type": "text", "text": "Two."}],
     }
-    assert len(req.messages) == 2
+    assert len(view.messages(req)) == 2
 
 
 def test_image_blocks_are_decoded_in_order() -> None:
@@ -123,11 +121,7 @@ def test_image_blocks_are_decoded_in_order() -> None:
     ]
     req = parse_messages(body(messages=[{"role": "user", "content": content}]), LIMITS)
     assert len(req.images) == 1 and (req.images[0].width, req.images[0].height) == (4, 3)
-    assert req.messages is not None
-    parts = req.messages[0]["content"]
-    assert parts[0] == {"type": "text", "text": "What is this?"}
-    assert parts[1]["type"] == "image_url"
-    assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert req.chat.messages[0].content == (TextPart("What is this?"), ImagePart(0))
 
 
 def test_image_urls_are_refused_as_the_openai_route_refuses_them() -> None:
@@ -197,18 +191,17 @@ def test_tool_use_and_tool_results_become_calls_and_tool_messages() -> None:
         },
     ]
     req = parse_messages(body(messages=messages, tools=[WEATHER]), LIMITS)
-    assert req.messages is not None
-    first, assistant, tool_a, tool_b, last = req.messages
+    first, assistant, tool_a, tool_b, last = view.messages(req)
     assert first == {"role": "user", "content": "Weather in Zürich and Bern?"}
     assert assistant["reasoning_content"] == "Two calls."
     assert assistant["content"] == [{"type": "text", "text": "Checking."}]
-    calls = assistant["tool_calls"]
-    assert [c["id"] for c in calls] == ["toolu_a", "toolu_b"]
-    assert calls[0]["function"] == {"name": "get_weather", "arguments": '{"city": "Zürich"}'}
+    calls = req.chat.messages[1].tool_calls
+    assert [c.id for c in calls] == ["toolu_a", "toolu_b"]
+    assert (calls[0].name, calls[0].arguments) == ("get_weather", '{"city": "Zürich"}')
     assert tool_a == {"role": "tool", "tool_call_id": "toolu_a", "content": "sunny"}
     assert tool_b == {"role": "tool", "tool_call_id": "toolu_b", "content": "rain"}
     assert last == {"role": "user", "content": [{"type": "text", "text": "Thanks; summarise."}]}
-    assert req.tools == [
+    assert view.tools(req) == [
         {
             "type": "function",
             "function": {
@@ -230,10 +223,9 @@ def test_an_assistant_turn_of_only_calls_has_null_content() -> None:
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t"}]},
     ]
     req = parse_messages(body(messages=messages), LIMITS)
-    assert req.messages is not None
-    assert req.messages[1]["content"] is None
-    assert req.messages[2] == {"role": "tool", "tool_call_id": "t", "content": ""}
-    assert len(req.messages) == 3  # a turn of only tool results adds no user message
+    assert view.messages(req)[1]["content"] is None
+    assert view.messages(req)[2] == {"role": "tool", "tool_call_id": "t", "content": ""}
+    assert len(view.messages(req)) == 3  # a turn of only tool results adds no user message
 
 
 @pytest.mark.parametrize(
@@ -248,8 +240,8 @@ def test_an_assistant_turn_of_only_calls_has_null_content() -> None:
 )
 def test_tool_choice(choice: dict[str, Any], mode: str, name: str | None, parallel: bool) -> None:
     req = parse_messages(body(tools=[WEATHER], tool_choice=choice), LIMITS)
-    assert req.tool_choice == ToolChoice(mode, name)  # type: ignore[arg-type]
-    assert req.parallel_tool_calls is parallel
+    assert req.tools.choice == ToolChoice(mode, name)  # type: ignore[arg-type]
+    assert req.tools.parallel is parallel
 
 
 def test_a_named_tool_must_be_offered() -> None:
@@ -289,7 +281,7 @@ def test_a_final_assistant_turn_is_refused() -> None:
 def test_thinking_sets_the_template_switches(
     thinking: dict[str, Any], kwargs: dict[str, Any]
 ) -> None:
-    assert parse_messages(body(thinking=thinking), LIMITS).template_kwargs == kwargs
+    assert parse_messages(body(thinking=thinking), LIMITS).chat.template_kwargs == kwargs
 
 
 def test_output_config() -> None:
@@ -298,16 +290,16 @@ def test_output_config() -> None:
         body(output_config={"effort": "max", "format": {"type": "json_schema", "schema": schema}}),
         LIMITS,
     )
-    assert req.template_kwargs == {"reasoning_effort": "high"}
-    assert req.guided is not None and req.validator is not None
+    assert req.chat.template_kwargs == {"reasoning_effort": "high"}
+    assert req.output.guided is not None and req.output.validator is not None
 
 
 def test_count_tokens_needs_no_max_tokens() -> None:
     b = body(system="S.", tools=[WEATHER], thinking={"type": "disabled"})
     del b["max_tokens"]
     req = parse_count(b, LIMITS)
-    assert req.max_tokens is None and not req.stream and req.tools is not None
-    assert req.template_kwargs == {"enable_thinking": False, "thinking": False}
+    assert req.sampling.max_tokens is None and not req.stream and req.tools.tools
+    assert req.chat.template_kwargs == {"enable_thinking": False, "thinking": False}
 
 
 def test_not_an_object() -> None:

@@ -101,7 +101,7 @@ async def streamed(orch: Orchestrator, body: dict[str, Any]) -> list[tuple[str, 
     sink = ListBody()
     stream = SSEStream(sink, 1, 1 << 20, error_events=error_events)
     gen = await orch.start(req)
-    writer = MessageWriter(stream, frozenset(req.stop))
+    writer = MessageWriter(stream, frozenset(req.stops.strings))
     writer.open(gen)
     gen.push_to(writer)
     await stream.done
@@ -117,7 +117,7 @@ async def whole(orch: Orchestrator, body: dict[str, Any]) -> dict[str, Any]:
     req = parse_messages(body, orch.cfg.limits)
     gen = await orch.start(req)
     text, outcome = await collect(gen)
-    return message(gen, text, outcome, frozenset(req.stop))
+    return message(gen, text, outcome, frozenset(req.stops.strings))
 
 
 def shown(m: Message) -> dict[str, Any]:

@@ -1,0 +1,141 @@
+"""A chat's typed parts: messages, their content parts and earlier tool calls, the tools
+offered and the choice among them (frozen, protocol-neutral).
+
+Front ends translate their protocol's turns into these; the prompt builder turns them into
+what chat templates read (:func:`template_messages`, :func:`template_tools`: the Hugging
+Face convention, which is OpenAI's shape). Keys a client sent beside the ones the API
+defines (``name``, ``tool_call_id``, ``reasoning_content``...) ride along in ``extra``,
+verbatim, for templates that read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import msgspec
+
+Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
+ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+class TextPart(msgspec.Struct, frozen=True):
+    text: str
+
+
+class ImagePart(msgspec.Struct, frozen=True):
+    """An image, by its place among the request's images (``GenerateRequest.images``)."""
+
+    index: int
+
+
+Part = TextPart | ImagePart
+
+
+class FunctionCall(msgspec.Struct, frozen=True):
+    """A tool call an earlier assistant turn made."""
+
+    name: str
+    arguments: str | Mapping[str, object] = ""  # JSON text (some clients send an object)
+    id: str | None = None
+    extra: Mapping[str, object] = {}  # the call's other keys, verbatim
+
+
+class Message(msgspec.Struct, frozen=True):
+    role: Role
+    content: str | tuple[Part, ...] | None
+    tool_calls: tuple[FunctionCall, ...] = ()
+    extra: Mapping[str, object] = {}  # the message's other keys, verbatim, for templates
+
+
+class Tool(msgspec.Struct, frozen=True):
+    """A function the model may call; ``parameters`` is its JSON schema."""
+
+    name: str
+    description: str | None = None
+    parameters: Mapping[str, object] | None = None
+    extra: Mapping[str, object] = {}  # the function's other keys (``strict``...), verbatim
+
+
+class ToolChoice(msgspec.Struct, frozen=True):
+    """``tool_choice``: the model may call tools (auto), must not (none), must call one
+    (required), or must call the one ``name``d (named)."""
+
+    mode: Literal["auto", "none", "required", "named"] = "auto"
+    name: str | None = None
+
+    @property
+    def forced(self) -> bool:
+        """Whether the engine decodes under a schema of the call(s) it must make."""
+        return self.mode in ("required", "named")
+
+
+AUTO_TOOLS = ToolChoice()
+
+
+def _call_view(call: FunctionCall) -> dict[str, object]:
+    view: dict[str, object] = {
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+        **call.extra,
+    }
+    if call.id is not None:
+        view["id"] = call.id
+    return view
+
+
+def _content_view(
+    content: tuple[Part, ...], image: Mapping[str, object]
+) -> list[dict[str, object]]:
+    return [
+        {"type": "text", "text": p.text} if isinstance(p, TextPart) else dict(image)
+        for p in content
+    ]
+
+
+def template_messages(
+    messages: Sequence[Message], image: Mapping[str, object]
+) -> list[dict[str, object]]:
+    """The messages as chat templates read them; each image part becomes ``image`` (the
+    family's own image part, or a text part holding its placeholder)."""
+    out: list[dict[str, object]] = []
+    for m in messages:
+        content = m.content
+        view: dict[str, object] = {
+            **m.extra,
+            "role": m.role,
+            "content": content if not isinstance(content, tuple) else _content_view(content, image),
+        }
+        if m.tool_calls:
+            view["tool_calls"] = [_call_view(c) for c in m.tool_calls]
+        out.append(view)
+    return out
+
+
+def template_tools(tools: Sequence[Tool]) -> list[dict[str, object]] | None:
+    """The tools as chat templates and tool parsers read them (None: none offered)."""
+    if not tools:
+        return None
+    out: list[dict[str, object]] = []
+    for t in tools:
+        fn: dict[str, object] = {**t.extra, "name": t.name}
+        if t.description is not None:
+            fn["description"] = t.description
+        if t.parameters is not None:
+            fn["parameters"] = t.parameters
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def verbatim_texts(messages: Sequence[Message]) -> list[str]:
+    """The texts a template renders as they are: user, system, developer and tool turns'
+    (an assistant's may lose its reasoning)."""
+    texts: list[str] = []
+    for m in messages:
+        if m.role in ("user", "system", "developer", "tool"):
+            content = m.content
+            if isinstance(content, str):
+                texts.append(content)
+            elif content:
+                texts += [p.text for p in content if isinstance(p, TextPart)]
+    return texts
