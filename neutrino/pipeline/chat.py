@@ -17,6 +17,15 @@ import msgspec
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+# A role as a client sends it -> the typed role (a lookup that also checks it).
+ROLE_OF: dict[str, Role] = {
+    "system": "system",
+    "developer": "developer",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+    "function": "function",
+}
 
 
 class TextPart(msgspec.Struct, frozen=True):
@@ -101,6 +110,9 @@ def template_messages(
     out: list[dict[str, object]] = []
     for m in messages:
         content = m.content
+        if not m.extra and not m.tool_calls and content.__class__ is str:
+            out.append({"role": m.role, "content": content})  # the common turn
+            continue
         view: dict[str, object] = {
             **m.extra,
             "role": m.role,

@@ -12,6 +12,8 @@ import asyncio
 import math
 from collections.abc import Callable
 
+from neutrino.running import running_loop
+
 
 class Deadline:
     """One pending deadline; ``cancel`` is idempotent (the TimerHandle contract)."""
@@ -45,7 +47,7 @@ class DeadlineWheel:
         """
         loop = self._loop
         if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
+            loop = self._loop = running_loop()
         key = math.ceil((loop.time() + max(0.0, delay_s)) / self.resolution_s)
         bucket = self._buckets.get(key)
         if bucket is None:

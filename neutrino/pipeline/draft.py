@@ -15,6 +15,7 @@ from neutrino.errors import bad_request
 from neutrino.pipeline.chat import AUTO_TOOLS, Message, Tool, ToolChoice
 from neutrino.pipeline.fields import Loc
 from neutrino.pipeline.request import (
+    NO_TOOLS,
     ChatPrompt,
     GenerateRequest,
     OutputRules,
@@ -27,58 +28,40 @@ from neutrino.pipeline.sampling import SAMPLING, SamplingParams, StopRules
 
 
 class Draft:
-    __slots__ = (
-        "add_generation_prompt",
-        "echo",
-        "guided",
-        "images",
-        "include_stop",
-        "include_usage",
-        "kind",
-        "messages",
-        "model",
-        "n",
-        "parallel_tool_calls",
-        "prompt_ids",
-        "prompt_text",
-        "reasoning_format",
-        "request_id",
-        "sampling",
-        "stop",
-        "stop_token_ids",
-        "stream",
-        "template_kwargs",
-        "tool_choice",
-        "tools",
-        "user",
-        "validator",
-    )
+    """Plain fields with their defaults on the class: a draft pays only for the fields
+    its request sets."""
+
+    model = ""
+    messages: tuple[Message, ...] | None = None
+    prompt_text: str | None = None
+    prompt_ids: tuple[int, ...] | None = None
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    include_stop = False
+    guided: Guided | None = None
+    validator: Validator | None = None
+    reasoning_format: ReasoningFormat = "parsed"
+    tools: tuple[Tool, ...] = ()
+    tool_choice: ToolChoice = AUTO_TOOLS
+    parallel_tool_calls = True
+    images: tuple[Image, ...] = ()
+    n = 1
+    stream = False
+    include_usage = False
+    user: str | None = None
+    echo = False
+    add_generation_prompt = True
+    template_kwargs: dict[str, object] = {}  # replaced, never changed in place
 
     def __init__(self, request_id: str, kind: Literal["chat", "completion"]) -> None:
         self.request_id = request_id
         self.kind = kind
-        self.model = ""
-        self.messages: tuple[Message, ...] | None = None
-        self.prompt_text: str | None = None
-        self.prompt_ids: tuple[int, ...] | None = None
         self.sampling: dict[str, object] = {}  # SamplingParams field -> checked value
-        self.stop: tuple[str, ...] = ()
-        self.stop_token_ids: tuple[int, ...] = ()
-        self.include_stop = False
-        self.guided: Guided | None = None
-        self.validator: Validator | None = None
-        self.reasoning_format: ReasoningFormat = "parsed"
-        self.tools: tuple[Tool, ...] = ()
-        self.tool_choice: ToolChoice = AUTO_TOOLS
-        self.parallel_tool_calls = True
-        self.images: list[Image] = []
-        self.n = 1
-        self.stream = False
-        self.include_usage = False
-        self.user: str | None = None
-        self.echo = False
-        self.add_generation_prompt = True
-        self.template_kwargs: dict[str, object] = {}
+
+    def add_image(self, image: Image) -> int:
+        """Keep ``image``; its index among the request's images."""
+        self.images = (*self.images, image)
+        return len(self.images) - 1
 
     def sample(self, name: str, value: object, at: Loc, limits: LimitsConfig) -> None:
         """Check and keep the sampling field ``name`` (a :class:`SamplingParams` field)."""
@@ -107,21 +90,32 @@ class Draft:
             prompt = ChatPrompt(self.messages, self.add_generation_prompt, self.template_kwargs)
         else:
             prompt = TextPrompt(self.prompt_text, self.prompt_ids, self.echo)
-        tools = ToolUse(self.tools, self.tool_choice, self.parallel_tool_calls)
-        return GenerateRequest(
-            request_id=self.request_id,
-            model=self.model,
-            prompt=prompt,
-            sampling=SamplingParams(**self.sampling) if self.sampling else _DEFAULT_SAMPLING,  # type: ignore[arg-type]
-            stops=StopRules(self.stop, self.stop_token_ids, self.include_stop),
-            output=OutputRules(self.guided, self.validator, self.reasoning_format),
-            tools=tools,
-            images=tuple(self.images),
-            n=self.n,
-            stream=self.stream,
-            include_usage=self.include_usage,
-            user=self.user,
+        stops = _NO_STOPS
+        if self.stop or self.stop_token_ids or self.include_stop:
+            stops = StopRules(self.stop, self.stop_token_ids, self.include_stop)
+        output = _NO_RULES
+        if self.guided is not None or self.reasoning_format != "parsed":
+            output = OutputRules(self.guided, self.validator, self.reasoning_format)
+        tools = NO_TOOLS
+        if self.tools or self.tool_choice is not AUTO_TOOLS or not self.parallel_tool_calls:
+            tools = ToolUse(self.tools, self.tool_choice, self.parallel_tool_calls)
+        sampling = self.sampling
+        return GenerateRequest(  # positional: the fields' order (GenerateRequest's)
+            self.request_id,
+            self.model,
+            prompt,
+            SamplingParams(**sampling) if sampling else _DEFAULT_SAMPLING,  # type: ignore[arg-type]
+            stops,
+            output,
+            tools,
+            self.images,
+            self.n,
+            self.stream,
+            self.include_usage,
+            self.user,
         )
 
 
 _DEFAULT_SAMPLING = SamplingParams()
+_NO_STOPS = StopRules()
+_NO_RULES = OutputRules()

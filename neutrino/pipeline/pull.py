@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.logprobs import TokenLogprob
+from neutrino.running import running_loop
 from neutrino.text.parsers import ToolCallDelta
 
 
@@ -22,7 +23,7 @@ class _Collector:
 
     def __init__(self) -> None:
         self.parts: list[str] = []
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.done: asyncio.Future[None] = running_loop().create_future()
 
     def on_text(self, text: str, tokens: int, logprobs: list[TokenLogprob] | None) -> None:
         if text:
@@ -139,7 +140,7 @@ class Pull:
         """Until something was pushed or the generation ended."""
         if self._pending or self._ended:
             return
-        fut = asyncio.get_running_loop().create_future()
+        fut = running_loop().create_future()
         self._waiter = fut
         try:
             await fut

@@ -10,6 +10,7 @@ encoded once and reused; only the new turn pays for BPE.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 ENTRY_BYTES = 120  # an entry's dict slot and the string's and list's own headers
 ID_BYTES = 36  # a list slot and an int object (ids above 256 are objects of their own)
@@ -34,7 +35,9 @@ class SegmentCache:
     def __init__(self, max_bytes: int = 8 << 20, max_segment: int = 1 << 16) -> None:
         self.max_bytes = max_bytes
         self.max_segment = max_segment
-        self._map: dict[str, list[int]] = {}
+        # Ordered by insertion, oldest first: popitem(last=False) takes it in O(1) (a plain
+        # dict scans past every slot already emptied at its front to find its first key).
+        self._map: OrderedDict[str, list[int]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -50,8 +53,8 @@ class SegmentCache:
                 return
             m = self._map
             while m and self._bytes + cost > self.max_bytes:
-                oldest = next(iter(m))
-                self._bytes -= entry_bytes(oldest, m.pop(oldest))
+                oldest, old_ids = m.popitem(last=False)
+                self._bytes -= entry_bytes(oldest, old_ids)
             m[segment] = ids
             self._bytes += cost
 

@@ -17,6 +17,7 @@ from neutrino.frontends.grpc.calls import Context, send
 from neutrino.frontends.grpc.render import Chunks
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.pull import Pull
+from neutrino.running import running_loop
 
 
 class _Signal:
@@ -37,7 +38,7 @@ class _Signal:
     async def wait(self) -> None:
         """Until set since the last wait."""
         if not self._set:
-            self._waiter = asyncio.get_running_loop().create_future()
+            self._waiter = running_loop().create_future()
             try:
                 await self._waiter
             finally:

@@ -24,6 +24,7 @@ from neutrino.frontends.http.guard import error_response
 from neutrino.frontends.http.render import SSE_OPEN
 from neutrino.frontends.http.reset import reset
 from neutrino.frontends.http.sse import Body, SlowClient, within
+from neutrino.running import running_loop
 
 # What aiohttp raises when the client went away while we were writing.
 GONE = ConnectionError
@@ -138,9 +139,7 @@ class AiohttpBody:
         self._buf = bytearray()
         self._ending = False
         self._wake: asyncio.Event = asyncio.Event()
-        self._task: asyncio.Task[None] | None = asyncio.get_running_loop().create_task(
-            self._drain()
-        )
+        self._task: asyncio.Task[None] | None = running_loop().create_task(self._drain())
         self.on_lost: Callable[[str], None] | None = None
 
     def write(self, data: bytes) -> int:

@@ -13,19 +13,19 @@ the API knows. Rules that join two fields run afterwards, only when one is prese
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import bad_request, unsupported
 from neutrino.frontends.common import new_id
 from neutrino.pipeline import sampling
 from neutrino.pipeline.chat import (
+    ROLE_OF,
     ROLES,
     FunctionCall,
     ImagePart,
     Message,
     Part,
-    Role,
     TextPart,
     Tool,
     ToolChoice,
@@ -194,14 +194,14 @@ def _messages(d: Draft, v: Any, limits: LimitsConfig) -> None:
 def _message(d: Draft, m: Any, i: int) -> Message:
     if not isinstance(m, dict):
         raise bad_request(f"messages[{i}] must be an object", f"messages[{i}]")
-    role = m.get("role")
-    if role.__class__ is not str or role not in ROLES:
+    raw = m.get("role")
+    role = ROLE_OF.get(raw) if raw.__class__ is str else None
+    if role is None:
         where = f"messages[{i}]"
         raise bad_request(f"{where}.role must be one of {sorted(ROLES)}", f"{where}.role")
     calls: tuple[FunctionCall, ...] = ()
     if "tool_calls" in m:
         calls = _tool_calls(m["tool_calls"], f"messages[{i}].tool_calls")
-    role = cast(Role, role)
     content = m.get("content")
     if len(m) == 2 and content.__class__ is str:  # {"role", "content"}: the common case
         return Message(role, content)
@@ -262,8 +262,7 @@ def _content_part(d: Draft, part: Any, where: str) -> Part:
             raise bad_request(f"{where}.image_url.url must be a string", where)
         if len(d.images) >= MAX_IMAGES:
             raise bad_request(f"at most {MAX_IMAGES} images per request", where)
-        d.images.append(decode_image_url(url, where))
-        return ImagePart(len(d.images) - 1)
+        return ImagePart(d.add_image(decode_image_url(url, where)))
     if kind != "text":
         raise unsupported(f"content parts of type {kind!r} are not supported yet", where)
     text = part.get("text")
@@ -441,8 +440,8 @@ def parse_chat(body: Any, limits: LimitsConfig) -> GenerateRequest:
     if body.get("tool_choice") is not None:
         _tool_choice(d, body["tool_choice"])
     effort = body.get("reasoning_effort")
-    if effort is not None:
-        d.template_kwargs.setdefault("reasoning_effort", effort)
+    if effort is not None and "reasoning_effort" not in d.template_kwargs:
+        d.template_kwargs = {**d.template_kwargs, "reasoning_effort": effort}
     req = d.freeze()
     tool_guided(req)  # a forced choice beside another constraint is refused here
     return req

@@ -27,6 +27,7 @@ from neutrino.observability.counters import Counters
 from neutrino.observability.logs import RateLimited
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.logprobs import TokenLogprob
+from neutrino.running import running_loop
 from neutrino.text.parsers import ToolCallDelta
 
 log = logging.getLogger("neutrino.http")
@@ -131,7 +132,7 @@ class SSEStream:
         self._timer: asyncio.TimerHandle | None = None
         self._interval = 0.0
         self._quiet = False
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.done: asyncio.Future[None] = running_loop().create_future()
         self.gone: str | None = None  # why the client can no longer be written to
 
     def keep_alive(self, interval: float) -> None:
@@ -139,7 +140,7 @@ class SSEStream:
         if interval > 0 and not self.done.done():
             self._interval = interval
             self._quiet = True
-            self._timer = asyncio.get_running_loop().call_later(interval, self._tick)
+            self._timer = running_loop().call_later(interval, self._tick)
 
     def _tick(self) -> None:
         if self._quiet:
@@ -147,7 +148,7 @@ class SSEStream:
         if self.done.done():
             return
         self._quiet = True
-        self._timer = asyncio.get_running_loop().call_later(self._interval, self._tick)
+        self._timer = running_loop().call_later(self._interval, self._tick)
 
     def write(self, data: bytes) -> None:
         """Write one piece of the body."""

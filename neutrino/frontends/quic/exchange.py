@@ -14,6 +14,7 @@ from neutrino.frontends.common import SSE_HEADERS
 from neutrino.frontends.http.headers import error_headers
 from neutrino.frontends.http.render import SSE_OPEN
 from neutrino.frontends.quic.head import Fields, RequestHead, response_fields
+from neutrino.running import running_loop
 
 _JSON = ("content-type", "application/json")
 _SSE = list(SSE_HEADERS.items())
@@ -45,7 +46,7 @@ class H3Exchange:
         self._stream = stream
         self.head = head
         self.request_id = ""
-        self._body: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._body: asyncio.Future[bytes] = running_loop().create_future()
         self._error: NeutrinoError | None = None
         self.answered = False  # a response head went out
         self.streaming = False
