@@ -30,7 +30,6 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 
 from neutrino.errors import ErrorKind
-from neutrino.pipeline.state import State
 
 PREFIX = "neutrino_"
 PROTOCOLS = ("http", "grpc", "quic")
@@ -90,9 +89,10 @@ ENGINE_COUNTERS = (
      "tokens_after_disconnect"),
 )  # fmt: skip
 
-_GEN = State.GENERATING
-_PROC = State.PROCESSING
-_QUEUED = State.QUEUED
+# The request states (pipeline.state.State) whose times the histograms read.
+_GEN = "generating"
+_PROC = "processing"
+_QUEUED = "queued"
 
 
 class Histogram:
@@ -145,7 +145,7 @@ class Metrics:
         route: str,
         model: str,
         outcome: str,
-        times: Mapping[State, int],
+        times: Mapping[str, int],
         start_ns: int,
         end_ns: int,
         usage: tuple[int, int, int, int] = (0, 0, 0, 0),
@@ -178,7 +178,7 @@ class Metrics:
 
 def _observe(
     series: ModelSeries,
-    times: Mapping[State, int],
+    times: Mapping[str, int],
     start: int,
     end: int,
     usage: tuple[int, int, int, int],

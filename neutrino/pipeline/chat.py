@@ -15,6 +15,10 @@ from typing import Literal
 
 import msgspec
 
+from neutrino.config import LimitsConfig
+from neutrino.pipeline.fields import Loc, invalid, path
+from neutrino.pipeline.images import MAX_IMAGES
+
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 # A role as a client sends it -> the typed role (a lookup that also checks it).
@@ -151,3 +155,78 @@ def verbatim_texts(messages: Sequence[Message]) -> list[str]:
             elif content:
                 texts += [p.text for p in content if isinstance(p, TextPart)]
     return texts
+
+
+# ----------------------------------------------------------------------------- rules
+# What a chat's parts must be, whatever protocol carried them; ``at`` is where the value
+# is in the client's request (neutrino.pipeline.fields).
+
+_RESERVED_KWARGS = frozenset(
+    {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}
+)
+
+
+def role(v: object, at: Loc) -> Role:
+    found = ROLE_OF.get(v) if isinstance(v, str) else None
+    if found is None:
+        raise invalid(at, f"{{at}} must be one of {sorted(ROLES)}")
+    return found
+
+
+def message(
+    who: Role,
+    content: str | tuple[Part, ...] | None,
+    calls: tuple[FunctionCall, ...],
+    extra: Mapping[str, object],
+    at: Loc,
+) -> Message:
+    """A turn; only an assistant's may have no content (a turn of only tool calls)."""
+    if content is None and who != "assistant":
+        raise invalid((*at, "content"), "{at} is required")
+    return Message(who, content, calls, extra)
+
+
+def messages_count(n: int, at: Loc, limits: LimitsConfig) -> None:
+    if n == 0:
+        raise invalid(at, "{at} must be a non-empty array")
+    if n > limits.max_messages:
+        raise invalid(at, f"{{at}} has {n} entries; at most {limits.max_messages} are allowed")
+
+
+def tools_count(n: int, at: Loc, limits: LimitsConfig) -> None:
+    if n > limits.max_tools:
+        raise invalid(at, f"{{at}} has {n} entries; at most {limits.max_tools} are allowed")
+
+
+def images_count(n: int, at: Loc) -> None:
+    """Called before an image is added: ``n`` images are already in."""
+    if n >= MAX_IMAGES:
+        raise invalid(at, f"at most {MAX_IMAGES} images per request")
+
+
+def template_kwargs(v: object, at: Loc) -> dict[str, object]:
+    """Template variables a client sets (``chat_template_kwargs``): never the ones the
+    prompt builder sets itself."""
+    if not isinstance(v, dict):
+        raise invalid(at, "{at} must be an object")
+    bad = _RESERVED_KWARGS & v.keys()
+    if bad:
+        raise invalid(at, f"{{at}} may not set {sorted(bad)[0]}")
+    return dict(v)
+
+
+def tool_choice(choice: ToolChoice, tools: Sequence[Tool], at: Loc, tools_at: Loc) -> ToolChoice:
+    """``choice`` checked against the tools offered."""
+    if choice.mode == "named" and choice.name not in {t.name for t in tools}:
+        raise invalid(at, f"{{at}} names {choice.name!r}, which is not in {path(tools_at)}")
+    if choice.mode == "required" and not tools:
+        raise invalid(at, f"{{at}} 'required' needs {path(tools_at)}")
+    return choice
+
+
+def reasoning_effort(v: object, at: Loc) -> str:
+    """How hard a reasoning model thinks: the templates' ``reasoning_effort``."""
+    if v not in ("minimal", "low", "medium", "high"):
+        raise invalid(at, "{at} must be 'minimal', 'low', 'medium' or 'high'")
+    assert isinstance(v, str)
+    return v

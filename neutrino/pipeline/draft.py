@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from typing import Literal
 
+import msgspec
+
 from neutrino.config import LimitsConfig
 from neutrino.engine.messages import Guided, Image
-from neutrino.errors import bad_request
+from neutrino.errors import ErrorKind, bad_request
+from neutrino.pipeline import chat
 from neutrino.pipeline.chat import AUTO_TOOLS, Message, Tool, ToolChoice
-from neutrino.pipeline.fields import Loc
+from neutrino.pipeline.fields import Loc, invalid
 from neutrino.pipeline.request import (
     NO_TOOLS,
     ChatPrompt,
@@ -23,8 +26,26 @@ from neutrino.pipeline.request import (
     TextPrompt,
     ToolUse,
     Validator,
+    tool_guided,
 )
 from neutrino.pipeline.sampling import SAMPLING, SamplingParams, StopRules
+
+
+class Names(msgspec.Struct, frozen=True):
+    """Where a protocol keeps the fields whose rules join two fields (OpenAI's places by
+    default), so that such an error names them as the client's request does."""
+
+    messages: Loc = ("messages",)
+    tools: Loc = ("tools",)
+    tool_choice: Loc = ("tool_choice",)
+    top_logprobs: Loc = ("top_logprobs",)
+    prompt: Loc = ("prompt",)
+    echo: Loc = ("echo",)
+    # The fields that set an output constraint, in words.
+    constraints: str = "response_format, structured_outputs or a guided_ field"
+
+
+OPENAI = Names()
 
 
 class Draft:
@@ -52,6 +73,7 @@ class Draft:
     echo = False
     add_generation_prompt = True
     template_kwargs: dict[str, object] = {}  # replaced, never changed in place
+    reasoning_effort: str | None = None  # a template variable unless template_kwargs sets it
 
     def __init__(self, request_id: str, kind: Literal["chat", "completion"]) -> None:
         self.request_id = request_id
@@ -83,13 +105,12 @@ class Draft:
             )
         self.guided, self.validator = guided, validator
 
-    def freeze(self) -> GenerateRequest:
-        prompt: ChatPrompt | TextPrompt
-        if self.kind == "chat":
-            assert self.messages is not None
-            prompt = ChatPrompt(self.messages, self.add_generation_prompt, self.template_kwargs)
-        else:
-            prompt = TextPrompt(self.prompt_text, self.prompt_ids, self.echo)
+    def freeze(self, names: Names = OPENAI) -> GenerateRequest:
+        """The typed request, once the rules that join fields hold (errors name the
+        fields where ``names`` says the protocol keeps them)."""
+        if not self.model:
+            raise bad_request("model is required", "model")
+        prompt = self._chat(names) if self.kind == "chat" else self._completion(names)
         stops = _NO_STOPS
         if self.stop or self.stop_token_ids or self.include_stop:
             stops = StopRules(self.stop, self.stop_token_ids, self.include_stop)
@@ -100,7 +121,7 @@ class Draft:
         if self.tools or self.tool_choice is not AUTO_TOOLS or not self.parallel_tool_calls:
             tools = ToolUse(self.tools, self.tool_choice, self.parallel_tool_calls)
         sampling = self.sampling
-        return GenerateRequest(  # positional: the fields' order (GenerateRequest's)
+        req = GenerateRequest(  # positional: the fields' order (GenerateRequest's)
             self.request_id,
             self.model,
             prompt,
@@ -114,6 +135,33 @@ class Draft:
             self.include_usage,
             self.user,
         )
+        if self.tool_choice.forced:
+            tool_guided(req, names.tool_choice, names.constraints)  # refused beside another
+        return req
+
+    def _chat(self, names: Names) -> ChatPrompt:
+        if self.messages is None:
+            raise invalid(names.messages, "{at} must be a non-empty array")
+        if not self.sampling.get("logprobs") and "top_logprobs" in self.sampling:
+            raise invalid(names.top_logprobs, "{at} requires logprobs=true")
+        if self.tool_choice is not AUTO_TOOLS:
+            chat.tool_choice(self.tool_choice, self.tools, names.tool_choice, names.tools)
+        kwargs = self.template_kwargs
+        if self.reasoning_effort is not None and "reasoning_effort" not in kwargs:
+            kwargs = {**kwargs, "reasoning_effort": self.reasoning_effort}
+        return ChatPrompt(self.messages, self.add_generation_prompt, kwargs)
+
+    def _completion(self, names: Names) -> TextPrompt:
+        if self.prompt_text is None and self.prompt_ids is None:
+            raise invalid(names.prompt, "{at} must be a string or an array of token ids")
+        if self.echo and self.sampling.get("logprobs"):
+            raise invalid(
+                names.echo,
+                "echo with logprobs needs prompt logprobs, which engines do not report yet",
+                kind=ErrorKind.UNSUPPORTED,
+            )
+        self.sampling.setdefault("max_tokens", 16)  # OpenAI's default for completions
+        return TextPrompt(self.prompt_text, self.prompt_ids, self.echo)
 
 
 _DEFAULT_SAMPLING = SamplingParams()

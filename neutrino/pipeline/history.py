@@ -35,7 +35,7 @@ class HistoryEntry:
     model: str
     state: str
     created: float
-    times: dict[State, int]  # state -> monotonic nanoseconds, in the order entered
+    times: dict[str, int]  # state -> monotonic nanoseconds, in the order entered
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str | None = None
@@ -85,7 +85,7 @@ class HistoryEntry:
             "model": self.model,
             "state": self.state,
             "created": self.created,
-            "transitions": [(s.value, (t - t0) / 1e9) for s, t in self.times.items()],
+            "transitions": [(str(s), (t - t0) / 1e9) for s, t in self.times.items()],
             "timings": lc.timings(),
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,

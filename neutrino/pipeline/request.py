@@ -16,9 +16,9 @@ from typing import Literal
 import msgspec
 
 from neutrino.engine.messages import Guided, GuidedMode, Image
-from neutrino.errors import bad_request
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.chat import AUTO_TOOLS, Message, Tool, ToolChoice, template_tools
+from neutrino.pipeline.fields import Loc, invalid
 from neutrino.pipeline.sampling import SamplingParams, StopRules
 from neutrino.text.parsers.forced import forced_schema
 
@@ -116,17 +116,21 @@ def choices(req: GenerateRequest) -> list[GenerateRequest]:
     ]
 
 
-def tool_guided(req: GenerateRequest) -> Guided | None:
+def tool_guided(
+    req: GenerateRequest,
+    at: Loc = ("tool_choice",),
+    constraints: str = "response_format, structured_outputs or a guided_ field",
+) -> Guided | None:
     """The constraint the engine decodes under: the client's own, or for a forced
-    ``tool_choice`` the JSON schema of the call(s) it must make (never both)."""
+    ``tool_choice`` the JSON schema of the call(s) it must make (never both; ``at`` and
+    ``constraints``: how the client's protocol names the tool choice and the fields of
+    an output constraint)."""
     guided = req.output.guided
     if not req.tools.choice.forced:
         return guided
     if guided is not None:
-        raise bad_request(
-            "a forced tool_choice cannot be combined with an output constraint "
-            "(response_format, structured_outputs or a guided_ field)",
-            "tool_choice",
+        raise invalid(
+            at, f"a forced {{at}} cannot be combined with an output constraint ({constraints})"
         )
     schema = forced_schema(template_tools(req.tools.tools) or [], req.tools.choice.name)
     return Guided(GuidedMode.JSON_SCHEMA, json.dumps(schema, ensure_ascii=False))

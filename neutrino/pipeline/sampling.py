@@ -146,3 +146,11 @@ SAMPLING: dict[str, Callable[[object, Loc, LimitsConfig], object]] = {
     "logprobs": _plain(boolean),
     "top_logprobs": _int(0, MAX_TOP_LOGPROBS),
 }
+
+
+def choices(v: object, at: Loc, limits: LimitsConfig) -> int:
+    """``n``: how many choices, at most ``[limits] max_n``."""
+    n = integer(v, at, 1)
+    if n > limits.max_n:
+        raise invalid(at, f"{{at}} must be at most {limits.max_n} on this server")
+    return n

@@ -52,7 +52,9 @@ class Lifecycle:
     def __init__(self) -> None:
         now = time.monotonic_ns()
         self.state = State.START
-        self.times: dict[State, int] = {State.START: now}
+        # State -> when it was entered; keyed by str (a State is one) for readers outside
+        # the pipeline (metrics), which name states by their values.
+        self.times: dict[str, int] = {State.START: now}
         self.created_wall = time.time()
 
     def advance(self, target: State) -> None:
@@ -71,8 +73,9 @@ class Lifecycle:
         States are entered in order, so a phase lasts until the next state entered;
         a phase not (yet) finished counts as zero.
         """
-        spent = {State.QUEUED: 0, State.PROCESSING: 0, State.GENERATING: 0}
-        prev_state, prev_t = State.START, 0
+        spent: dict[str, int] = {State.QUEUED: 0, State.PROCESSING: 0, State.GENERATING: 0}
+        prev_state: str = State.START
+        prev_t = 0
         first = last = 0
         for i, (state, t) in enumerate(self.times.items()):
             if i == 0:
@@ -90,4 +93,4 @@ class Lifecycle:
     def transitions(self) -> list[tuple[str, float]]:
         """(state, seconds since start) in order entered."""
         t0 = self.times[State.START]
-        return [(s.value, (t - t0) / 1e9) for s, t in self.times.items()]
+        return [(str(s), (t - t0) / 1e9) for s, t in self.times.items()]

@@ -22,6 +22,8 @@ from neutrino.engine.messages import Guided, GuidedMode
 from neutrino.errors import bad_request, unsupported
 
 Validator = Callable[[str], str | None]  # final text -> problem, or None when it is valid
+# An output constraint: what the engine decodes under, and the check of the final text.
+Constraint = tuple[Guided | None, Validator | None]
 MAX_SCHEMA_DEPTH = 64  # [limits] max_schema_depth's default
 
 
@@ -39,7 +41,7 @@ def parse_response_format(
     if kind == "text":
         return None, None
     if kind == "json_object":
-        return Guided(GuidedMode.JSON_OBJECT), _json_object
+        return json_object()
     if kind != "json_schema":
         raise bad_request(
             "response_format.type must be 'text', 'json_object' or 'json_schema'", param
@@ -49,17 +51,30 @@ def parse_response_format(
         raise bad_request(
             "response_format.json_schema needs a name and a schema", "response_format.json_schema"
         )
-    cls, schema = _checked_schema(
-        spec.get("schema", {}), "response_format.json_schema.schema", max_depth
-    )
     strict = spec.get("strict", False)
     if not isinstance(strict, bool):
         raise bad_request(
             "response_format.json_schema.strict must be a boolean",
             "response_format.json_schema.strict",
         )
-    guided = Guided(GuidedMode.JSON_SCHEMA, json.dumps(schema, ensure_ascii=False))
-    return guided, (_schema_validator(cls(schema)) if strict else None)
+    return json_schema(
+        spec.get("schema", {}), strict, "response_format.json_schema.schema", max_depth
+    )
+
+
+def json_object() -> tuple[Guided, Validator]:
+    """Any JSON object: the engine constraint and the check of the final text."""
+    return Guided(GuidedMode.JSON_OBJECT), _json_object
+
+
+def json_schema(
+    schema: object, strict: bool, param: str, max_depth: int = MAX_SCHEMA_DEPTH
+) -> tuple[Guided, Validator | None]:
+    """The engine constraint of a JSON schema (checked; named ``param`` in errors) and,
+    when ``strict``, the check of the final text against it."""
+    cls, checked = _checked_schema(schema, param, max_depth)
+    guided = Guided(GuidedMode.JSON_SCHEMA, json.dumps(checked, ensure_ascii=False))
+    return guided, (_schema_validator(cls(checked)) if strict else None)
 
 
 def _checked_schema(schema: Any, param: str, max_depth: int) -> tuple[Any, dict[str, Any]]:

@@ -15,6 +15,7 @@ import asyncio
 import base64
 import io
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -580,6 +581,28 @@ ERRORS: dict[str, tuple[dict[str, Any], grpc.StatusCode, str]] = {
 }
 
 
+# Where an error's message names fields, gRPC's names them as the proto does.
+PROTO_NAMES: dict[str, list[tuple[str, str]]] = {
+    "named-not-in-tools": [("tool_choice", "chat.tool_choice"), ("tools", "chat.tools")],
+    "required-without-tools": [("tool_choice", "chat.tool_choice"), ("tools", "chat.tools")],
+    "template-kwargs": [("chat_template_kwargs", "chat.chat_template_kwargs_json")],
+    "named-and-format": [
+        ("tool_choice", "chat.tool_choice"),
+        (
+            "response_format, structured_outputs or a guided_ field",
+            "chat.response_format or structured_outputs",
+        ),
+    ],
+}
+
+
+def in_proto_terms(case: str, message: str) -> str:
+    """HTTP's message for ``case`` with its field names the proto's."""
+    for http_name, proto_name in PROTO_NAMES.get(case, ()):
+        message = re.sub(rf"(?<![\w.]){re.escape(http_name)}(?![\w])", proto_name, message)
+    return message
+
+
 @pytest.mark.parametrize("case", sorted(ERRORS))
 async def test_errors_are_http_s_as_statuses(
     stack: Stack, stub: inference_pb2_grpc.InferenceStub, case: str
@@ -596,7 +619,7 @@ async def test_errors_are_http_s_as_statuses(
                 await streamed(stub, grpc_request(body))
         err = info.value
         assert err.code() == code, (call, err)
-        assert err.details() == want["message"]
+        assert err.details() == in_proto_terms(case, want["message"])
         md = dict(err.trailing_metadata() or ())
         assert md.get("neutrino-error-code") == want["code"]
         assert md.get("neutrino-error-param") == param

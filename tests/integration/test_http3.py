@@ -170,6 +170,18 @@ async def test_unknown_model_is_openai_404(stack: Stack) -> None:
     assert answer["error"]["type"] == "invalid_request_error"
 
 
+async def test_a_bad_field_three_levels_deep_is_named_as_over_http1(stack: Stack) -> None:
+    """HTTP/3 carries the HTTP API: the same typed request, the same OpenAI param."""
+    bad = chat(messages=[{"role": "user", "content": [{"type": "text", "text": 7}]}])
+    async with stack.client() as client:
+        resp, answer = await post(client, "/v1/chat/completions", bad)
+    assert resp.status == 400
+    assert answer["error"]["param"] == "messages[0].content[0].text"
+    assert answer["error"]["message"] == "messages[0].content[0].text must be a string"
+    status, h1 = stack.server.post_json("/v1/chat/completions", bad)
+    assert status == 400 and h1["error"] == answer["error"]
+
+
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/embeddings"])
 async def test_body_over_the_limit_is_413(stack: Stack, path: str) -> None:
     big = b'{"model": "x", "input": "' + b"a" * (MAX_BODY + 10) + b'"}'

@@ -99,6 +99,41 @@ def test_the_pipeline_sees_engines_only_through_the_seam(module: str) -> None:
     assert not bad, f"{module} imports {bad}"
 
 
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if ".frontends.grpc" in m))
+def test_grpc_does_not_import_another_front_end(module: str) -> None:
+    """gRPC translates its messages into the pipeline's types itself: it neither builds
+    nor parses another protocol's body (HTTP/3 may share the HTTP API's routes: it is
+    the same API on another transport)."""
+    bad = sorted(
+        t
+        for t in GRAPH[module]
+        if t.startswith(("neutrino.frontends.http", "neutrino.frontends.params"))
+    )
+    assert not bad, f"{module} imports {bad}"
+
+
+# What each lower layer may import besides itself (and the standard library).
+LOWER = {
+    # Tokenizers, templates, stops, parsers: text in, text out; nothing of a request.
+    "neutrino.text": {"neutrino.resources"},
+    # The frozen configuration, loaded once; it reads a tokenizer file's type only.
+    "neutrino.config": {"neutrino.resources", "neutrino.text"},
+    # Metrics, traces, logs: fed by the pipeline, never reaching into it.
+    "neutrino.observability": {"neutrino.config", "neutrino.errors", "neutrino.resources"},
+}
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if any(m.startswith(f"{p}.") or m == p for p in LOWER))
+)
+def test_lower_layers_import_only_below_them(module: str) -> None:
+    layer = next(p for p in LOWER if module == p or module.startswith(f"{p}."))
+    allowed = (layer, *LOWER[layer])
+    # "neutrino" itself: the package's __init__ (its version), which imports nothing.
+    bad = sorted(t for t in GRAPH[module] if t != "neutrino" and not t.startswith(allowed))
+    assert not bad, f"{module} ({layer}) imports {bad}"
+
+
 def _cycles() -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}

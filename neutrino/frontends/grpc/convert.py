@@ -1,33 +1,52 @@
 """Sans-IO: a ``neutrino.v1`` GenerateRequest as the pipeline's :class:`GenerateRequest`.
 
-The message becomes the OpenAI JSON body that the HTTP route would get for the same
-request, and that body goes through the HTTP routes' own parser
-(:mod:`neutrino.frontends.http.parse`): one set of rules, defaults and error messages for
-both protocols. Only fields the client set reach the body, so an unset optional field
-takes HTTP's default. A bad field raises the parser's :class:`NeutrinoError`, its
-``param`` renamed to the field's path in the proto message (``chat.messages[0].parts[1]``
-for HTTP's ``messages[0].content[1]``); INVALID_ARGUMENT on the wire.
+The message's fields are translated into a :class:`~neutrino.pipeline.draft.Draft`, each
+through the pipeline's validator of its type (the rules, limits and defaults the HTTP
+API's requests get), with its location in the proto message: an error names the field
+as a gRPC client knows it (``chat.messages[0].parts[1]``, ``chat.tools[2].parameters_json``)
+and is INVALID_ARGUMENT on the wire. Only fields the client set are read, so an unset
+optional field takes the pipeline's default. Images travel as bytes (no data URI).
 """
 
 from __future__ import annotations
 
-import base64
-from typing import Any
-
 import orjson
 
 from neutrino.config import LimitsConfig
-from neutrino.errors import NeutrinoError, bad_request
+from neutrino.errors import bad_request
+from neutrino.frontends.common import new_id
 from neutrino.frontends.grpc.stubs import inference_pb2
-from neutrino.frontends.http.parse import parse_chat, parse_completion
-from neutrino.frontends.params import Renames, renamed
+from neutrino.pipeline import chat, sampling
+from neutrino.pipeline.chat import (
+    FunctionCall,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    Tool,
+    ToolChoice,
+)
+from neutrino.pipeline.draft import Draft, Names
+from neutrino.pipeline.fields import Loc, invalid, path
+from neutrino.pipeline.images import check_image, decode_image_url
 from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.structured import json_object, json_schema, vllm_constraint
 
 _MAX_COMPLETION_TOP = 5  # OpenAI's integer `logprobs` of completions
 
-# Request fields that are the same in the proto and in OpenAI's JSON (a proto3 scalar
-# without presence, ignore_eos and user, counts as set when it is not its default).
-_SCALARS = frozenset(
+# Where the proto keeps the fields whose rules join two fields.
+NAMES = Names(
+    messages=("chat", "messages"),
+    tools=("chat", "tools"),
+    tool_choice=("chat", "tool_choice"),
+    top_logprobs=("top_logprobs",),
+    prompt=("completion", "prompt"),
+    echo=("completion", "echo"),
+    constraints="chat.response_format or structured_outputs",
+)
+# Sampling fields of the same name in the proto (a proto3 scalar without presence,
+# ignore_eos, counts as set when it is not its default).
+_SAMPLED = frozenset(
     {
         "max_tokens",
         "temperature",
@@ -39,22 +58,13 @@ _SCALARS = frozenset(
         "frequency_penalty",
         "repetition_penalty",
         "min_tokens",
-        "n",
-        "include_stop_str_in_output",
         "ignore_eos",
-        "user",
     }
 )
-_LISTS = frozenset({"stop", "stop_token_ids"})
 _MODES = {
     inference_pb2.TOOL_CHOICE_MODE_AUTO: "auto",
     inference_pb2.TOOL_CHOICE_MODE_NONE: "none",
     inference_pb2.TOOL_CHOICE_MODE_REQUIRED: "required",
-}
-_FORMATS = {
-    inference_pb2.RESPONSE_FORMAT_TYPE_TEXT: "text",
-    inference_pb2.RESPONSE_FORMAT_TYPE_JSON_OBJECT: "json_object",
-    inference_pb2.RESPONSE_FORMAT_TYPE_JSON_SCHEMA: "json_schema",
 }
 _EFFORTS = {
     inference_pb2.REASONING_EFFORT_MINIMAL: "minimal",
@@ -67,31 +77,6 @@ _REASONING_FORMATS = {
     inference_pb2.REASONING_FORMAT_RAW: "raw",
     inference_pb2.REASONING_FORMAT_HIDDEN: "hidden",
 }
-# HTTP's parameter names -> the proto field paths; inside those, HTTP's nested names ->
-# the proto's (JSON objects are JSON text here). A completion's integer ``logprobs`` is
-# ``top_logprobs`` in the proto. Error messages stay HTTP's, word for word.
-_PROTO_PATHS = Renames(
-    fields={
-        "messages": "chat.messages",
-        "add_generation_prompt": "chat.add_generation_prompt",
-        "tools": "chat.tools",
-        "tool_choice": "chat.tool_choice",
-        "parallel_tool_calls": "chat.parallel_tool_calls",
-        "response_format": "chat.response_format",
-        "chat_template_kwargs": "chat.chat_template_kwargs_json",
-        "reasoning_effort": "chat.reasoning_effort",
-        "reasoning_format": "chat.reasoning_format",
-        "prompt": "completion.prompt",
-        "echo": "completion.echo",
-        "logprobs": "top_logprobs",
-    },
-    inner=(
-        (".function.parameters", ".parameters_json"),
-        (".json_schema.schema", ".json_schema.schema_json"),
-        (".function.", "."),
-        (".content[", ".parts["),
-    ),
-)
 
 
 def to_request(
@@ -103,162 +88,167 @@ def to_request(
     which = msg.WhichOneof("input")
     if which is None:
         raise bad_request("set either chat or completion", "input")
-    body = to_body(msg)
-    try:
-        req = parse_chat(body, limits) if which == "chat" else parse_completion(body, limits)
-    except NeutrinoError as err:
-        raise renamed(err, _PROTO_PATHS) from None
-    # A stream's last message always carries the usage.
-    req = req.replace(stream=stream, include_usage=stream)
-    return req
+    if which == "chat":
+        d = Draft(new_id("chatcmpl"), "chat")
+        _chat(msg.chat, d, limits)
+        if msg.HasField("logprobs"):
+            d.sample("logprobs", msg.logprobs, ("logprobs",), limits)
+        if msg.HasField("top_logprobs"):
+            d.sample("top_logprobs", msg.top_logprobs, ("top_logprobs",), limits)
+    else:
+        d = Draft(new_id("cmpl"), "completion")
+        _completion(msg, d)
+    d.model = msg.model
+    d.stream = d.include_usage = stream  # a stream's last message always carries the usage
+    _fields(msg, d, limits)
+    return d.freeze(NAMES)
 
 
-def to_body(msg: inference_pb2.GenerateRequest) -> dict[str, Any]:
-    """The OpenAI JSON body of ``msg`` (chat or completion; set fields only)."""
-    body: dict[str, Any] = {"model": msg.model}
+def _fields(msg: inference_pb2.GenerateRequest, d: Draft, limits: LimitsConfig) -> None:
+    """The fields beside chat and completion: sampling, stops, choices, constraints."""
     for fd, value in msg.ListFields():  # the set fields only, in one call
         key = fd.name
-        if key in _SCALARS:
-            body[key] = value
-        elif key in _LISTS:
-            body[key] = list(value)
+        if key in _SAMPLED:
+            d.sample(key, value, (key,), limits)
+        elif key == "stop":
+            d.stop = sampling.stops(list(value), ("stop",), limits)
+        elif key == "stop_token_ids":
+            d.stop_token_ids = sampling.token_ids(list(value), ("stop_token_ids",))
+        elif key == "n":
+            d.n = sampling.choices(value, ("n",), limits)
+        elif key == "include_stop_str_in_output":
+            d.include_stop = value
+        elif key == "user":
+            d.user = value
         elif key == "structured_outputs":
-            body[key] = _structured(value)
-    if msg.WhichOneof("input") == "chat":
-        _chat(msg.chat, body)
-        if msg.HasField("logprobs"):
-            body["logprobs"] = msg.logprobs
-        if msg.HasField("top_logprobs"):
-            body["top_logprobs"] = msg.top_logprobs
-    else:
-        _completion(msg, body)
-    return body
+            _structured(value, d, limits)
+
+
+def _structured(so: inference_pb2.StructuredOutputs, d: Draft, limits: LimitsConfig) -> None:
+    kind = so.WhichOneof("constraint")
+    if kind is None:
+        raise bad_request(
+            "structured_outputs needs exactly one of json, regex, choice, grammar, json_object",
+            "structured_outputs",
+        )
+    value: object = list(so.choice.choices) if kind == "choice" else getattr(so, kind)
+    where = f"structured_outputs.{kind}"
+    d.constrain(vllm_constraint(kind, value, where, limits.max_schema_depth), None, where)
 
 
 # ---------------------------------------------------------------- chat
 
 
-def _chat(chat: inference_pb2.Chat, body: dict[str, Any]) -> None:
-    body["messages"] = [_message(m, i) for i, m in enumerate(chat.messages)]
-    if chat.HasField("add_generation_prompt"):
-        body["add_generation_prompt"] = chat.add_generation_prompt
-    if chat.tools:
-        body["tools"] = [_tool(t, i) for i, t in enumerate(chat.tools)]
-    choice = chat.tool_choice.WhichOneof("choice") if chat.HasField("tool_choice") else None
+def _chat(c: inference_pb2.Chat, d: Draft, limits: LimitsConfig) -> None:
+    chat.messages_count(len(c.messages), NAMES.messages, limits)
+    d.messages = tuple([_message(m, i, d) for i, m in enumerate(c.messages)])
+    if c.HasField("add_generation_prompt"):
+        d.add_generation_prompt = c.add_generation_prompt
+    if c.tools:
+        chat.tools_count(len(c.tools), NAMES.tools, limits)
+        d.tools = tuple([_tool(t, i) for i, t in enumerate(c.tools)])
+    choice = c.tool_choice.WhichOneof("choice") if c.HasField("tool_choice") else None
     if choice == "function":
-        body["tool_choice"] = {"type": "function", "function": {"name": chat.tool_choice.function}}
-    elif choice == "mode" and chat.tool_choice.mode in _MODES:
-        body["tool_choice"] = _MODES[chat.tool_choice.mode]
-    if chat.HasField("parallel_tool_calls"):
-        body["parallel_tool_calls"] = chat.parallel_tool_calls
-    if chat.HasField("response_format"):
-        body["response_format"] = _response_format(chat.response_format)
-    if chat.chat_template_kwargs_json:
-        body["chat_template_kwargs"] = _json(
-            chat.chat_template_kwargs_json, "chat.chat_template_kwargs_json"
-        )
-    if chat.reasoning_effort in _EFFORTS:
-        body["reasoning_effort"] = _EFFORTS[chat.reasoning_effort]
-    if chat.reasoning_format in _REASONING_FORMATS:
-        body["reasoning_format"] = _REASONING_FORMATS[chat.reasoning_format]
+        d.tool_choice = ToolChoice("named", c.tool_choice.function)
+    elif choice == "mode" and c.tool_choice.mode in _MODES:
+        d.tool_choice = ToolChoice(_MODES[c.tool_choice.mode])  # type: ignore[arg-type]
+    if c.HasField("parallel_tool_calls"):
+        d.parallel_tool_calls = c.parallel_tool_calls
+    if c.HasField("response_format"):
+        _response_format(c.response_format, d, limits)
+    if c.chat_template_kwargs_json:
+        at = ("chat", "chat_template_kwargs_json")
+        d.template_kwargs = chat.template_kwargs(_json(c.chat_template_kwargs_json, at), at)
+    if c.reasoning_effort in _EFFORTS:
+        d.reasoning_effort = _EFFORTS[c.reasoning_effort]
+    if c.reasoning_format in _REASONING_FORMATS:
+        d.reasoning_format = _REASONING_FORMATS[c.reasoning_format]  # type: ignore[assignment]
 
 
-def _message(m: inference_pb2.ChatMessage, i: int) -> dict[str, Any]:
-    """One message as OpenAI's JSON (an assistant's tool calls without content: null)."""
-    out: dict[str, Any] = {"role": m.role}
+def _message(m: inference_pb2.ChatMessage, i: int, d: Draft) -> Message:
+    """One turn; an assistant's that only calls tools and sets no content has none."""
+    at: Loc = (*NAMES.messages, i)
+    who = chat.role(m.role, (*at, "role"))
+    content: str | tuple[Part, ...] | None
     if m.parts:
         if m.content:
-            where = f"chat.messages[{i}]"
-            raise bad_request(f"{where}: set content or parts, not both", f"{where}.parts")
-        out["content"] = [_part(p, f"chat.messages[{i}].parts[{j}]") for j, p in enumerate(m.parts)]
-    elif m.content or not (m.role == "assistant" and m.tool_calls):
-        out["content"] = m.content
+            raise invalid((*at, "parts"), f"{path(at)}: set content or parts, not both")
+        content = tuple([_part(p, (*at, "parts", j), d) for j, p in enumerate(m.parts)])
+    elif m.content or not (who == "assistant" and m.tool_calls):
+        content = m.content
     else:
-        out["content"] = None
-    if m.HasField("name"):
-        out["name"] = m.name
-    if m.tool_calls:
-        out["tool_calls"] = [_call(c) for c in m.tool_calls]
-    if m.HasField("tool_call_id"):
-        out["tool_call_id"] = m.tool_call_id
-    if m.HasField("reasoning_content"):
-        out["reasoning_content"] = m.reasoning_content
-    return out
+        content = None
+    extra: dict[str, object] = {}
+    for key in ("name", "tool_call_id", "reasoning_content"):
+        if m.HasField(key):
+            extra[key] = getattr(m, key)
+    calls = tuple([_call(c, (*at, "tool_calls", k)) for k, c in enumerate(m.tool_calls)])
+    return chat.message(who, content, calls, extra, at)
 
 
-def _part(p: inference_pb2.ContentPart, where: str) -> dict[str, Any]:
+def _part(p: inference_pb2.ContentPart, at: Loc, d: Draft) -> Part:
     kind = p.WhichOneof("part")
     if kind == "text":
-        return {"type": "text", "text": p.text}
+        return TextPart(p.text)
+    where = path(at)
     if kind == "image_url":
-        return {"type": "image_url", "image_url": {"url": p.image_url}}
+        chat.images_count(len(d.images), at)
+        return ImagePart(d.add_image(decode_image_url(p.image_url, where)))
     if kind == "image":
-        # The same checks as a data URI's (decode_image_url sniffs the format itself).
-        url = "data:application/octet-stream;base64," + base64.b64encode(p.image).decode()
-        return {"type": "image_url", "image_url": {"url": url}}
-    raise bad_request(f"{where} must set text, image_url or image", where)
+        chat.images_count(len(d.images), at)
+        return ImagePart(d.add_image(check_image(p.image, where)))
+    raise invalid(at, "{at} must set text, image_url or image")
 
 
-def _call(c: inference_pb2.ToolCall) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": c.id} if c.id else {}
-    out["type"] = "function"
-    out["function"] = {"name": c.name, "arguments": c.arguments}
-    return out
+def _call(c: inference_pb2.ToolCall, at: Loc) -> FunctionCall:
+    if not c.name:
+        raise invalid((*at, "name"), "{at} is required")
+    return FunctionCall(c.name, c.arguments, c.id or None)
 
 
-def _tool(t: inference_pb2.Tool, i: int) -> dict[str, Any]:
-    """A function tool as OpenAI's JSON: name, description, parameters, strict."""
-    fn: dict[str, Any] = {"name": t.name}
-    if t.description:
-        fn["description"] = t.description
+def _tool(t: inference_pb2.Tool, i: int) -> Tool:
+    """A function tool: name, description, parameters (a JSON schema object), strict."""
+    at: Loc = (*NAMES.tools, i)
+    if not t.name:
+        raise invalid((*at, "name"), "{at} is required")
+    parameters: dict[str, object] | None = None
     if t.parameters_json:
-        fn["parameters"] = _json(t.parameters_json, f"chat.tools[{i}].parameters_json")
-    if t.HasField("strict"):
-        fn["strict"] = t.strict
-    return {"type": "function", "function": fn}
+        where = (*at, "parameters_json")
+        value = _json(t.parameters_json, where)
+        if not isinstance(value, dict):
+            raise invalid(where, "{at} must be a JSON object")
+        parameters = value
+    extra: dict[str, object] = {"strict": t.strict} if t.HasField("strict") else {}
+    return Tool(t.name, t.description or None, parameters, extra)
 
 
-def _response_format(rf: inference_pb2.ResponseFormat) -> dict[str, Any]:
-    kind = _FORMATS.get(rf.type)
-    if kind is None:
-        raise bad_request(
-            "chat.response_format.type must be TEXT, JSON_OBJECT or JSON_SCHEMA",
-            "chat.response_format.type",
-        )
-    out: dict[str, Any] = {"type": kind}
-    if kind == "json_schema":
-        js = rf.json_schema
-        spec: dict[str, Any] = {"name": js.name}
-        if js.description:
-            spec["description"] = js.description
-        where = "chat.response_format.json_schema.schema_json"
-        spec["schema"] = _json(js.schema_json, where) if js.schema_json else {}
-        if js.HasField("strict"):
-            spec["strict"] = js.strict
-        out["json_schema"] = spec
-    return out
+def _response_format(rf: inference_pb2.ResponseFormat, d: Draft, limits: LimitsConfig) -> None:
+    at: Loc = ("chat", "response_format")
+    if rf.type == inference_pb2.RESPONSE_FORMAT_TYPE_TEXT:
+        return
+    if rf.type == inference_pb2.RESPONSE_FORMAT_TYPE_JSON_OBJECT:
+        d.constrain(*json_object(), path(at))
+        return
+    if rf.type != inference_pb2.RESPONSE_FORMAT_TYPE_JSON_SCHEMA:
+        raise invalid((*at, "type"), "{at} must be TEXT, JSON_OBJECT or JSON_SCHEMA")
+    js = rf.json_schema
+    where: Loc = (*at, "json_schema", "schema_json")
+    schema = _json(js.schema_json, where) if js.schema_json else {}
+    guided, validator = json_schema(schema, js.strict, path(where), limits.max_schema_depth)
+    d.constrain(guided, validator, path(at))
 
 
-def _structured(so: inference_pb2.StructuredOutputs) -> dict[str, Any]:
-    kind = so.WhichOneof("constraint")
-    if kind is None:
-        return {}  # the parser names what is missing
-    if kind == "choice":
-        return {"choice": list(so.choice.choices)}
-    return {kind: getattr(so, kind)}
-
-
-def _json(text: str, where: str) -> Any:
+def _json(text: str, at: Loc) -> object:
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
-        raise bad_request(f"{where} must be valid JSON text", where) from None
+        raise invalid(at, "{at} must be valid JSON text") from None
 
 
 # ---------------------------------------------------------------- completion
 
 
-def _completion(msg: inference_pb2.GenerateRequest, body: dict[str, Any]) -> None:
+def _completion(msg: inference_pb2.GenerateRequest, d: Draft) -> None:
     c = msg.completion
     if c.prompt_token_ids:
         if c.prompt:
@@ -266,12 +256,12 @@ def _completion(msg: inference_pb2.GenerateRequest, body: dict[str, Any]) -> Non
                 "set completion.prompt or completion.prompt_token_ids, not both",
                 "completion.prompt_token_ids",
             )
-        body["prompt"] = list(c.prompt_token_ids)
+        at = ("completion", "prompt_token_ids")
+        d.prompt_ids = sampling.token_ids(list(c.prompt_token_ids), at)
     else:
-        body["prompt"] = c.prompt
-    if c.echo:
-        body["echo"] = True
-    # OpenAI's completions take one integer: the alternatives per token (logprobs on).
+        d.prompt_text = c.prompt
+    d.echo = c.echo
+    # The alternatives per token (OpenAI's completions take one integer, 0 to 5).
     if msg.HasField("top_logprobs"):
         if not msg.logprobs:
             raise bad_request("top_logprobs requires logprobs=true", "top_logprobs")
@@ -281,4 +271,5 @@ def _completion(msg: inference_pb2.GenerateRequest, body: dict[str, Any]) -> Non
                 "top_logprobs",
             )
     if msg.logprobs:
-        body["logprobs"] = msg.top_logprobs
+        d.sampling["top_logprobs"] = msg.top_logprobs
+        d.sampling["logprobs"] = True

@@ -8,14 +8,13 @@ from the HTTP routes' own sum over the choices, so both protocols report one ans
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from neutrino.frontends.grpc.stubs import common_pb2, inference_pb2
-from neutrino.frontends.http.render import usage as http_usage
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.logprobs import TokenLogprob, large
 from neutrino.pipeline.modalities import ModelInfo
 from neutrino.pipeline.pull import Batch
+from neutrino.pipeline.usage import usage_of
 from neutrino.text.parsers import ToolCallDelta
 
 _FINISH = {
@@ -40,18 +39,18 @@ def stop_reason(outcome: Outcome) -> inference_pb2.StopReason | None:
 
 
 def usage(outcomes: Outcome | Sequence[Outcome]) -> common_pb2.Usage:
-    """The usage of one outcome, or of every choice's (as HTTP sums them)."""
-    u: dict[str, Any] = http_usage([outcomes] if isinstance(outcomes, Outcome) else outcomes)
+    """The usage of one outcome, or of every choice's (pipeline.usage: what it counts)."""
+    u = usage_of([outcomes] if isinstance(outcomes, Outcome) else outcomes)
     out = common_pb2.Usage(
-        prompt_tokens=u["prompt_tokens"],
-        completion_tokens=u["completion_tokens"],
-        total_tokens=u["total_tokens"],
-        cached_tokens=u["prompt_tokens_details"]["cached_tokens"],
-        **{k: u.get(k, 0.0) for k in _TIMINGS},
+        prompt_tokens=u.prompt_tokens,
+        completion_tokens=u.completion_tokens,
+        total_tokens=u.total_tokens,
+        cached_tokens=u.cached_tokens,
     )
-    details = u.get("completion_tokens_details")
-    if details is not None:
-        out.reasoning_tokens = details["reasoning_tokens"]
+    for key in _TIMINGS:
+        setattr(out, key, u.timings.get(key, 0.0))
+    if u.reasoning_tokens is not None:
+        out.reasoning_tokens = u.reasoning_tokens
     return out
 
 

@@ -1,9 +1,10 @@
 """Anthropic Messages request JSON -> :class:`GenerateRequest` (sans-IO).
 
-A Messages body is translated into the OpenAI chat body it means, and that body goes
-through :func:`~neutrino.frontends.http.parse.parse_chat`: the limits, the sampling
-checks, the image decoding and the tool-choice rules are the OpenAI route's, applied
-once. What only Anthropic's API has is checked here, with the paths of its own body:
+A Messages body is translated into the pipeline's typed request: each value goes
+through the validator of its type (the limits, sampling checks, image decoding and
+tool-choice rules every protocol gets) with its path in the Messages body, so an error
+names the field as the client wrote it (Anthropic's error object has no ``param``: the
+message leads with the path when it does not name it). What only Anthropic's API has:
 
 * ``system`` (a string or text blocks) becomes the leading system message;
 * user turns: ``text`` and ``image`` blocks (base64 source; a ``url`` source is refused
@@ -31,86 +32,104 @@ from typing import Any
 from neutrino.config import LimitsConfig
 from neutrino.errors import NeutrinoError, bad_request, unsupported
 from neutrino.frontends.common import new_id
-from neutrino.frontends.http.parse import parse_chat
-from neutrino.frontends.params import Origin, Renames, renamed
+from neutrino.pipeline import chat, sampling
+from neutrino.pipeline.chat import (
+    AUTO_TOOLS,
+    FunctionCall,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    Tool,
+    ToolChoice,
+)
+from neutrino.pipeline.draft import Draft, Names
 from neutrino.pipeline.fields import is_int, is_num
+from neutrino.pipeline.images import decode_image_url
 from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.structured import json_schema
 
 MAX_TOOL_NAME = 128
-# Where each message of the translated body came from (the Anthropic message, and the
-# block index of each of its content parts).
-Origins = list[Origin]
-# The translated body's fields that the Messages request names otherwise.
-_FIELDS = {
-    "response_format.json_schema.schema": "output_config.format.schema",
-    "response_format.json_schema": "output_config.format",
-    "response_format": "output_config.format",
-    "reasoning_effort": "output_config.effort",
-}
+NAMES = Names(constraints="output_config.format")
 
 
 def parse_messages(body: Any, limits: LimitsConfig) -> GenerateRequest:
     """``POST /v1/messages``: a generation request (kind chat, one choice)."""
-    return _parse(body, limits, generate=True).replace(request_id=new_id("msg"))
+    return _named(body, limits, new_id("msg"), generate=True)
 
 
 def parse_count(body: Any, limits: LimitsConfig) -> GenerateRequest:
     """``POST /v1/messages/count_tokens``: the prompt of the same request (no
     ``max_tokens`` or sampling: only what the prompt is made of)."""
-    return _parse(body, limits, generate=False).replace(request_id=new_id("msgcount"))
+    return _named(body, limits, new_id("msgcount"), generate=False)
 
 
-def _parse(body: Any, limits: LimitsConfig, *, generate: bool) -> GenerateRequest:
-    if not isinstance(body, dict):
-        raise bad_request("the request body must be a JSON object")
-    origins: Origins = []
-    chat: dict[str, Any] = {"model": body.get("model"), "messages": _conversation(body, origins)}
-    if generate:
-        _generation_fields(body, chat)
-    tools = body.get("tools")
-    if tools is not None:
-        chat["tools"] = _tools(tools)
-    choice = body.get("tool_choice")
-    if choice is not None:
-        chat["tool_choice"], parallel = _tool_choice(choice, bool(chat.get("tools")))
-        if parallel is not None:
-            chat["parallel_tool_calls"] = parallel
-    thinking = body.get("thinking")
-    if thinking is not None:
-        chat["chat_template_kwargs"] = thinking_kwargs(thinking)
-    output = body.get("output_config")
-    if output is not None:
-        _output_config(output, chat, generate)
+def _named(body: Any, limits: LimitsConfig, rid: str, *, generate: bool) -> GenerateRequest:
     try:
-        return parse_chat(chat, limits)
+        return _parse(body, limits, rid, generate=generate)
     except NeutrinoError as err:
         # Anthropic's error object has no param: the message names the field.
-        terms = Renames(messages=origins, fields=_FIELDS)
-        raise renamed(err, terms, in_message=True, name_param=True) from None
+        param = err.param
+        if param is None or param in err.message:
+            raise
+        raise NeutrinoError(
+            err.kind, f"{param}: {err.message}", param=param, code=err.code, loc=err.loc
+        ) from None
+
+
+def _parse(body: Any, limits: LimitsConfig, rid: str, *, generate: bool) -> GenerateRequest:
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object")
+    d = Draft(rid, "chat")
+    model = body.get("model")
+    d.model = model if isinstance(model, str) else ""
+    d.messages = _conversation(body, d, limits)
+    if generate:
+        _generation_fields(body, d, limits)
+    tools = body.get("tools")
+    if tools is not None:
+        d.tools = _tools(tools, limits)
+    choice = body.get("tool_choice")
+    if choice is not None:
+        d.tool_choice, parallel = _tool_choice(choice, bool(d.tools))
+        if parallel is not None:
+            d.parallel_tool_calls = parallel
+    thinking = body.get("thinking")
+    if thinking is not None:
+        d.template_kwargs = thinking_kwargs(thinking)
+    output = body.get("output_config")
+    if output is not None:
+        _output_config(output, d, generate, limits)
+    return d.freeze(NAMES)
 
 
 # ---------------------------------------------------------------- scalar fields
 
 
-def _generation_fields(body: dict[str, Any], chat: dict[str, Any]) -> None:
+def _generation_fields(body: dict[str, Any], d: Draft, limits: LimitsConfig) -> None:
     """``max_tokens`` (required), sampling, stop sequences, stream, metadata."""
     max_tokens = body.get("max_tokens")
     if max_tokens is None:
         raise bad_request("max_tokens is required", "max_tokens")
-    chat["max_tokens"] = max_tokens
+    d.sample("max_tokens", max_tokens, ("max_tokens",), limits)
     temperature = body.get("temperature")
     if temperature is not None:
         if not is_num(temperature) or not 0.0 <= temperature <= 1.0:
             raise bad_request("temperature must be a number between 0 and 1", "temperature")
-        chat["temperature"] = temperature
-    for key in ("top_p", "top_k", "stream", "seed"):  # seed: Neutrino's extension
+        d.sample("temperature", temperature, ("temperature",), limits)
+    for key in ("top_p", "top_k", "seed"):  # seed: Neutrino's extension
         if body.get(key) is not None:
-            chat[key] = body[key]
+            d.sample(key, body[key], (key,), limits)
+    stream = body.get("stream")
+    if stream is not None:
+        if not isinstance(stream, bool):
+            raise bad_request("stream must be a boolean", "stream")
+        d.stream = stream
     stops = body.get("stop_sequences")
     if stops is not None:
         if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
             raise bad_request("stop_sequences must be an array of strings", "stop_sequences")
-        chat["stop"] = stops
+        d.stop = sampling.stops(stops, ("stop_sequences",), limits)
     metadata = body.get("metadata")
     if metadata is not None:
         if not isinstance(metadata, dict):
@@ -119,15 +138,15 @@ def _generation_fields(body: dict[str, Any], chat: dict[str, Any]) -> None:
         if user is not None:
             if not isinstance(user, str):
                 raise bad_request("metadata.user_id must be a string", "metadata.user_id")
-            chat["user"] = user
+            d.user = user
 
 
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
 
 
-def _output_config(output: Any, chat: dict[str, Any], generate: bool) -> None:
+def _output_config(output: Any, d: Draft, generate: bool, limits: LimitsConfig) -> None:
     """``effort`` (the template's ``reasoning_effort``, as the OpenAI route's) and
-    ``format`` (a JSON schema the answer follows: a strict ``response_format``)."""
+    ``format`` (a JSON schema the answer follows, strictly)."""
     if not isinstance(output, dict):
         raise bad_request("output_config must be an object", "output_config")
     effort = output.get("effort")
@@ -137,7 +156,7 @@ def _output_config(output: Any, chat: dict[str, Any], generate: bool) -> None:
                 "output_config.effort must be one of low, medium, high, xhigh, max",
                 "output_config.effort",
             )
-        chat["reasoning_effort"] = _EFFORTS[effort]
+        d.reasoning_effort = _EFFORTS[effort]
     form = output.get("format")
     if form is None or not generate:
         return
@@ -147,10 +166,10 @@ def _output_config(output: Any, chat: dict[str, Any], generate: bool) -> None:
             "output_config.format must be {'type': 'json_schema', 'schema': {...}}",
             "output_config.format",
         )
-    chat["response_format"] = {
-        "type": "json_schema",
-        "json_schema": {"name": "output", "schema": schema, "strict": True},
-    }
+    guided, validator = json_schema(
+        schema, True, "output_config.format.schema", limits.max_schema_depth
+    )
+    d.constrain(guided, validator, "output_config.format")
 
 
 def thinking_kwargs(thinking: Any) -> dict[str, Any]:
@@ -179,42 +198,41 @@ def thinking_kwargs(thinking: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------- tools
 
 
-def _tools(tools: Any) -> list[dict[str, Any]]:
+def _tools(tools: Any, limits: LimitsConfig) -> tuple[Tool, ...]:
     if not isinstance(tools, list):
         raise bad_request("tools must be an array", "tools")
-    out = []
-    for i, tool in enumerate(tools):
-        where = f"tools[{i}]"
-        if not isinstance(tool, dict):
-            raise bad_request(f"{where} must be an object", where)
-        kind = tool.get("type")
-        if kind not in (None, "custom"):
-            raise unsupported(
-                f"{where}: server tools (type {str(kind)[:64]!r}) are not supported; "
-                "only client tools with an input_schema",
-                where,
-            )
-        name = tool.get("name")
-        if not isinstance(name, str) or not 0 < len(name) <= MAX_TOOL_NAME:
-            raise bad_request(f"{where}.name must be a string of 1 to 128 characters", where)
-        schema = tool.get("input_schema")
-        if not isinstance(schema, dict):
-            raise bad_request(f"{where}.input_schema must be an object", f"{where}.input_schema")
-        # OpenAI's order (name, description, parameters): the templates render the
-        # tools as JSON, so the same tools give the same prompt over either API.
-        function: dict[str, Any] = {"name": name}
-        description = tool.get("description")
-        if description is not None:
-            if not isinstance(description, str):
-                raise bad_request(f"{where}.description must be a string", where)
-            function["description"] = description
-        function["parameters"] = schema
-        out.append({"type": "function", "function": function})
-    return out
+    chat.tools_count(len(tools), ("tools",), limits)
+    return tuple([_tool(tool, i) for i, tool in enumerate(tools)])
 
 
-def _tool_choice(choice: Any, has_tools: bool) -> tuple[Any, bool | None]:
-    """The OpenAI ``tool_choice`` and ``parallel_tool_calls`` (None: not set)."""
+def _tool(tool: Any, i: int) -> Tool:
+    where = f"tools[{i}]"
+    if not isinstance(tool, dict):
+        raise bad_request(f"{where} must be an object", where)
+    kind = tool.get("type")
+    if kind not in (None, "custom"):
+        raise unsupported(
+            f"{where}: server tools (type {str(kind)[:64]!r}) are not supported; "
+            "only client tools with an input_schema",
+            where,
+        )
+    name = tool.get("name")
+    if not isinstance(name, str) or not 0 < len(name) <= MAX_TOOL_NAME:
+        raise bad_request(f"{where}.name must be a string of 1 to 128 characters", where)
+    schema = tool.get("input_schema")
+    if not isinstance(schema, dict):
+        raise bad_request(f"{where}.input_schema must be an object", f"{where}.input_schema")
+    description = tool.get("description")
+    if description is not None and not isinstance(description, str):
+        raise bad_request(f"{where}.description must be a string", where)
+    return Tool(name, description, schema)
+
+
+_CHOICES = {"auto": AUTO_TOOLS, "any": ToolChoice("required"), "none": ToolChoice("none")}
+
+
+def _tool_choice(choice: Any, has_tools: bool) -> tuple[ToolChoice, bool | None]:
+    """The tool choice and whether calls may be parallel (None: not said)."""
     kind = choice.get("type") if isinstance(choice, dict) else None
     if kind not in ("auto", "any", "tool", "none"):
         raise bad_request(
@@ -234,24 +252,24 @@ def _tool_choice(choice: Any, has_tools: bool) -> tuple[Any, bool | None]:
         name = choice.get("name")
         if not isinstance(name, str):
             raise bad_request("tool_choice.name must be a string", "tool_choice.name")
-        return {"type": "function", "function": {"name": name}}, parallel
-    return {"auto": "auto", "any": "required", "none": "none"}[kind], parallel
+        return ToolChoice("named", name), parallel
+    return _CHOICES[kind], parallel
 
 
 # ---------------------------------------------------------------- messages
 
 
-def _conversation(body: dict[str, Any], origins: Origins) -> list[dict[str, Any]]:
-    """The OpenAI messages of ``system`` and ``messages``; ``origins`` says, for each,
-    which Anthropic message (and blocks) it came from."""
-    out: list[dict[str, Any]] = []
+def _conversation(body: dict[str, Any], d: Draft, limits: LimitsConfig) -> tuple[Message, ...]:
+    """The turns of ``system`` and ``messages``: a user turn's tool results become tool
+    messages before its other blocks, an assistant's thinking its reasoning."""
+    out: list[Message] = []
     system = _system(body.get("system"))
     if system is not None:
         out.append(system)
-        origins.append(Origin("system", parts_at=""))
     messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
+    if not isinstance(messages, list):
         raise bad_request("messages must be a non-empty array", "messages")
+    chat.messages_count(len(messages), ("messages",), limits)
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(m, dict):
@@ -261,11 +279,12 @@ def _conversation(body: dict[str, Any], origins: Origins) -> list[dict[str, Any]
             raise bad_request(f"{where}.role must be 'user' or 'assistant'", f"{where}.role")
         content = m.get("content")
         if isinstance(content, str):
-            out.append({"role": role, "content": content})
-            origins.append(Origin(where))
+            out.append(Message(role, content))
         elif isinstance(content, list):
-            turn = _user_turn if role == "user" else _assistant_turn
-            turn(content, i, out, origins)
+            if role == "user":
+                _user_turn(content, i, out, d)
+            else:
+                out.append(_assistant_turn(content, i))
         else:
             raise bad_request(
                 f"{where}.content must be a string or an array of content blocks",
@@ -277,22 +296,22 @@ def _conversation(body: dict[str, Any], origins: Origins) -> list[dict[str, Any]
             "(prefill) is not supported",
             "messages",
         )
-    return out
+    return tuple(out)
 
 
-def _system(system: Any) -> dict[str, Any] | None:
+def _system(system: Any) -> Message | None:
     if system is None or system == "" or system == []:
         return None
     if isinstance(system, str):
-        return {"role": "system", "content": system}
+        return Message("system", system)
     if not isinstance(system, list):
         raise bad_request("system must be a string or an array of text blocks", "system")
-    parts = []
+    parts: list[Part] = []
     for j, block in enumerate(system):
         if not isinstance(block, dict) or block.get("type") != "text":
             raise bad_request(f"system[{j}] must be a text block", f"system[{j}]")
         parts.append(_text_part(block, f"system[{j}]"))
-    return {"role": "system", "content": parts}
+    return Message("system", tuple(parts))
 
 
 def _block(block: Any, where: str) -> str:
@@ -302,16 +321,16 @@ def _block(block: Any, where: str) -> str:
     return kind
 
 
-def _text_part(block: dict[str, Any], where: str) -> dict[str, Any]:
+def _text_part(block: dict[str, Any], where: str) -> TextPart:
     text = block.get("text")
     if not isinstance(text, str):
         raise bad_request(f"{where}.text must be a string", f"{where}.text")
-    return {"type": "text", "text": text}
+    return TextPart(text)
 
 
-def _image_part(block: dict[str, Any], where: str) -> dict[str, Any]:
-    """An image block as the OpenAI route's ``image_url`` part (a data URI for a base64
-    source; a URL source is passed on, and refused there: Neutrino fetches nothing)."""
+def _image_part(block: dict[str, Any], where: str, d: Draft) -> ImagePart:
+    """An image block: a base64 source's bytes, checked as every image is (a URL
+    source is refused as the OpenAI route refuses one: Neutrino fetches nothing)."""
     source = block.get("source")
     if not isinstance(source, dict) or source.get("type") not in ("base64", "url"):
         raise bad_request(f"{where}.source must be a base64 or url image source", f"{where}.source")
@@ -319,41 +338,39 @@ def _image_part(block: dict[str, Any], where: str) -> dict[str, Any]:
         url: Any = source.get("url")
         if not isinstance(url, str):
             raise bad_request(f"{where}.source.url must be a string", f"{where}.source.url")
-        return {"type": "image_url", "image_url": {"url": url}}
-    media, data = source.get("media_type"), source.get("data")
-    if not isinstance(media, str) or not isinstance(data, str):
-        raise bad_request(f"{where}.source needs a media_type and base64 data", f"{where}.source")
-    url = f"data:{media};base64,{data}"
-    return {"type": "image_url", "image_url": {"url": url}}
+    else:
+        media, data = source.get("media_type"), source.get("data")
+        if not isinstance(media, str) or not isinstance(data, str):
+            raise bad_request(
+                f"{where}.source needs a media_type and base64 data", f"{where}.source"
+            )
+        url = f"data:{media};base64,{data}"
+    chat.images_count(len(d.images), (where,))
+    return ImagePart(d.add_image(decode_image_url(url, where)))
 
 
-def _user_turn(blocks: list[Any], i: int, out: list[dict[str, Any]], origins: Origins) -> None:
+def _user_turn(blocks: list[Any], i: int, out: list[Message], d: Draft) -> None:
     """A user turn: its tool results as ``tool`` messages, then its text and images."""
-    parts: list[dict[str, Any]] = []
-    at: list[int] = []
+    parts: list[Part] = []
     for j, block in enumerate(blocks):
         where = f"messages[{i}].content[{j}]"
         kind = _block(block, where)
         if kind == "text":
             parts.append(_text_part(block, where))
         elif kind == "image":
-            parts.append(_image_part(block, where))
+            parts.append(_image_part(block, where, d))
         elif kind == "tool_result":
             out.append(_tool_result(block, where))
-            origins.append(Origin(f"messages[{i}]", [j]))
-            continue
         else:
             raise unsupported(
                 f"{where}: content blocks of type {kind[:64]!r} are not supported in a user turn",
                 where,
             )
-        at.append(j)
     if parts or not blocks:
-        out.append({"role": "user", "content": parts})
-        origins.append(Origin(f"messages[{i}]", at))
+        out.append(Message("user", tuple(parts)))
 
 
-def _tool_result(block: dict[str, Any], where: str) -> dict[str, Any]:
+def _tool_result(block: dict[str, Any], where: str) -> Message:
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str) or not call_id:
         raise bad_request(f"{where}.tool_use_id must be a string", f"{where}.tool_use_id")
@@ -366,27 +383,25 @@ def _tool_result(block: dict[str, Any], where: str) -> dict[str, Any]:
             at = f"{where}.content[{k}]"
             if _block(part, at) != "text":
                 raise unsupported(f"{at}: a tool result may hold only text blocks", at)
-            texts.append(_text_part(part, at)["text"])
+            texts.append(_text_part(part, at).text)
         content = "".join(texts)
     elif not isinstance(content, str):
         raise bad_request(
             f"{where}.content must be a string or an array of text blocks", f"{where}.content"
         )
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
+    return Message("tool", content, extra={"tool_call_id": call_id})
 
 
-def _assistant_turn(blocks: list[Any], i: int, out: list[dict[str, Any]], origins: Origins) -> None:
+def _assistant_turn(blocks: list[Any], i: int) -> Message:
     """An assistant turn: text, thinking (its reasoning_content) and tool_use blocks."""
-    parts: list[dict[str, Any]] = []
-    at: list[int] = []
+    parts: list[Part] = []
     reasoning: list[str] = []
-    calls: list[dict[str, Any]] = []
+    calls: list[FunctionCall] = []
     for j, block in enumerate(blocks):
         where = f"messages[{i}].content[{j}]"
         kind = _block(block, where)
         if kind == "text":
             parts.append(_text_part(block, where))
-            at.append(j)
         elif kind == "thinking":
             thought = block.get("thinking")
             if not isinstance(thought, str):
@@ -400,16 +415,12 @@ def _assistant_turn(blocks: list[Any], i: int, out: list[dict[str, Any]], origin
                 "assistant turn",
                 where,
             )
-    msg: dict[str, Any] = {"role": "assistant", "content": parts or (None if calls else "")}
-    if reasoning:
-        msg["reasoning_content"] = "".join(reasoning)
-    if calls:
-        msg["tool_calls"] = calls
-    out.append(msg)
-    origins.append(Origin(f"messages[{i}]", at))
+    content: tuple[Part, ...] | str | None = tuple(parts) or (None if calls else "")
+    extra = {"reasoning_content": "".join(reasoning)} if reasoning else {}
+    return Message("assistant", content, tuple(calls), extra)
 
 
-def _tool_use(block: dict[str, Any], where: str) -> dict[str, Any]:
+def _tool_use(block: dict[str, Any], where: str) -> FunctionCall:
     call_id, name, args = block.get("id"), block.get("name"), block.get("input")
     if not isinstance(call_id, str) or not call_id:
         raise bad_request(f"{where}.id must be a string", f"{where}.id")
@@ -417,5 +428,4 @@ def _tool_use(block: dict[str, Any], where: str) -> dict[str, Any]:
         raise bad_request(f"{where}.name must be a string", f"{where}.name")
     if not isinstance(args, dict):
         raise bad_request(f"{where}.input must be an object", f"{where}.input")
-    arguments = json.dumps(args, ensure_ascii=False)
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+    return FunctionCall(name, json.dumps(args, ensure_ascii=False), call_id)

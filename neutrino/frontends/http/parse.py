@@ -18,10 +18,9 @@ from typing import Any
 from neutrino.config import LimitsConfig
 from neutrino.errors import bad_request, unsupported
 from neutrino.frontends.common import new_id
-from neutrino.pipeline import sampling
+from neutrino.pipeline import chat, sampling
 from neutrino.pipeline.chat import (
     ROLE_OF,
-    ROLES,
     FunctionCall,
     ImagePart,
     Message,
@@ -32,17 +31,14 @@ from neutrino.pipeline.chat import (
 )
 from neutrino.pipeline.draft import Draft
 from neutrino.pipeline.fields import boolean, integer, is_int, string
-from neutrino.pipeline.images import MAX_IMAGES, decode_image_url
-from neutrino.pipeline.request import GenerateRequest, tool_guided
+from neutrino.pipeline.images import decode_image_url
+from neutrino.pipeline.request import GenerateRequest
 from neutrino.pipeline.structured import (
     parse_response_format,
     parse_structured_outputs,
     vllm_constraint,
 )
 
-_RESERVED_KWARGS = frozenset(
-    {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}
-)
 _NO_EXTRA: dict[str, object] = {}
 
 
@@ -67,10 +63,7 @@ def _model(d: Draft, v: Any, limits: LimitsConfig) -> None:
 
 
 def _n(d: Draft, v: Any, limits: LimitsConfig) -> None:
-    n = integer(v, ("n",), 1)
-    if n > limits.max_n:
-        raise bad_request(f"n must be at most {limits.max_n} on this server", "n")
-    d.n = n
+    d.n = sampling.choices(v, ("n",), limits)
 
 
 def _best_of(d: Draft, v: Any, limits: LimitsConfig) -> None:
@@ -181,13 +174,9 @@ _COMMON: dict[str, Setter] = {
 
 def _messages(d: Draft, v: Any, limits: LimitsConfig) -> None:
     """Checked messages; image parts are decoded into ``d.images``, in order."""
-    if not isinstance(v, list) or not v:
+    if not isinstance(v, list):
         raise bad_request("messages must be a non-empty array", "messages")
-    if len(v) > limits.max_messages:
-        raise bad_request(
-            f"messages has {len(v)} entries; at most {limits.max_messages} are allowed",
-            "messages",
-        )
+    chat.messages_count(len(v), ("messages",), limits)
     d.messages = tuple([_message(d, m, i) for i, m in enumerate(v)])
 
 
@@ -197,8 +186,7 @@ def _message(d: Draft, m: Any, i: int) -> Message:
     raw = m.get("role")
     role = ROLE_OF.get(raw) if raw.__class__ is str else None
     if role is None:
-        where = f"messages[{i}]"
-        raise bad_request(f"{where}.role must be one of {sorted(ROLES)}", f"{where}.role")
+        role = chat.role(raw, ("messages", i, "role"))  # raises: not a role
     calls: tuple[FunctionCall, ...] = ()
     if "tool_calls" in m:
         calls = _tool_calls(m["tool_calls"], f"messages[{i}].tool_calls")
@@ -206,13 +194,9 @@ def _message(d: Draft, m: Any, i: int) -> Message:
     if len(m) == 2 and content.__class__ is str:  # {"role", "content"}: the common case
         return Message(role, content)
     extra = {k: x for k, x in m.items() if k not in _MESSAGE_KEYS} or _NO_EXTRA
-    if content.__class__ is str:
-        return Message(role, content, calls, extra)
+    if content.__class__ is str or content is None:
+        return chat.message(role, content, calls, extra, ("messages", i))
     where = f"messages[{i}]"
-    if content is None:
-        if role != "assistant":
-            raise bad_request(f"{where}.content is required", f"{where}.content")
-        return Message(role, None, calls, extra)
     if isinstance(content, list):
         parts = tuple([_content_part(d, p, f"{where}.content[{j}]") for j, p in enumerate(content)])
         return Message(role, parts, calls, extra)
@@ -260,8 +244,7 @@ def _content_part(d: Draft, part: Any, where: str) -> Part:
         url = url.get("url") if isinstance(url, dict) else url
         if not isinstance(url, str):
             raise bad_request(f"{where}.image_url.url must be a string", where)
-        if len(d.images) >= MAX_IMAGES:
-            raise bad_request(f"at most {MAX_IMAGES} images per request", where)
+        chat.images_count(len(d.images), (where,))
         return ImagePart(d.add_image(decode_image_url(url, where)))
     if kind != "text":
         raise unsupported(f"content parts of type {kind!r} are not supported yet", where)
@@ -291,10 +274,7 @@ _FUNCTION_KEYS = frozenset({"name", "description", "parameters"})
 def _tools(d: Draft, v: Any, limits: LimitsConfig) -> None:
     if not isinstance(v, list):
         raise bad_request("tools must be an array", "tools")
-    if len(v) > limits.max_tools:
-        raise bad_request(
-            f"tools has {len(v)} entries; at most {limits.max_tools} are allowed", "tools"
-        )
+    chat.tools_count(len(v), ("tools",), limits)
     d.tools = tuple([_tool(t, i) for i, t in enumerate(v)])
 
 
@@ -331,22 +311,12 @@ def _reasoning_format(d: Draft, v: Any, limits: LimitsConfig) -> None:
 
 
 def _reasoning_effort(d: Draft, v: Any, limits: LimitsConfig) -> None:
-    # Stored as a template variable by parse_chat, unless chat_template_kwargs sets it.
-    if v not in ("minimal", "low", "medium", "high"):
-        raise bad_request(
-            "reasoning_effort must be 'minimal', 'low', 'medium' or 'high'", "reasoning_effort"
-        )
+    # A template variable, unless chat_template_kwargs sets it.
+    d.reasoning_effort = chat.reasoning_effort(v, ("reasoning_effort",))
 
 
 def _template_kwargs(d: Draft, v: Any, limits: LimitsConfig) -> None:
-    if not isinstance(v, dict):
-        raise bad_request("chat_template_kwargs must be an object", "chat_template_kwargs")
-    bad = _RESERVED_KWARGS & v.keys()
-    if bad:
-        raise bad_request(
-            f"chat_template_kwargs may not set {sorted(bad)[0]}", "chat_template_kwargs"
-        )
-    d.template_kwargs = dict(v)
+    d.template_kwargs = chat.template_kwargs(v, ("chat_template_kwargs",))
 
 
 def _parallel_tool_calls(d: Draft, v: Any, limits: LimitsConfig) -> None:
@@ -416,6 +386,17 @@ _COMPLETION: dict[str, Setter] = {
 # ---------------------------------------------------------------- entry points
 
 
+def fill_chat_fields(
+    d: Draft, body: dict[str, Any], keys: tuple[str, ...], limits: LimitsConfig
+) -> None:
+    """The chat fields ``keys`` of ``body``, for an API of the same family that names them
+    as chat does (the Responses API)."""
+    for key in keys:
+        v = body.get(key)
+        if v is not None:
+            _CHAT[key](d, v, limits)
+
+
 def _fill(body: Any, table: dict[str, Setter], d: Draft, limits: LimitsConfig) -> None:
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
@@ -424,8 +405,6 @@ def _fill(body: Any, table: dict[str, Setter], d: Draft, limits: LimitsConfig) -
         put = get(key)
         if put is not None and v is not None:
             put(d, v, limits)
-    if not d.model:
-        raise bad_request("model is required", "model")
     if not d.stream and body.get("stream_options") is not None:
         raise bad_request("stream_options is only allowed with stream=true", "stream_options")
 
@@ -433,23 +412,13 @@ def _fill(body: Any, table: dict[str, Setter], d: Draft, limits: LimitsConfig) -
 def parse_chat(body: Any, limits: LimitsConfig) -> GenerateRequest:
     d = Draft(new_id("chatcmpl"), "chat")
     _fill(body, _CHAT, d, limits)
-    if d.messages is None:
-        raise bad_request("messages must be a non-empty array", "messages")
-    if not d.sampling.get("logprobs") and body.get("top_logprobs") is not None:
-        raise bad_request("top_logprobs requires logprobs=true", "top_logprobs")
     if body.get("tool_choice") is not None:
-        _tool_choice(d, body["tool_choice"])
-    effort = body.get("reasoning_effort")
-    if effort is not None and "reasoning_effort" not in d.template_kwargs:
-        d.template_kwargs = {**d.template_kwargs, "reasoning_effort": effort}
-    req = d.freeze()
-    tool_guided(req)  # a forced choice beside another constraint is refused here
-    return req
+        d.tool_choice = _tool_choice(body["tool_choice"])
+    return d.freeze()
 
 
-def _tool_choice(d: Draft, choice: Any) -> None:
-    """``tool_choice``, checked against ``tools``."""
-    names = {t.name for t in d.tools}
+def _tool_choice(choice: Any) -> ToolChoice:
+    """OpenAI's ``tool_choice`` (checked against ``tools`` by the draft)."""
     if isinstance(choice, dict):
         fn = choice.get("function")
         name = fn.get("name") if isinstance(fn, dict) else None
@@ -459,27 +428,13 @@ def _tool_choice(d: Draft, choice: Any) -> None:
                 "{'type': 'function', 'function': {'name': ...}}",
                 "tool_choice",
             )
-        if name not in names:
-            raise bad_request(f"tool_choice names {name!r}, which is not in tools", "tool_choice")
-        d.tool_choice = ToolChoice("named", name)
-    elif choice in ("auto", "none", "required"):
-        if choice == "required" and not names:
-            raise bad_request("tool_choice 'required' needs tools", "tool_choice")
-        d.tool_choice = ToolChoice(choice)
-    else:
-        raise bad_request(
-            "tool_choice must be 'auto', 'none', 'required' or a function", "tool_choice"
-        )
+        return ToolChoice("named", name)
+    if choice in ("auto", "none", "required"):
+        return ToolChoice(choice)
+    raise bad_request("tool_choice must be 'auto', 'none', 'required' or a function", "tool_choice")
 
 
 def parse_completion(body: Any, limits: LimitsConfig) -> GenerateRequest:
     d = Draft(new_id("cmpl"), "completion")
     _fill(body, _COMPLETION, d, limits)
-    if d.prompt_text is None and d.prompt_ids is None:
-        raise bad_request("prompt must be a string or an array of token ids", "prompt")
-    if d.echo and d.sampling.get("logprobs"):
-        raise unsupported(
-            "echo with logprobs needs prompt logprobs, which engines do not report yet", "echo"
-        )
-    d.sampling.setdefault("max_tokens", 16)  # OpenAI's default for completions
     return d.freeze()

@@ -26,6 +26,7 @@ from neutrino.pipeline.logprobs import (
     completion_logprobs,
     large,
 )
+from neutrino.pipeline.usage import usage_of
 from neutrino.text.parsers import ToolCallDelta
 
 SSE_DONE = b"data: [DONE]\n\n"
@@ -42,7 +43,7 @@ def sse_error(err: NeutrinoError) -> bytes:
 
 
 def usage(outcomes: Sequence[Outcome]) -> dict[str, Any]:
-    """Usage of a response: the prompt once, the completions of every choice summed."""
+    """OpenAI's usage object of a response (pipeline.usage: what it counts)."""
     first = outcomes[0]
     if len(outcomes) == 1 and first.reasoning_tokens is None:  # the common case, directly
         u1: dict[str, Any] = {
@@ -53,18 +54,16 @@ def usage(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         }
         u1.update(first.timings)
         return u1
-    completion = sum(o.completion_tokens for o in outcomes)
+    total = usage_of(outcomes)
     u: dict[str, Any] = {
-        "prompt_tokens": first.prompt_tokens,
-        "completion_tokens": completion,
-        "total_tokens": first.prompt_tokens + completion,
-        "prompt_tokens_details": {"cached_tokens": first.cached_tokens},
+        "prompt_tokens": total.prompt_tokens,
+        "completion_tokens": total.completion_tokens,
+        "total_tokens": total.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": total.cached_tokens},
     }
-    reasoning = [o.reasoning_tokens for o in outcomes if o.reasoning_tokens is not None]
-    if reasoning:
-        u["completion_tokens_details"] = {"reasoning_tokens": sum(reasoning)}
-    for key in first.timings:  # the phases of the slowest choice
-        u[key] = max(o.timings.get(key, 0.0) for o in outcomes)
+    if total.reasoning_tokens is not None:
+        u["completion_tokens_details"] = {"reasoning_tokens": total.reasoning_tokens}
+    u.update(total.timings)
     return u
 
 

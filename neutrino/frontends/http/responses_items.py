@@ -1,13 +1,12 @@
-"""The Responses API's input items -> chat messages (sans-IO).
+"""The Responses API's input items -> the pipeline's typed chat turns (sans-IO).
 
 A Responses conversation is a list of items: messages (user, system, developer and
 assistant, with string content or typed parts), the model's function calls and their
-outputs, and reasoning. The pipeline takes chat messages, so items become the chat
-messages an OpenAI chat client would have sent for the same conversation:
+outputs, and reasoning. They become the turns a chat template renders:
 
 - a message keeps its role; ``input_text`` / ``output_text`` parts become text parts (an
   assistant's become one string), ``input_image`` parts with an ``image_url`` become
-  ``image_url`` parts (decoded and bounded as chat's are);
+  images (decoded and bounded as every protocol's are);
 - ``function_call`` items become the ``tool_calls`` of an assistant message (joined to
   the assistant message just before them, if any), ``function_call_output`` items
   become ``tool`` messages;
@@ -15,8 +14,8 @@ messages an OpenAI chat client would have sent for the same conversation:
   that follows it (templates that render earlier reasoning read it there; the others
   drop it); one that no assistant message follows is dropped, as is an encrypted one.
 
-Each message remembers the item it came from, so an error found later in a message
-names the client's own ``input[i]``.
+Every check is made on the item itself, so an error names the client's own
+``input[i]``.
 """
 
 from __future__ import annotations
@@ -24,6 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from neutrino.errors import bad_request, unsupported
+from neutrino.pipeline import chat
+from neutrino.pipeline.chat import FunctionCall, ImagePart, Message, Part, TextPart
+from neutrino.pipeline.draft import Draft
+from neutrino.pipeline.images import decode_image_url
 
 MAX_INPUT_ITEMS = 4096
 MAX_PARTS = 1024  # content parts of one message
@@ -48,16 +51,37 @@ def input_items(v: Any) -> list[Any]:
     return v
 
 
+class _Turn:
+    """A turn being built (a function call may still join an assistant's)."""
+
+    __slots__ = ("calls", "content", "extra", "role", "where")
+
+    def __init__(self, role: str, content: str | tuple[Part, ...] | None, where: str) -> None:
+        self.role = role
+        self.content = content
+        self.where = where
+        self.calls: list[FunctionCall] = []
+        self.extra: dict[str, object] = {}
+
+
 class Conversation:
-    """Chat messages built from items, in order, with the item each one came from."""
+    """Typed chat turns built from items, in order; images go to the draft."""
 
-    __slots__ = ("_call_names", "_reasoning", "messages", "origins")
+    __slots__ = ("_call_names", "_draft", "_reasoning", "_turns")
 
-    def __init__(self) -> None:
-        self.messages: list[dict[str, Any]] = []
-        self.origins: list[str] = []  # per message: "input[i]" (or what else it came from)
+    def __init__(self, draft: Draft) -> None:
+        self._draft = draft
+        self._turns: list[_Turn] = []
         self._reasoning: str | None = None  # for the next assistant message
         self._call_names: dict[str, str] = {}  # call_id -> function name
+
+    def messages(self, instructions: str | None) -> tuple[Message, ...]:
+        """The turns (``instructions`` first, as a system turn)."""
+        out = [Message("system", instructions)] if instructions is not None else []
+        for t in self._turns:
+            role = chat.role(t.role, (t.where, "role"))
+            out.append(Message(role, t.content, tuple(t.calls), t.extra))
+        return tuple(out)
 
     def add(self, item: Any, where: str) -> None:
         if not isinstance(item, dict):
@@ -76,12 +100,11 @@ class Conversation:
         else:
             raise bad_request(f"{where}.type must be a string", f"{where}.type")
 
-    def _append(self, msg: dict[str, Any], where: str) -> None:
-        if msg["role"] == "assistant" and self._reasoning is not None:
-            msg["reasoning_content"] = self._reasoning
+    def _append(self, turn: _Turn) -> None:
+        if turn.role == "assistant" and self._reasoning is not None:
+            turn.extra["reasoning_content"] = self._reasoning
         self._reasoning = None
-        self.messages.append(msg)
-        self.origins.append(where)
+        self._turns.append(turn)
 
     def _message(self, item: dict[str, Any], where: str) -> None:
         role = item.get("role")
@@ -89,7 +112,7 @@ class Conversation:
             raise bad_request(f"{where}.role must be one of {list(_ROLES)}", f"{where}.role")
         content = item.get("content")
         if isinstance(content, str):
-            self._append({"role": role, "content": content}, where)
+            self._append(_Turn(role, content, where))
             return
         if not isinstance(content, list):
             raise bad_request(
@@ -99,12 +122,31 @@ class Conversation:
             raise bad_request(
                 f"{where}.content has more than {MAX_PARTS} parts", f"{where}.content"
             )
-        parts = [_part(p, f"{where}.content[{j}]", role) for j, p in enumerate(content)]
+        parts = [self._part(p, f"{where}.content[{j}]", role) for j, p in enumerate(content)]
         if role == "assistant":  # templates take an assistant's content as a string
-            text = "".join(p["text"] for p in parts)
-            self._append({"role": role, "content": text}, where)
+            text = "".join(p.text for p in parts if isinstance(p, TextPart))
+            self._append(_Turn(role, text, where))
         else:
-            self._append({"role": role, "content": parts}, where)
+            self._append(_Turn(role, tuple(parts), where))
+
+    def _part(self, part: Any, where: str, role: str) -> Part:
+        """One content part: text, or (not from the assistant) an image by its URL."""
+        kind = part.get("type") if isinstance(part, dict) else None
+        if not isinstance(kind, str):
+            raise bad_request(f"{where} must be an object with a type", where)
+        if kind in _TEXT_PARTS:
+            return TextPart(_text(part.get("text"), f"{where}.text"))
+        if kind == "refusal" and role == "assistant":
+            return TextPart(_text(part.get("refusal"), f"{where}.refusal"))
+        if kind == "input_image" and role != "assistant":
+            url = part.get("image_url")
+            if part.get("file_id") is not None and url is None:
+                raise unsupported("images by file_id are not supported; send image_url", where)
+            url = _text(url, f"{where}.image_url")
+            d = self._draft
+            chat.images_count(len(d.images), (where,))
+            return ImagePart(d.add_image(decode_image_url(url, where)))
+        raise unsupported(f"content parts of type {kind[:64]!r} are not supported here", where)
 
     def _call(self, item: dict[str, Any], where: str) -> None:
         call_id = _text(item.get("call_id"), f"{where}.call_id")
@@ -113,18 +155,16 @@ class Conversation:
         if not name:
             raise bad_request(f"{where}.name must not be empty", f"{where}.name")
         self._call_names[call_id] = name
-        call = {
-            "id": call_id,
-            "type": "function",
-            "function": {"name": name, "arguments": arguments},
-        }
-        last = self.messages[-1] if self.messages else None
-        if last is not None and last["role"] == "assistant" and self._reasoning is None:
-            last.setdefault("tool_calls", []).append(call)
-            if not last["content"]:
-                last["content"] = None
+        call = FunctionCall(name, arguments, call_id)
+        last = self._turns[-1] if self._turns else None
+        if last is not None and last.role == "assistant" and self._reasoning is None:
+            last.calls.append(call)
+            if not last.content:
+                last.content = None
             return
-        self._append({"role": "assistant", "content": None, "tool_calls": [call]}, where)
+        turn = _Turn("assistant", None, where)
+        turn.calls.append(call)
+        self._append(turn)
 
     def _output(self, item: dict[str, Any], where: str) -> None:
         call_id = _text(item.get("call_id"), f"{where}.call_id")
@@ -139,32 +179,12 @@ class Conversation:
                     raise unsupported(f"{at}: only input_text parts are supported here", at)
                 texts.append(_text(part.get("text"), f"{at}.text"))
             output = "".join(texts)
-        msg: dict[str, Any] = {
-            "role": "tool",
-            "tool_call_id": call_id,
-            "content": _text(output, f"{where}.output"),
-        }
+        turn = _Turn("tool", _text(output, f"{where}.output"), where)
+        turn.extra["tool_call_id"] = call_id
         name = self._call_names.get(call_id)
         if name is not None:
-            msg["name"] = name
-        self._append(msg, where)
-
-
-def _part(part: Any, where: str, role: str) -> dict[str, Any]:
-    """One content part as chat's: text, or (not from the assistant) an image URL."""
-    kind = part.get("type") if isinstance(part, dict) else None
-    if not isinstance(kind, str):
-        raise bad_request(f"{where} must be an object with a type", where)
-    if kind in _TEXT_PARTS:
-        return {"type": "text", "text": _text(part.get("text"), f"{where}.text")}
-    if kind == "refusal" and role == "assistant":
-        return {"type": "text", "text": _text(part.get("refusal"), f"{where}.refusal")}
-    if kind == "input_image" and role != "assistant":
-        url = part.get("image_url")
-        if part.get("file_id") is not None and url is None:
-            raise unsupported("images by file_id are not supported; send image_url", where)
-        return {"type": "image_url", "image_url": {"url": _text(url, f"{where}.image_url")}}
-    raise unsupported(f"content parts of type {kind[:64]!r} are not supported here", where)
+            turn.extra["name"] = name
+        self._append(turn)
 
 
 def reasoning_text(item: dict[str, Any], where: str) -> str:

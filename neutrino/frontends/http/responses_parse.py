@@ -1,9 +1,10 @@
 """OpenAI Responses API request JSON -> :class:`GenerateRequest` (sans-IO).
 
-A Responses request is translated into the OpenAI chat request that means the same
-thing, which :func:`~neutrino.frontends.http.parse.parse_chat` then checks and turns into
-the pipeline's request: validation, limits and errors are chat's, with the parameter
-names the client used (``max_output_tokens``, ``text.format``, ``input[2].content[0]``).
+A Responses request is translated into the pipeline's typed request: each value goes
+through the validator of its type with the path the client used for it
+(``max_output_tokens``, ``text.format``, ``input[2].content[0]``); the fields the
+Responses API shares with chat completions, by name and meaning, are set by chat's own
+setters.
 
 What a Responses request carries that chat has no field for (instructions, metadata,
 ``store``, ``previous_response_id``) is kept beside the request, for the answer to
@@ -20,19 +21,20 @@ from typing import Any
 from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request, unsupported
 from neutrino.frontends.common import new_id
-from neutrino.frontends.http.parse import parse_chat
+from neutrino.frontends.http.parse import fill_chat_fields
 from neutrino.frontends.http.responses_items import Conversation, input_items
-from neutrino.frontends.params import Origin, Renames, renamed
+from neutrino.pipeline import chat
+from neutrino.pipeline.chat import Tool, ToolChoice
+from neutrino.pipeline.draft import Draft, Names
 from neutrino.pipeline.request import GenerateRequest
-from neutrino.pipeline.sampling import MAX_TOP_LOGPROBS
+from neutrino.pipeline.structured import Constraint, json_object, json_schema
 
 MAX_METADATA = 16
 MAX_METADATA_KEY = 64
 MAX_METADATA_VALUE = 512
 LOGPROBS_INCLUDE = "message.output_text.logprobs"
 
-# Fields passed to chat as they are (the same name and meaning there): sampling, and
-# the vLLM-style extras chat accepts.
+# Fields of the same name and meaning as chat's: sampling, and the vLLM-style extras.
 _SAME = (
     "model",
     "stream",
@@ -53,15 +55,7 @@ _SAME = (
     "include_stop_str_in_output",
     "chat_template_kwargs",
 )
-# Chat's parameter names in its errors -> the Responses request's.
-_FIELDS = {
-    "response_format.json_schema.schema": "text.format.schema",
-    "response_format.json_schema.strict": "text.format.strict",
-    "response_format.json_schema": "text.format",
-    "response_format": "text.format",
-    "max_completion_tokens": "max_output_tokens",
-    "reasoning_effort": "reasoning.effort",
-}
+NAMES = Names(messages=("input",), constraints="text.format")
 
 
 @dataclass(slots=True)
@@ -98,30 +92,24 @@ def parse_responses(body: Any, limits: LimitsConfig, lookup: Lookup = None) -> R
     previous = _previous(body.get("previous_response_id"), lookup)
     earlier = previous.items if previous is not None else []
     items = [*earlier, *input_items(body.get("input"))]
-    conv = Conversation()
+    d = Draft(new_id("resp"), "chat")
+    conv = Conversation(d)
     for i, item in enumerate(items):
         conv.add(item, "previous_response_id" if i < len(earlier) else f"input[{i - len(earlier)}]")
     instructions = body.get("instructions")
-    if instructions is not None:
-        if not isinstance(instructions, str):
-            raise bad_request("instructions must be a string", "instructions")
-        conv.messages.insert(0, {"role": "system", "content": instructions})
-        conv.origins.insert(0, "instructions")
-    chat: dict[str, Any] = {k: body[k] for k in _SAME if body.get(k) is not None}
-    chat["messages"] = conv.messages
-    include = _include(body.get("include"))
-    _sampling(body, chat, include)
+    if instructions is not None and not isinstance(instructions, str):
+        raise bad_request("instructions must be a string", "instructions")
+    d.messages = conv.messages(instructions)
+    chat.messages_count(len(d.messages), ("input",), limits)
+    fill_chat_fields(d, body, _SAME, limits)
+    _sampling(body, d, _include(body.get("include")), limits)
     tools = _tools(body.get("tools"))
     if tools:
-        chat["tools"] = [_chat_tool(t) for t in tools]
+        chat.tools_count(len(tools), ("tools",), limits)
+        d.tools = tuple([_typed_tool(t) for t in tools])
     if body.get("tool_choice") is not None:
-        chat["tool_choice"] = _tool_choice(body["tool_choice"])
-    try:
-        req = parse_chat(chat, limits)
-    except NeutrinoError as err:
-        terms = Renames(messages=[Origin(o) for o in conv.origins], fields=_FIELDS)
-        raise renamed(err, terms, in_message=True) from None
-    req = req.replace(request_id=new_id("resp"))
+        d.tool_choice = _tool_choice(body["tool_choice"])
+    req = d.freeze(NAMES)
     store = body.get("store", True)
     if not isinstance(store, bool):
         raise bad_request("store must be a boolean", "store")
@@ -173,49 +161,52 @@ def _include(v: Any) -> list[str]:
     return v
 
 
-def _sampling(body: dict[str, Any], chat: dict[str, Any], include: list[str]) -> None:
-    """max_output_tokens, text.format, reasoning and logprobs, as chat names them."""
+def _sampling(body: dict[str, Any], d: Draft, include: list[str], limits: LimitsConfig) -> None:
+    """max_output_tokens, text.format, reasoning and logprobs."""
     if body.get("max_output_tokens") is not None:
-        chat["max_completion_tokens"] = body["max_output_tokens"]
+        d.sample("max_tokens", body["max_output_tokens"], ("max_output_tokens",), limits)
     text = body.get("text")
     if text is not None:
         if not isinstance(text, dict):
             raise bad_request("text must be an object", "text")
         fmt = text.get("format")
         if fmt is not None:
-            chat["response_format"] = _response_format(fmt)
+            guided, validator = _response_format(fmt, limits)
+            d.constrain(guided, validator, "text.format")
     reasoning = body.get("reasoning")
     if reasoning is not None:
         if not isinstance(reasoning, dict):
             raise bad_request("reasoning must be an object", "reasoning")
         if reasoning.get("effort") is not None:
-            chat["reasoning_effort"] = reasoning["effort"]
+            d.reasoning_effort = chat.reasoning_effort(reasoning["effort"], ("reasoning", "effort"))
     top = body.get("top_logprobs")
     if top is not None:
-        if not isinstance(top, int) or isinstance(top, bool) or not 0 <= top <= MAX_TOP_LOGPROBS:
-            raise bad_request(
-                f"top_logprobs must be an integer between 0 and {MAX_TOP_LOGPROBS}",
-                "top_logprobs",
-            )
-        chat["top_logprobs"] = top
+        d.sample("top_logprobs", top, ("top_logprobs",), limits)
     if top is not None or LOGPROBS_INCLUDE in include:
-        chat["logprobs"] = True
+        d.sampling["logprobs"] = True
 
 
-def _response_format(fmt: Any) -> dict[str, Any]:
-    """``text.format`` as chat's ``response_format``."""
+def _response_format(fmt: Any, limits: LimitsConfig) -> Constraint:
+    """``text.format``: text, a JSON object, or a JSON schema (strict or not)."""
     if not isinstance(fmt, dict) or not isinstance(fmt.get("type"), str):
         raise bad_request("text.format must be an object with a type", "text.format")
-    if fmt["type"] != "json_schema":
-        return {"type": fmt["type"]}  # text, json_object; chat refuses the others
-    spec = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
-    if not isinstance(spec.get("name"), str):
+    kind = fmt["type"]
+    if kind == "text":
+        return None, None
+    if kind == "json_object":
+        return json_object()
+    if kind != "json_schema":
+        raise bad_request(
+            "text.format.type must be 'text', 'json_object' or 'json_schema'", "text.format"
+        )
+    if not isinstance(fmt.get("name"), str):
         raise bad_request("text.format.name is required for json_schema", "text.format.name")
-    if "schema" not in spec:
+    if "schema" not in fmt:
         raise bad_request("text.format.schema is required for json_schema", "text.format.schema")
-    if spec.get("strict") is None:
-        spec.pop("strict", None)
-    return {"type": "json_schema", "json_schema": spec}
+    strict = fmt.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise bad_request("text.format.strict must be a boolean", "text.format.strict")
+    return json_schema(fmt["schema"], bool(strict), "text.format.schema", limits.max_schema_depth)
 
 
 def _tools(v: Any) -> list[dict[str, Any]]:
@@ -255,17 +246,16 @@ def _tools(v: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _chat_tool(t: dict[str, Any]) -> dict[str, Any]:
-    fn = {"name": t["name"]}
-    fn.update({k: t[k] for k in ("description", "parameters", "strict") if t[k] is not None})
-    return {"type": "function", "function": fn}
+def _typed_tool(t: dict[str, Any]) -> Tool:
+    extra = {"strict": t["strict"]} if t["strict"] is not None else {}
+    return Tool(t["name"], t["description"], t["parameters"], extra)
 
 
-def _tool_choice(v: Any) -> Any:
+def _tool_choice(v: Any) -> ToolChoice:
     if v in ("auto", "none", "required"):
-        return v
+        return ToolChoice(v)
     if isinstance(v, dict) and v.get("type") == "function" and isinstance(v.get("name"), str):
-        return {"type": "function", "function": {"name": v["name"]}}
+        return ToolChoice("named", v["name"])
     raise bad_request(
         "tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'name': ...}",
         "tool_choice",

@@ -10,8 +10,12 @@ from neutrino.pipeline.state import State
 MS = 1_000_000
 
 
-def _times(queued: int, admitted: int, first: int | None) -> dict[State, int]:
-    times = {State.START: 0, State.QUEUED: queued * MS, State.PROCESSING: admitted * MS}
+def _times(queued: int, admitted: int, first: int | None) -> dict[str, int]:
+    times: dict[str, int] = {
+        State.START: 0,
+        State.QUEUED: queued * MS,
+        State.PROCESSING: admitted * MS,
+    }
     if first is not None:
         times[State.GENERATING] = first * MS
     return times

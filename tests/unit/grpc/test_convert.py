@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
+from PIL import Image as PILImage
 
 from neutrino.config import ConfigError, LimitsConfig, load
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.grpc import convert, render
+from neutrino.frontends.http.parse import parse_chat, parse_completion
+from neutrino.pipeline.chat import ImagePart
 from neutrino.pipeline.generation import Outcome
+from neutrino.pipeline.request import GenerateRequest
 from neutrino.v1 import inference_pb2
 from tests.support import requests as view
 from tests.support.grpc_parity import grpc_request
@@ -206,12 +212,20 @@ BODIES: list[dict[str, Any]] = [
 ]
 
 
+def comparable(req: GenerateRequest) -> GenerateRequest:
+    """``req`` without what differs between two requests that mean the same: the id and
+    the identity of the strict format's check (its presence stays)."""
+    output = msgspec.structs.replace(req.output, validator=req.output.validator is not None)
+    return req.replace(request_id="", output=output)
+
+
 @pytest.mark.parametrize("body", BODIES)
-def test_the_body_is_what_an_openai_client_sends(body: dict[str, Any]) -> None:
-    """A gRPC request written from an OpenAI body (as the proto documents it) turns back
-    into that body, so HTTP's parser sees what it would over HTTP."""
-    assert convert.to_body(grpc_request(body)) == body
-    convert.to_request(grpc_request(body), LIMITS, stream=False)  # valid as over HTTP
+def test_a_grpc_request_means_what_its_openai_body_means(body: dict[str, Any]) -> None:
+    """A gRPC request written from an OpenAI body (as the proto documents it) is
+    translated into the same typed request as that body over HTTP: the same rules,
+    defaults and values, neither built from the other."""
+    grpc = convert.to_request(grpc_request(body), LIMITS, stream=False)
+    assert comparable(grpc) == comparable(parse_chat(body, LIMITS))
 
 
 def test_chat_only_and_completion_fields() -> None:
@@ -222,29 +236,38 @@ def test_chat_only_and_completion_fields() -> None:
     assert req.stream and req.include_usage
     msg = inference_pb2.GenerateRequest(
         model="m",
-        completion=inference_pb2.Completion(prompt_token_ids=[1, 2, 3], echo=True),
+        completion=inference_pb2.Completion(prompt_token_ids=[1, 2, 3]),
         logprobs=True,
         top_logprobs=2,
         structured_outputs=inference_pb2.StructuredOutputs(
             choice=inference_pb2.Choices(choices=["a", "b"])
         ),
     )
-    assert convert.to_body(msg) == {
-        "model": "m",
-        "prompt": [1, 2, 3],
-        "echo": True,
-        "logprobs": 2,
-        "structured_outputs": {"choice": ["a", "b"]},
-    }
+    req = convert.to_request(msg, LIMITS, stream=False)
+    assert req.text_prompt.ids == (1, 2, 3) and not req.text_prompt.echo
+    assert req.sampling.logprobs and req.sampling.top_logprobs == 2
+    guided = req.output.guided
+    assert guided is not None and guided.choices == ["a", "b"]
+    body = {"model": "m", "prompt": [1, 2, 3], "logprobs": 2}
+    body["structured_outputs"] = {"choice": ["a", "b"]}
+    assert comparable(req) == comparable(parse_completion(body, LIMITS))
+    msg.completion.echo = True  # as over HTTP: echo needs prompt logprobs
+    with pytest.raises(NeutrinoError) as info:
+        convert.to_request(msg, LIMITS, stream=False)
+    assert info.value.kind is ErrorKind.UNSUPPORTED and info.value.param == "completion.echo"
 
 
-def test_image_bytes_are_a_data_uri_of_them() -> None:
+def test_image_bytes_are_checked_as_images() -> None:
     msg = chat()
     msg.chat.messages[0].content = ""
-    msg.chat.messages[0].parts.add(image=b"\x89PNG")
-    part = convert.to_body(msg)["messages"][0]["content"][0]
-    assert part["type"] == "image_url"
-    assert part["image_url"]["url"] == "data:application/octet-stream;base64,iVBORw=="
+    msg.chat.messages[0].parts.add(image=png_bytes((6, 5)))
+    req = convert.to_request(msg, LIMITS, stream=False)
+    assert req.chat.messages[0].content == (ImagePart(0),)
+    assert (req.images[0].width, req.images[0].height) == (6, 5)
+    msg.chat.messages[0].parts[0].image = b"\x89PNG"
+    with pytest.raises(NeutrinoError) as info:
+        convert.to_request(msg, LIMITS, stream=False)
+    assert info.value.param == "chat.messages[0].parts[0]"
 
 
 @pytest.mark.parametrize(
@@ -252,7 +275,7 @@ def test_image_bytes_are_a_data_uri_of_them() -> None:
     [
         ({"top_logprobs": 2}, "top_logprobs"),
         ({"tool_choice": "required"}, "chat.tool_choice"),
-        ({"tools": [{"type": "function", "function": {"name": ""}}]}, "chat.tools[0]"),
+        ({"tools": [{"type": "function", "function": {"name": ""}}]}, "chat.tools[0].name"),
         ({"chat_template_kwargs": {"tools": 1}}, "chat.chat_template_kwargs_json"),
         (
             {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": 1}}},
@@ -274,3 +297,9 @@ def test_tool_parameters_that_are_no_object_name_the_json_field() -> None:
     with pytest.raises(NeutrinoError) as info:
         convert.to_request(msg, LIMITS, stream=False)
     assert info.value.param == "chat.tools[0].parameters_json"
+
+
+def png_bytes(size: tuple[int, int]) -> bytes:
+    buf = io.BytesIO()
+    PILImage.new("RGB", size).save(buf, "PNG")
+    return buf.getvalue()
