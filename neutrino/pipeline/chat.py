@@ -32,11 +32,11 @@ ROLE_OF: dict[str, Role] = {
 }
 
 
-class TextPart(msgspec.Struct, frozen=True):
+class TextPart(msgspec.Struct, frozen=True, gc=False):
     text: str
 
 
-class ImagePart(msgspec.Struct, frozen=True):
+class ImagePart(msgspec.Struct, frozen=True, gc=False):
     """An image, by its place among the request's images (``GenerateRequest.images``)."""
 
     index: int
@@ -45,7 +45,7 @@ class ImagePart(msgspec.Struct, frozen=True):
 Part = TextPart | ImagePart
 
 
-class FunctionCall(msgspec.Struct, frozen=True):
+class FunctionCall(msgspec.Struct, frozen=True, gc=False):
     """A tool call an earlier assistant turn made."""
 
     name: str
@@ -54,14 +54,14 @@ class FunctionCall(msgspec.Struct, frozen=True):
     extra: Mapping[str, object] = {}  # the call's other keys, verbatim
 
 
-class Message(msgspec.Struct, frozen=True):
+class Message(msgspec.Struct, frozen=True, gc=False):
     role: Role
     content: str | tuple[Part, ...] | None
     tool_calls: tuple[FunctionCall, ...] = ()
     extra: Mapping[str, object] = {}  # the message's other keys, verbatim, for templates
 
 
-class Tool(msgspec.Struct, frozen=True):
+class Tool(msgspec.Struct, frozen=True, gc=False):
     """A function the model may call; ``parameters`` is its JSON schema."""
 
     name: str
@@ -70,7 +70,7 @@ class Tool(msgspec.Struct, frozen=True):
     extra: Mapping[str, object] = {}  # the function's other keys (``strict``...), verbatim
 
 
-class ToolChoice(msgspec.Struct, frozen=True):
+class ToolChoice(msgspec.Struct, frozen=True, gc=False):
     """``tool_choice``: the model may call tools (auto), must not (none), must call one
     (required), or must call the one ``name``d (named)."""
 

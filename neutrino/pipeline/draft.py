@@ -31,7 +31,7 @@ from neutrino.pipeline.request import (
 from neutrino.pipeline.sampling import SAMPLING, SamplingParams, StopRules
 
 
-class Names(msgspec.Struct, frozen=True):
+class Names(msgspec.Struct, frozen=True, gc=False):
     """Where a protocol keeps the fields whose rules join two fields (OpenAI's places by
     default), so that such an error names them as the client's request does."""
 

@@ -27,7 +27,7 @@ from neutrino.pipeline.fields import (
 MAX_TOP_LOGPROBS = 20
 
 
-class SamplingParams(msgspec.Struct, frozen=True):
+class SamplingParams(msgspec.Struct, frozen=True, gc=False):
     max_tokens: int | None = None  # None: what the context (and budget) leaves
     temperature: float = 1.0
     top_p: float = 1.0
@@ -46,7 +46,7 @@ class SamplingParams(msgspec.Struct, frozen=True):
     top_logprobs: int = 0
 
 
-class StopRules(msgspec.Struct, frozen=True):
+class StopRules(msgspec.Struct, frozen=True, gc=False):
     strings: tuple[str, ...] = ()
     token_ids: tuple[int, ...] = ()
     include_in_output: bool = False  # a matched stop string stays in the text

@@ -10,7 +10,7 @@ import msgspec
 from neutrino.pipeline.generation import Outcome
 
 
-class Usage(msgspec.Struct, frozen=True):
+class Usage(msgspec.Struct, frozen=True, gc=False):
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0

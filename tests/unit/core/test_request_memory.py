@@ -18,8 +18,10 @@ from neutrino.pipeline.request import GenerateRequest
 from tests.unit.core.test_pipeline_inprocess import chat, make
 
 
-class Message(pipeline_chat.Message, frozen=True, weakref=True):
-    """A chat message that can be watched with a weak reference."""
+class Message(pipeline_chat.Message, frozen=True, gc=True, weakref=True):
+    """A chat message that can be watched with a weak reference (the pipeline's own are
+    untracked by the collector, which msgspec allows only without weak references; what
+    frees a request's message is its reference count either way)."""
 
 
 @pytest.fixture
