@@ -32,6 +32,7 @@ from bench.run import (
     free_port,
     measured,
     pin,
+    stop_all,
     wait_port,
 )
 
@@ -142,12 +143,7 @@ async def compare(base: Path, args: argparse.Namespace) -> dict[str, Any]:
             rows.append(_row("token", conc, got))
         return {"rows": rows}
     finally:
-        for srv in servers:
-            srv.stop()
-        for proc in backends:
-            proc.terminate()
-            proc.wait(10)
-        shutil.rmtree(work, ignore_errors=True)
+        stop_all(servers, backends, work)
 
 
 def _row(unit: str, conc: int, got: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -345,12 +345,17 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             report["protocols"] = await asyncio.to_thread(compare_protocols, sock, args)
         return report
     finally:
-        for srv in servers:
-            srv.stop()
-        for proc in backends:
-            proc.terminate()
-            proc.wait(10)
-        shutil.rmtree(work, ignore_errors=True)
+        stop_all(servers, backends, work)
+
+
+def stop_all(servers: list[Server], backends: list[subprocess.Popen[bytes]], work: Path) -> None:
+    """Stop what a bench started (servers first, then their backends) and remove its folder."""
+    for srv in servers:
+        srv.stop()
+    for proc in backends:
+        proc.terminate()
+        proc.wait(10)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 async def _measure_all(

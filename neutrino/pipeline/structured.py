@@ -32,20 +32,12 @@ def parse_response_format(
 ) -> tuple[Guided | None, Validator | None]:
     """The engine constraint and the output check for an OpenAI ``response_format``
     (its schema nested at most ``max_depth`` deep)."""
-    param = "response_format"
     if fmt is None:
         return None, None
-    if not isinstance(fmt, dict) or not isinstance(fmt.get("type"), str):
-        raise bad_request("response_format must be an object with a type", param)
-    kind = fmt["type"]
-    if kind == "text":
-        return None, None
-    if kind == "json_object":
-        return json_object()
-    if kind != "json_schema":
-        raise bad_request(
-            "response_format.type must be 'text', 'json_object' or 'json_schema'", param
-        )
+    plain = format_kind(fmt, "response_format")
+    if plain is not None:
+        return plain
+    assert isinstance(fmt, dict)
     spec = fmt.get("json_schema")
     if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
         raise bad_request(
@@ -60,6 +52,22 @@ def parse_response_format(
     return json_schema(
         spec.get("schema", {}), strict, "response_format.json_schema.schema", max_depth
     )
+
+
+def format_kind(fmt: object, where: str) -> Constraint | None:
+    """An OpenAI format object (chat's ``response_format``, Responses' ``text.format``)
+    up to its kind: text (no constraint), a JSON object's constraint, or None for a
+    ``json_schema``, whose schema the caller reads where its API keeps it."""
+    if not isinstance(fmt, dict) or not isinstance(fmt.get("type"), str):
+        raise bad_request(f"{where} must be an object with a type", where)
+    kind = fmt["type"]
+    if kind == "text":
+        return None, None
+    if kind == "json_object":
+        return json_object()
+    if kind != "json_schema":
+        raise bad_request(f"{where}.type must be 'text', 'json_object' or 'json_schema'", where)
+    return None
 
 
 def json_object() -> tuple[Guided, Validator]:

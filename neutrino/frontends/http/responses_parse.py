@@ -27,7 +27,7 @@ from neutrino.pipeline import chat
 from neutrino.pipeline.chat import Tool, ToolChoice
 from neutrino.pipeline.draft import Draft, Names
 from neutrino.pipeline.request import GenerateRequest
-from neutrino.pipeline.structured import Constraint, json_object, json_schema
+from neutrino.pipeline.structured import Constraint, format_kind, json_schema
 
 MAX_METADATA = 16
 MAX_METADATA_KEY = 64
@@ -188,17 +188,9 @@ def _sampling(body: dict[str, Any], d: Draft, include: list[str], limits: Limits
 
 def _response_format(fmt: Any, limits: LimitsConfig) -> Constraint:
     """``text.format``: text, a JSON object, or a JSON schema (strict or not)."""
-    if not isinstance(fmt, dict) or not isinstance(fmt.get("type"), str):
-        raise bad_request("text.format must be an object with a type", "text.format")
-    kind = fmt["type"]
-    if kind == "text":
-        return None, None
-    if kind == "json_object":
-        return json_object()
-    if kind != "json_schema":
-        raise bad_request(
-            "text.format.type must be 'text', 'json_object' or 'json_schema'", "text.format"
-        )
+    plain = format_kind(fmt, "text.format")
+    if plain is not None:
+        return plain
     if not isinstance(fmt.get("name"), str):
         raise bad_request("text.format.name is required for json_schema", "text.format.name")
     if "schema" not in fmt:
