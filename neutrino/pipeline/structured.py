@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import jsonschema
@@ -28,7 +28,7 @@ MAX_SCHEMA_DEPTH = 64  # [limits] max_schema_depth's default
 
 
 def parse_response_format(
-    fmt: Any, max_depth: int = MAX_SCHEMA_DEPTH
+    fmt: object, max_depth: int = MAX_SCHEMA_DEPTH
 ) -> tuple[Guided | None, Validator | None]:
     """The engine constraint and the output check for an OpenAI ``response_format``
     (its schema nested at most ``max_depth`` deep)."""
@@ -85,7 +85,7 @@ def json_schema(
     return guided, (_schema_validator(cls(checked)) if strict else None)
 
 
-def _checked_schema(schema: Any, param: str, max_depth: int) -> tuple[Any, dict[str, Any]]:
+def _checked_schema(schema: object, param: str, max_depth: int) -> tuple[Any, dict[str, object]]:
     """The validator class for a client's JSON schema, once the schema is known valid
     and no deeper than ``max_depth``; every problem is a 400 naming ``param``."""
     if not isinstance(schema, dict):
@@ -106,14 +106,14 @@ def _named(exc: Exception) -> str:
     return f"{type(exc).__name__}: {str(exc)[:200]}" if str(exc) else type(exc).__name__
 
 
-def nested_deeper(value: Any, limit: int) -> bool:
+def nested_deeper(value: object, limit: int) -> bool:
     """Whether JSON ``value`` nests objects and arrays more than ``limit`` deep (found
     without recursion, so any depth is safe to ask about)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
-            children: Any = item.values()
+            children: Iterable[object] = item.values()
         elif isinstance(item, list):
             children = item
         else:
@@ -136,7 +136,7 @@ _VLLM_IGNORED = ("disable_fallback", "backend", "_backend")  # how, not what, to
 
 
 def parse_structured_outputs(
-    spec: Any, param: str = "structured_outputs", max_depth: int = 0
+    spec: object, param: str = "structured_outputs", max_depth: int = 0
 ) -> Guided:
     """The engine constraint for vLLM's ``structured_outputs`` object."""
     if not isinstance(spec, dict):
@@ -153,7 +153,7 @@ def parse_structured_outputs(
     return vllm_constraint(given[0], spec[given[0]], f"{param}.{given[0]}", max_depth)
 
 
-def vllm_constraint(kind: str, value: Any, param: str, max_depth: int = 0) -> Guided:
+def vllm_constraint(kind: str, value: object, param: str, max_depth: int = 0) -> Guided:
     """One vLLM constraint (``json``, ``regex``, ``choice``, ``grammar``, ``json_object``);
     a schema nests at most ``max_depth`` deep (0: MAX_SCHEMA_DEPTH)."""
     if kind == "json":
@@ -201,7 +201,7 @@ def _json_object(text: str) -> str | None:
     return None if isinstance(value, dict) else "the output is not a JSON object"
 
 
-def _schema_validator(validator: Any) -> Validator:
+def _schema_validator(validator: jsonschema.protocols.Validator) -> Validator:
     def check(text: str) -> str | None:
         try:
             value = orjson.loads(text)

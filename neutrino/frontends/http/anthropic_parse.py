@@ -27,7 +27,6 @@ templates render a finished assistant turn, not one to continue.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import NeutrinoError, bad_request, unsupported
@@ -53,18 +52,18 @@ MAX_TOOL_NAME = 128
 NAMES = Names(constraints="output_config.format")
 
 
-def parse_messages(body: Any, limits: LimitsConfig) -> GenerateRequest:
+def parse_messages(body: object, limits: LimitsConfig) -> GenerateRequest:
     """``POST /v1/messages``: a generation request (kind chat, one choice)."""
     return _named(body, limits, new_id("msg"), generate=True)
 
 
-def parse_count(body: Any, limits: LimitsConfig) -> GenerateRequest:
+def parse_count(body: object, limits: LimitsConfig) -> GenerateRequest:
     """``POST /v1/messages/count_tokens``: the prompt of the same request (no
     ``max_tokens`` or sampling: only what the prompt is made of)."""
     return _named(body, limits, new_id("msgcount"), generate=False)
 
 
-def _named(body: Any, limits: LimitsConfig, rid: str, *, generate: bool) -> GenerateRequest:
+def _named(body: object, limits: LimitsConfig, rid: str, *, generate: bool) -> GenerateRequest:
     try:
         return _parse(body, limits, rid, generate=generate)
     except NeutrinoError as err:
@@ -77,7 +76,7 @@ def _named(body: Any, limits: LimitsConfig, rid: str, *, generate: bool) -> Gene
         ) from None
 
 
-def _parse(body: Any, limits: LimitsConfig, rid: str, *, generate: bool) -> GenerateRequest:
+def _parse(body: object, limits: LimitsConfig, rid: str, *, generate: bool) -> GenerateRequest:
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
     d = Draft(rid, "chat")
@@ -106,7 +105,7 @@ def _parse(body: Any, limits: LimitsConfig, rid: str, *, generate: bool) -> Gene
 # ---------------------------------------------------------------- scalar fields
 
 
-def _generation_fields(body: dict[str, Any], d: Draft, limits: LimitsConfig) -> None:
+def _generation_fields(body: dict[str, object], d: Draft, limits: LimitsConfig) -> None:
     """``max_tokens`` (required), sampling, stop sequences, stream, metadata."""
     max_tokens = body.get("max_tokens")
     if max_tokens is None:
@@ -144,7 +143,7 @@ def _generation_fields(body: dict[str, Any], d: Draft, limits: LimitsConfig) -> 
 _EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
 
 
-def _output_config(output: Any, d: Draft, generate: bool, limits: LimitsConfig) -> None:
+def _output_config(output: object, d: Draft, generate: bool, limits: LimitsConfig) -> None:
     """``effort`` (the template's ``reasoning_effort``, as the OpenAI route's) and
     ``format`` (a JSON schema the answer follows, strictly)."""
     if not isinstance(output, dict):
@@ -172,11 +171,13 @@ def _output_config(output: Any, d: Draft, generate: bool, limits: LimitsConfig) 
     d.constrain(guided, validator, "output_config.format")
 
 
-def thinking_kwargs(thinking: Any) -> dict[str, Any]:
+def thinking_kwargs(thinking: object) -> dict[str, object]:
     """The template variables that ``thinking`` sets: ``enable_thinking`` (Qwen3, GLM,
     Nemotron) and ``thinking`` (DeepSeek-V3.1, Granite), and ``thinking_budget`` for
     a template that reads a budget."""
-    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if not isinstance(thinking, dict):
+        thinking = {}
+    kind = thinking.get("type")
     if kind == "disabled":
         return {"enable_thinking": False, "thinking": False}
     if kind == "adaptive":
@@ -198,14 +199,14 @@ def thinking_kwargs(thinking: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------- tools
 
 
-def _tools(tools: Any, limits: LimitsConfig) -> tuple[Tool, ...]:
+def _tools(tools: object, limits: LimitsConfig) -> tuple[Tool, ...]:
     if not isinstance(tools, list):
         raise bad_request("tools must be an array", "tools")
     chat.tools_count(len(tools), ("tools",), limits)
     return tuple([_tool(tool, i) for i, tool in enumerate(tools)])
 
 
-def _tool(tool: Any, i: int) -> Tool:
+def _tool(tool: object, i: int) -> Tool:
     where = f"tools[{i}]"
     if not isinstance(tool, dict):
         raise bad_request(f"{where} must be an object", where)
@@ -231,7 +232,7 @@ def _tool(tool: Any, i: int) -> Tool:
 _CHOICES = {"auto": AUTO_TOOLS, "any": ToolChoice("required"), "none": ToolChoice("none")}
 
 
-def _tool_choice(choice: Any, has_tools: bool) -> tuple[ToolChoice, bool | None]:
+def _tool_choice(choice: object, has_tools: bool) -> tuple[ToolChoice, bool | None]:
     """The tool choice and whether calls may be parallel (None: not said)."""
     kind = choice.get("type") if isinstance(choice, dict) else None
     if kind not in ("auto", "any", "tool", "none"):
@@ -259,7 +260,7 @@ def _tool_choice(choice: Any, has_tools: bool) -> tuple[ToolChoice, bool | None]
 # ---------------------------------------------------------------- messages
 
 
-def _conversation(body: dict[str, Any], d: Draft, limits: LimitsConfig) -> tuple[Message, ...]:
+def _conversation(body: dict[str, object], d: Draft, limits: LimitsConfig) -> tuple[Message, ...]:
     """The turns of ``system`` and ``messages``: a user turn's tool results become tool
     messages before its other blocks, an assistant's thinking its reasoning."""
     out: list[Message] = []
@@ -299,7 +300,7 @@ def _conversation(body: dict[str, Any], d: Draft, limits: LimitsConfig) -> tuple
     return tuple(out)
 
 
-def _system(system: Any) -> Message | None:
+def _system(system: object) -> Message | None:
     if system is None or system == "" or system == []:
         return None
     if isinstance(system, str):
@@ -314,28 +315,28 @@ def _system(system: Any) -> Message | None:
     return Message("system", tuple(parts))
 
 
-def _block(block: Any, where: str) -> str:
+def _block(block: object, where: str) -> tuple[str, dict[str, object]]:
+    """A content block's type, and the block."""
     if not isinstance(block, dict) or not isinstance(block.get("type"), str):
         raise bad_request(f"{where} must be a content block with a type", where)
-    kind: str = block["type"]
-    return kind
+    return block["type"], block
 
 
-def _text_part(block: dict[str, Any], where: str) -> TextPart:
+def _text_part(block: dict[str, object], where: str) -> TextPart:
     text = block.get("text")
     if not isinstance(text, str):
         raise bad_request(f"{where}.text must be a string", f"{where}.text")
     return TextPart(text)
 
 
-def _image_part(block: dict[str, Any], where: str, d: Draft) -> ImagePart:
+def _image_part(block: dict[str, object], where: str, d: Draft) -> ImagePart:
     """An image block: a base64 source's bytes, checked as every image is (a URL
     source is refused as the OpenAI route refuses one: Neutrino fetches nothing)."""
     source = block.get("source")
     if not isinstance(source, dict) or source.get("type") not in ("base64", "url"):
         raise bad_request(f"{where}.source must be a base64 or url image source", f"{where}.source")
     if source["type"] == "url":
-        url: Any = source.get("url")
+        url: object = source.get("url")
         if not isinstance(url, str):
             raise bad_request(f"{where}.source.url must be a string", f"{where}.source.url")
     else:
@@ -349,12 +350,12 @@ def _image_part(block: dict[str, Any], where: str, d: Draft) -> ImagePart:
     return ImagePart(d.add_image(decode_image_url(url, where)))
 
 
-def _user_turn(blocks: list[Any], i: int, out: list[Message], d: Draft) -> None:
+def _user_turn(blocks: list[object], i: int, out: list[Message], d: Draft) -> None:
     """A user turn: its tool results as ``tool`` messages, then its text and images."""
     parts: list[Part] = []
     for j, block in enumerate(blocks):
         where = f"messages[{i}].content[{j}]"
-        kind = _block(block, where)
+        kind, block = _block(block, where)
         if kind == "text":
             parts.append(_text_part(block, where))
         elif kind == "image":
@@ -370,7 +371,7 @@ def _user_turn(blocks: list[Any], i: int, out: list[Message], d: Draft) -> None:
         out.append(Message("user", tuple(parts)))
 
 
-def _tool_result(block: dict[str, Any], where: str) -> Message:
+def _tool_result(block: dict[str, object], where: str) -> Message:
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str) or not call_id:
         raise bad_request(f"{where}.tool_use_id must be a string", f"{where}.tool_use_id")
@@ -381,7 +382,8 @@ def _tool_result(block: dict[str, Any], where: str) -> Message:
         texts = []
         for k, part in enumerate(content):
             at = f"{where}.content[{k}]"
-            if _block(part, at) != "text":
+            kind, part = _block(part, at)
+            if kind != "text":
                 raise unsupported(f"{at}: a tool result may hold only text blocks", at)
             texts.append(_text_part(part, at).text)
         content = "".join(texts)
@@ -392,14 +394,14 @@ def _tool_result(block: dict[str, Any], where: str) -> Message:
     return Message("tool", content, extra={"tool_call_id": call_id})
 
 
-def _assistant_turn(blocks: list[Any], i: int) -> Message:
+def _assistant_turn(blocks: list[object], i: int) -> Message:
     """An assistant turn: text, thinking (its reasoning_content) and tool_use blocks."""
     parts: list[Part] = []
     reasoning: list[str] = []
     calls: list[FunctionCall] = []
     for j, block in enumerate(blocks):
         where = f"messages[{i}].content[{j}]"
-        kind = _block(block, where)
+        kind, block = _block(block, where)
         if kind == "text":
             parts.append(_text_part(block, where))
         elif kind == "thinking":
@@ -420,7 +422,7 @@ def _assistant_turn(blocks: list[Any], i: int) -> Message:
     return Message("assistant", content, tuple(calls), extra)
 
 
-def _tool_use(block: dict[str, Any], where: str) -> FunctionCall:
+def _tool_use(block: dict[str, object], where: str) -> FunctionCall:
     call_id, name, args = block.get("id"), block.get("name"), block.get("input")
     if not isinstance(call_id, str) or not call_id:
         raise bad_request(f"{where}.id must be a string", f"{where}.id")

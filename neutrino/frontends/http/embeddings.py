@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 from array import array
-from typing import Any
 
 from aiohttp import web
 
@@ -21,13 +20,13 @@ from neutrino.pipeline.modalities import Embed, Rerank
 from neutrino.pipeline.orchestrator import Orchestrator
 
 
-def _body(body: Any) -> dict[str, Any]:
+def _body(body: object) -> dict[str, object]:
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
     return body
 
 
-def _inputs(raw: Any) -> list[Any]:
+def _inputs(raw: object) -> list[object]:
     """OpenAI's ``input``: a string, strings, a token array, or token arrays (each item is
     checked by the embed job's rules)."""
     if isinstance(raw, str):
@@ -39,7 +38,7 @@ def _inputs(raw: Any) -> list[Any]:
     raise bad_request("input must be a string, an array of strings or token arrays", "input")
 
 
-def _documents(raw: Any) -> list[str]:
+def _documents(raw: object) -> list[str]:
     """The Cohere/Jina ``documents``: strings or ``{"text": ...}`` objects."""
     if not isinstance(raw, list):
         return []  # the rerank job's rules refuse it
@@ -52,7 +51,7 @@ def _documents(raw: Any) -> list[str]:
     return docs
 
 
-def embed_job(body: Any, traceparent: str = "") -> tuple[Embed, str]:
+def embed_job(body: object, traceparent: str = "") -> tuple[Embed, str]:
     """The embed job of an OpenAI embeddings body, and its ``encoding_format``."""
     body = _body(body)
     job = rules.embed(
@@ -64,7 +63,7 @@ def embed_job(body: Any, traceparent: str = "") -> tuple[Embed, str]:
     return job, fmt
 
 
-def rerank_job(body: Any, traceparent: str = "") -> tuple[Rerank, bool]:
+def rerank_job(body: object, traceparent: str = "") -> tuple[Rerank, bool]:
     """The rerank job of a Cohere/Jina rerank body, and whether to return the documents."""
     body = _body(body)
     docs = _documents(body.get("documents"))
@@ -102,7 +101,7 @@ class EmbeddingRoutes:
             call.close()
         data = []
         for i, row in enumerate(rows):
-            vector: Any = row
+            vector: object = row
             if fmt == "base64":
                 vector = base64.b64encode(array("f", row).tobytes()).decode()
             data.append({"object": "embedding", "index": i, "embedding": vector})
@@ -130,7 +129,7 @@ class EmbeddingRoutes:
             call.close()
         results = []
         for i, score in ranked:
-            item: dict[str, Any] = {"index": i, "relevance_score": score}
+            item: dict[str, object] = {"index": i, "relevance_score": score}
             if return_documents:
                 item["document"] = {"text": job.documents[i]}
             results.append(item)

@@ -13,7 +13,6 @@ the API knows. Rules that join two fields run afterwards, only when one is prese
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import bad_request, unsupported
@@ -45,71 +44,71 @@ _NO_EXTRA: dict[str, object] = {}
 # ---------------------------------------------------------------- field setters
 
 # A setter checks one present, non-null field and stores it on the draft.
-Setter = Callable[[Draft, Any, LimitsConfig], None]
+Setter = Callable[[Draft, object, LimitsConfig], None]
 
 
 def _sample(key: str) -> Setter:
     """A SamplingParams field of the same name, checked by its validator."""
     at = (key,)
 
-    def put(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    def put(d: Draft, v: object, limits: LimitsConfig) -> None:
         d.sample(key, v, at, limits)
 
     return put
 
 
-def _model(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _model(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.model = string(v, ("model",))
 
 
-def _n(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _n(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.n = sampling.choices(v, ("n",), limits)
 
 
-def _best_of(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _best_of(d: Draft, v: object, limits: LimitsConfig) -> None:
     if integer(v, ("best_of",), 1) > 1:
         raise unsupported("best_of > 1 is not supported", "best_of")
 
 
-def _stream(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _stream(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.stream = boolean(v, ("stream",))
 
 
-def _stream_options(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _stream_options(d: Draft, v: object, limits: LimitsConfig) -> None:
     # That it needs stream=true is checked once every field is in (see _fill).
     if not isinstance(v, dict):
         raise bad_request("stream_options must be an object", "stream_options")
     d.include_usage = boolean(v.get("include_usage", False), ("stream_options", "include_usage"))
 
 
-def _stop(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _stop(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.stop = sampling.stops(v, ("stop",), limits)
 
 
-def _include_stop(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _include_stop(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.include_stop = boolean(v, ("include_stop_str_in_output",))
 
 
-def _user(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _user(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.user = string(v, ("user",))
 
 
-def _stop_token_ids(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _stop_token_ids(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.stop_token_ids = sampling.token_ids(v, ("stop_token_ids",))
 
 
-def _max_tokens(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _max_tokens(d: Draft, v: object, limits: LimitsConfig) -> None:
     if "max_tokens" in d.sampling:  # max_completion_tokens, when also sent, wins
         integer(v, ("max_tokens",), 1)
     else:
         d.sample("max_tokens", v, ("max_tokens",), limits)
 
 
-def _max_completion_tokens(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _max_completion_tokens(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.sample("max_tokens", v, ("max_completion_tokens",), limits)
 
 
-def _structured_outputs(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _structured_outputs(d: Draft, v: object, limits: LimitsConfig) -> None:
     guided = parse_structured_outputs(v, max_depth=limits.max_schema_depth)
     d.constrain(guided, None, "structured_outputs")
 
@@ -118,13 +117,13 @@ def _guided_field(kind: str) -> Setter:
     """vLLM's older ``guided_json``, ``guided_regex``, ``guided_choice``, ``guided_grammar``."""
     key = f"guided_{kind}"
 
-    def put(d: Draft, v: Any, limits: LimitsConfig) -> None:
+    def put(d: Draft, v: object, limits: LimitsConfig) -> None:
         d.constrain(vllm_constraint(kind, v, key, limits.max_schema_depth), None, key)
 
     return put
 
 
-def _guided_whitespace(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _guided_whitespace(d: Draft, v: object, limits: LimitsConfig) -> None:
     raise unsupported("guided_whitespace_pattern is not supported", "guided_whitespace_pattern")
 
 
@@ -172,7 +171,7 @@ _COMMON: dict[str, Setter] = {
 # ---------------------------------------------------------------- chat fields
 
 
-def _messages(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _messages(d: Draft, v: object, limits: LimitsConfig) -> None:
     """Checked messages; image parts are decoded into ``d.images``, in order."""
     if not isinstance(v, list):
         raise bad_request("messages must be a non-empty array", "messages")
@@ -180,7 +179,7 @@ def _messages(d: Draft, v: Any, limits: LimitsConfig) -> None:
     d.messages = tuple([_message(d, m, i) for i, m in enumerate(v)])
 
 
-def _message(d: Draft, m: Any, i: int) -> Message:
+def _message(d: Draft, m: object, i: int) -> Message:
     if not isinstance(m, dict):
         raise bad_request(f"messages[{i}] must be an object", f"messages[{i}]")
     raw = m.get("role")
@@ -207,7 +206,7 @@ _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls"})
 _CALL_KEYS = frozenset({"id", "type", "function"})
 
 
-def _tool_calls(calls: Any, where: str) -> tuple[FunctionCall, ...]:
+def _tool_calls(calls: object, where: str) -> tuple[FunctionCall, ...]:
     """An assistant turn's earlier tool calls: null, or OpenAI's shape (arguments may also
     be an object, as some clients send them)."""
     if calls is None:
@@ -235,7 +234,7 @@ def _tool_calls(calls: Any, where: str) -> tuple[FunctionCall, ...]:
     return tuple(out)
 
 
-def _content_part(d: Draft, part: Any, where: str) -> Part:
+def _content_part(d: Draft, part: object, where: str) -> Part:
     if not isinstance(part, dict) or not isinstance(part.get("type"), str):
         raise bad_request(f"{where} must be an object with a type", where)
     kind = part["type"]
@@ -254,16 +253,16 @@ def _content_part(d: Draft, part: Any, where: str) -> Part:
     return TextPart(text)
 
 
-def _chat_logprobs(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _chat_logprobs(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.sample("logprobs", v, ("logprobs",), limits)
 
 
-def _top_logprobs(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _top_logprobs(d: Draft, v: object, limits: LimitsConfig) -> None:
     # That it needs logprobs=true is checked once every field is in (see parse_chat).
     d.sample("top_logprobs", v, ("top_logprobs",), limits)
 
 
-def _response_format(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _response_format(d: Draft, v: object, limits: LimitsConfig) -> None:
     guided, validator = parse_response_format(v, limits.max_schema_depth)
     d.constrain(guided, validator, "response_format")
 
@@ -271,14 +270,14 @@ def _response_format(d: Draft, v: Any, limits: LimitsConfig) -> None:
 _FUNCTION_KEYS = frozenset({"name", "description", "parameters"})
 
 
-def _tools(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _tools(d: Draft, v: object, limits: LimitsConfig) -> None:
     if not isinstance(v, list):
         raise bad_request("tools must be an array", "tools")
     chat.tools_count(len(v), ("tools",), limits)
     d.tools = tuple([_tool(t, i) for i, t in enumerate(v)])
 
 
-def _tool(t: Any, i: int) -> Tool:
+def _tool(t: object, i: int) -> Tool:
     fn = t.get("function") if isinstance(t, dict) else None
     if (
         not isinstance(t, dict)
@@ -302,7 +301,7 @@ def _tool(t: Any, i: int) -> Tool:
     return Tool(fn["name"], description if isinstance(description, str) else None, params, extra)
 
 
-def _reasoning_format(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _reasoning_format(d: Draft, v: object, limits: LimitsConfig) -> None:
     if v not in ("parsed", "raw", "hidden"):
         raise bad_request(
             "reasoning_format must be 'parsed', 'raw' or 'hidden'", "reasoning_format"
@@ -310,20 +309,20 @@ def _reasoning_format(d: Draft, v: Any, limits: LimitsConfig) -> None:
     d.reasoning_format = v
 
 
-def _reasoning_effort(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _reasoning_effort(d: Draft, v: object, limits: LimitsConfig) -> None:
     # A template variable, unless chat_template_kwargs sets it.
     d.reasoning_effort = chat.reasoning_effort(v, ("reasoning_effort",))
 
 
-def _template_kwargs(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _template_kwargs(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.template_kwargs = chat.template_kwargs(v, ("chat_template_kwargs",))
 
 
-def _parallel_tool_calls(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _parallel_tool_calls(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.parallel_tool_calls = boolean(v, ("parallel_tool_calls",))
 
 
-def _add_generation_prompt(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _add_generation_prompt(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.add_generation_prompt = boolean(v, ("add_generation_prompt",))
 
 
@@ -347,7 +346,7 @@ _CHAT: dict[str, Setter] = {
 # ---------------------------------------------------------------- completion fields
 
 
-def _prompt(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _prompt(d: Draft, v: object, limits: LimitsConfig) -> None:
     if isinstance(v, list) and len(v) == 1 and isinstance(v[0], str | list):
         v = v[0]  # a batch of one
     if isinstance(v, str):
@@ -360,17 +359,17 @@ def _prompt(d: Draft, v: Any, limits: LimitsConfig) -> None:
         raise bad_request("prompt must be a string or an array of token ids", "prompt")
 
 
-def _completion_logprobs(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _completion_logprobs(d: Draft, v: object, limits: LimitsConfig) -> None:
     # For completions, logprobs is the number of alternatives, 0..5.
     d.sampling["top_logprobs"] = integer(v, ("logprobs",), 0, 5)
     d.sampling["logprobs"] = True
 
 
-def _echo(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _echo(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.echo = boolean(v, ("echo",))
 
 
-def _suffix(d: Draft, v: Any, limits: LimitsConfig) -> None:
+def _suffix(d: Draft, v: object, limits: LimitsConfig) -> None:
     raise unsupported("suffix is not supported", "suffix")
 
 
@@ -387,7 +386,7 @@ _COMPLETION: dict[str, Setter] = {
 
 
 def fill_chat_fields(
-    d: Draft, body: dict[str, Any], keys: tuple[str, ...], limits: LimitsConfig
+    d: Draft, body: dict[str, object], keys: tuple[str, ...], limits: LimitsConfig
 ) -> None:
     """The chat fields ``keys`` of ``body``, for an API of the same family that names them
     as chat does (the Responses API)."""
@@ -397,7 +396,9 @@ def fill_chat_fields(
             _CHAT[key](d, v, limits)
 
 
-def _fill(body: Any, table: dict[str, Setter], d: Draft, limits: LimitsConfig) -> None:
+def _fill(
+    body: object, table: dict[str, Setter], d: Draft, limits: LimitsConfig
+) -> dict[str, object]:
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
     get = table.get
@@ -407,17 +408,19 @@ def _fill(body: Any, table: dict[str, Setter], d: Draft, limits: LimitsConfig) -
             put(d, v, limits)
     if not d.stream and body.get("stream_options") is not None:
         raise bad_request("stream_options is only allowed with stream=true", "stream_options")
+    return body
 
 
-def parse_chat(body: Any, limits: LimitsConfig) -> GenerateRequest:
+def parse_chat(body: object, limits: LimitsConfig) -> GenerateRequest:
     d = Draft(new_id("chatcmpl"), "chat")
-    _fill(body, _CHAT, d, limits)
-    if body.get("tool_choice") is not None:
-        d.tool_choice = _tool_choice(body["tool_choice"])
+    fields = _fill(body, _CHAT, d, limits)
+    choice = fields.get("tool_choice")
+    if choice is not None:
+        d.tool_choice = _tool_choice(choice)
     return d.freeze()
 
 
-def _tool_choice(choice: Any) -> ToolChoice:
+def _tool_choice(choice: object) -> ToolChoice:
     """OpenAI's ``tool_choice`` (checked against ``tools`` by the draft)."""
     if isinstance(choice, dict):
         fn = choice.get("function")
@@ -434,7 +437,7 @@ def _tool_choice(choice: Any) -> ToolChoice:
     raise bad_request("tool_choice must be 'auto', 'none', 'required' or a function", "tool_choice")
 
 
-def parse_completion(body: Any, limits: LimitsConfig) -> GenerateRequest:
+def parse_completion(body: object, limits: LimitsConfig) -> GenerateRequest:
     d = Draft(new_id("cmpl"), "completion")
     _fill(body, _COMPLETION, d, limits)
     return d.freeze()

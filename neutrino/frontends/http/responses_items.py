@@ -20,8 +20,6 @@ Every check is made on the item itself, so an error names the client's own
 
 from __future__ import annotations
 
-from typing import Any
-
 from neutrino.errors import bad_request, unsupported
 from neutrino.pipeline import chat
 from neutrino.pipeline.chat import FunctionCall, ImagePart, Message, Part, TextPart
@@ -34,13 +32,13 @@ _ROLES = ("user", "system", "developer", "assistant")
 _TEXT_PARTS = ("input_text", "output_text", "text")
 
 
-def _text(v: Any, where: str) -> str:
+def _text(v: object, where: str) -> str:
     if not isinstance(v, str):
         raise bad_request(f"{where} must be a string", where)
     return v
 
 
-def input_items(v: Any) -> list[Any]:
+def input_items(v: object) -> list[object]:
     """``input`` as a list of items (a string is one user message)."""
     if isinstance(v, str):
         return [{"type": "message", "role": "user", "content": v}]
@@ -83,7 +81,7 @@ class Conversation:
             out.append(Message(role, t.content, tuple(t.calls), t.extra))
         return tuple(out)
 
-    def add(self, item: Any, where: str) -> None:
+    def add(self, item: object, where: str) -> None:
         if not isinstance(item, dict):
             raise bad_request(f"{where} must be an object", where)
         kind = item.get("type", "message")
@@ -106,7 +104,7 @@ class Conversation:
         self._reasoning = None
         self._turns.append(turn)
 
-    def _message(self, item: dict[str, Any], where: str) -> None:
+    def _message(self, item: dict[str, object], where: str) -> None:
         role = item.get("role")
         if role not in _ROLES:
             raise bad_request(f"{where}.role must be one of {list(_ROLES)}", f"{where}.role")
@@ -129,11 +127,11 @@ class Conversation:
         else:
             self._append(_Turn(role, tuple(parts), where))
 
-    def _part(self, part: Any, where: str, role: str) -> Part:
+    def _part(self, part: object, where: str, role: str) -> Part:
         """One content part: text, or (not from the assistant) an image by its URL."""
-        kind = part.get("type") if isinstance(part, dict) else None
-        if not isinstance(kind, str):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
             raise bad_request(f"{where} must be an object with a type", where)
+        kind: str = part["type"]
         if kind in _TEXT_PARTS:
             return TextPart(_text(part.get("text"), f"{where}.text"))
         if kind == "refusal" and role == "assistant":
@@ -148,7 +146,7 @@ class Conversation:
             return ImagePart(d.add_image(decode_image_url(url, where)))
         raise unsupported(f"content parts of type {kind[:64]!r} are not supported here", where)
 
-    def _call(self, item: dict[str, Any], where: str) -> None:
+    def _call(self, item: dict[str, object], where: str) -> None:
         call_id = _text(item.get("call_id"), f"{where}.call_id")
         name = _text(item.get("name"), f"{where}.name")
         arguments = _text(item.get("arguments"), f"{where}.arguments")
@@ -166,7 +164,7 @@ class Conversation:
         turn.calls.append(call)
         self._append(turn)
 
-    def _output(self, item: dict[str, Any], where: str) -> None:
+    def _output(self, item: dict[str, object], where: str) -> None:
         call_id = _text(item.get("call_id"), f"{where}.call_id")
         output = item.get("output")
         if isinstance(output, list):  # parts: their text, in order
@@ -187,7 +185,7 @@ class Conversation:
         self._append(turn)
 
 
-def reasoning_text(item: dict[str, Any], where: str) -> str:
+def reasoning_text(item: dict[str, object], where: str) -> str:
     """A reasoning item's text: its ``reasoning_text`` content, else its summary."""
     for key, part_type in (("content", "reasoning_text"), ("summary", "summary_text")):
         parts = item.get(key)

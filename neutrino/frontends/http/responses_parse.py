@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request, unsupported
@@ -64,8 +63,8 @@ class Stored:
     response's own output last) and the Response object itself."""
 
     owner: str  # the API key's name that made it ("" when keys are off)
-    items: list[Any]
-    response: dict[str, Any]
+    items: list[object]
+    response: dict[str, object]
     size: int = 0  # bytes, roughly (what the store's bound counts)
 
 
@@ -78,13 +77,13 @@ class ResponsesRequest:
     """A parsed Responses request: the pipeline's request and what the answer repeats."""
 
     req: GenerateRequest
-    echo: dict[str, Any]  # the request's settings, as a Response object shows them
-    items: list[Any]  # the conversation: the previous response's items, then this input
+    echo: dict[str, object]  # the request's settings, as a Response object shows them
+    items: list[object]  # the conversation: the previous response's items, then this input
     store: bool = True
     previous: Stored | None = None
 
 
-def parse_responses(body: Any, limits: LimitsConfig, lookup: Lookup = None) -> ResponsesRequest:
+def parse_responses(body: object, limits: LimitsConfig, lookup: Lookup = None) -> ResponsesRequest:
     """A Responses request; NeutrinoError (400 naming the parameter) when it is invalid."""
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
@@ -106,7 +105,7 @@ def parse_responses(body: Any, limits: LimitsConfig, lookup: Lookup = None) -> R
     tools = _tools(body.get("tools"))
     if tools:
         chat.tools_count(len(tools), ("tools",), limits)
-        d.tools = tuple([_typed_tool(t) for t in tools])
+        d.tools = tuple(tools)
     if body.get("tool_choice") is not None:
         d.tool_choice = _tool_choice(body["tool_choice"])
     req = d.freeze(NAMES)
@@ -117,7 +116,7 @@ def parse_responses(body: Any, limits: LimitsConfig, lookup: Lookup = None) -> R
     return ResponsesRequest(req, echo, items, store, previous)
 
 
-def _refuse_unsupported(body: dict[str, Any]) -> None:
+def _refuse_unsupported(body: dict[str, object]) -> None:
     if body.get("background"):
         raise unsupported("background responses are not supported", "background")
     for key in ("conversation", "prompt"):
@@ -127,7 +126,7 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
         raise unsupported("truncation must be 'disabled' (the default)", "truncation")
 
 
-def _previous(value: Any, lookup: Lookup) -> Stored | None:
+def _previous(value: object, lookup: Lookup) -> Stored | None:
     if value is None:
         return None
     if not isinstance(value, str):
@@ -153,7 +152,7 @@ def not_found_previous(value: str) -> NeutrinoError:
     )
 
 
-def _include(v: Any) -> list[str]:
+def _include(v: object) -> list[str]:
     if v is None:
         return []
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v) or len(v) > 64:
@@ -161,7 +160,7 @@ def _include(v: Any) -> list[str]:
     return v
 
 
-def _sampling(body: dict[str, Any], d: Draft, include: list[str], limits: LimitsConfig) -> None:
+def _sampling(body: dict[str, object], d: Draft, include: list[str], limits: LimitsConfig) -> None:
     """max_output_tokens, text.format, reasoning and logprobs."""
     if body.get("max_output_tokens") is not None:
         d.sample("max_tokens", body["max_output_tokens"], ("max_output_tokens",), limits)
@@ -186,11 +185,12 @@ def _sampling(body: dict[str, Any], d: Draft, include: list[str], limits: Limits
         d.sampling["logprobs"] = True
 
 
-def _response_format(fmt: Any, limits: LimitsConfig) -> Constraint:
+def _response_format(fmt: object, limits: LimitsConfig) -> Constraint:
     """``text.format``: text, a JSON object, or a JSON schema (strict or not)."""
     plain = format_kind(fmt, "text.format")
     if plain is not None:
         return plain
+    assert isinstance(fmt, dict)  # format_kind has read it
     if not isinstance(fmt.get("name"), str):
         raise bad_request("text.format.name is required for json_schema", "text.format.name")
     if "schema" not in fmt:
@@ -201,49 +201,48 @@ def _response_format(fmt: Any, limits: LimitsConfig) -> Constraint:
     return json_schema(fmt["schema"], bool(strict), "text.format.schema", limits.max_schema_depth)
 
 
-def _tools(v: Any) -> list[dict[str, Any]]:
+def _tools(v: object) -> list[Tool]:
     """Function tools, checked (name, description, parameters, strict)."""
     if v is None:
         return []
     if not isinstance(v, list):
         raise bad_request("tools must be an array", "tools")
-    out = []
-    for i, t in enumerate(v):
-        where = f"tools[{i}]"
-        if not isinstance(t, dict):
-            raise bad_request(f"{where} must be an object", where)
-        if t.get("type") != "function":
-            kind = str(t.get("type"))[:64]
-            raise unsupported(
-                f"tools of type {kind!r} are not supported: only function tools", f"{where}.type"
-            )
-        if not isinstance(t.get("name"), str) or not t["name"]:
-            raise bad_request(f"{where}.name must be a non-empty string", f"{where}.name")
-        for key, kind_of, what in (
-            ("description", str, "a string"),
-            ("parameters", dict, "an object"),
-            ("strict", bool, "a boolean"),
-        ):
-            if t.get(key) is not None and not isinstance(t[key], kind_of):
-                raise bad_request(f"{where}.{key} must be {what}", f"{where}.{key}")
-        out.append(
-            {
-                "type": "function",
-                "name": t["name"],
-                "description": t.get("description"),
-                "parameters": t.get("parameters"),
-                "strict": t.get("strict"),
-            }
+    return [_tool(t, f"tools[{i}]") for i, t in enumerate(v)]
+
+
+def _tool(t: object, where: str) -> Tool:
+    if not isinstance(t, dict):
+        raise bad_request(f"{where} must be an object", where)
+    if t.get("type") != "function":
+        kind = str(t.get("type"))[:64]
+        raise unsupported(
+            f"tools of type {kind!r} are not supported: only function tools", f"{where}.type"
         )
-    return out
+    name, description = t.get("name"), t.get("description")
+    parameters, strict = t.get("parameters"), t.get("strict")
+    if not isinstance(name, str) or not name:
+        raise bad_request(f"{where}.name must be a non-empty string", f"{where}.name")
+    if description is not None and not isinstance(description, str):
+        raise bad_request(f"{where}.description must be a string", f"{where}.description")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise bad_request(f"{where}.parameters must be an object", f"{where}.parameters")
+    if strict is not None and not isinstance(strict, bool):
+        raise bad_request(f"{where}.strict must be a boolean", f"{where}.strict")
+    return Tool(name, description, parameters, {"strict": strict} if strict is not None else {})
 
 
-def _typed_tool(t: dict[str, Any]) -> Tool:
-    extra = {"strict": t["strict"]} if t["strict"] is not None else {}
-    return Tool(t["name"], t["description"], t["parameters"], extra)
+def _shown(t: Tool) -> dict[str, object]:
+    """A tool as the Response object repeats it."""
+    return {
+        "type": "function",
+        "name": t.name,
+        "description": t.description,
+        "parameters": t.parameters,
+        "strict": t.extra.get("strict"),
+    }
 
 
-def _tool_choice(v: Any) -> ToolChoice:
+def _tool_choice(v: object) -> ToolChoice:
     if v in ("auto", "none", "required"):
         return ToolChoice(v)
     if isinstance(v, dict) and v.get("type") == "function" and isinstance(v.get("name"), str):
@@ -254,7 +253,7 @@ def _tool_choice(v: Any) -> ToolChoice:
     )
 
 
-def _metadata(v: Any) -> dict[str, str]:
+def _metadata(v: object) -> dict[str, str]:
     if v is None:
         return {}
     if not isinstance(v, dict) or len(v) > MAX_METADATA:
@@ -272,26 +271,25 @@ def _metadata(v: Any) -> dict[str, str]:
     return dict(v)
 
 
-def _echo(
-    body: dict[str, Any], req: GenerateRequest, tools: list[dict[str, Any]]
-) -> dict[str, Any]:
+def _echo(body: dict[str, object], req: GenerateRequest, tools: list[Tool]) -> dict[str, object]:
     """The request's settings as the Response object repeats them."""
     reasoning = body.get("reasoning")
-    fmt = (body.get("text") or {}).get("format") or {"type": "text"}
+    text = body.get("text")
+    fmt = (text.get("format") if isinstance(text, dict) else None) or {"type": "text"}
     choice = body.get("tool_choice", "auto")
-    echo: dict[str, Any] = {
+    echo: dict[str, object] = {
         "instructions": body.get("instructions"),
         "max_output_tokens": req.sampling.max_tokens,
         "metadata": _metadata(body.get("metadata")),
         "parallel_tool_calls": req.tools.parallel,
         "previous_response_id": body.get("previous_response_id"),
         "reasoning": None
-        if reasoning is None
+        if not isinstance(reasoning, dict)
         else {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
         "temperature": req.sampling.temperature,
         "text": {"format": fmt},
         "tool_choice": "auto" if choice is None else choice,
-        "tools": tools,
+        "tools": [_shown(t) for t in tools],
         "top_logprobs": req.sampling.top_logprobs,
         "top_p": req.sampling.top_p,
         "truncation": "disabled",
