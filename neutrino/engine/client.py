@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from neutrino.engine.messages import (
     EngineError,
@@ -158,7 +158,7 @@ class EngineClient(Protocol):
         """Send ``query``; raises NeutrinoError (NO_ENGINE, MODEL_NOT_FOUND) if it cannot."""
         ...
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[dict[str, object]]:
         """Per-engine state for /neutrino/v1/app_state."""
         ...
 

@@ -191,7 +191,7 @@ class InProcessEngineClient:
         self.disconnect()
         self.link = self._connect()
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[dict[str, object]]:
         return [{"name": "in-process", "connected": self.connected, "inflight": len(self.runs)}]
 
     async def start(self) -> None:

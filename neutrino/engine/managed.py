@@ -27,7 +27,6 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from neutrino.config import EngineConfig, MockConfig
 from neutrino.errors import StartupError, os_reason
@@ -228,7 +227,7 @@ class ManagedEngine:
             with contextlib.suppress(OSError):
                 os.unlink(self.socket)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             "name": self.name,
             "state": self.state,
@@ -338,5 +337,5 @@ class ManagedEngines:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[dict[str, object]]:
         return [m.snapshot() for m in self.engines.values()]

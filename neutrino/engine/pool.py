@@ -7,7 +7,6 @@ import contextlib
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from neutrino.config import EngineConfig, EngineLinkConfig
 from neutrino.engine.connection import EngineConnection
@@ -136,7 +135,7 @@ class EnginePool:
                 else:
                     conn.close()
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         hello = self.hello
         return {
             "name": self.name,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from neutrino.config import EngineConfig, EngineLinkConfig
 from neutrino.engine.client import LinkSubmission, StreamSink
@@ -121,5 +120,5 @@ class EngineRouter:
             )
         return LinkSubmission(conn, conn.submit(query, sink))
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[dict[str, object]]:
         return [p.snapshot() for p in self.pools]

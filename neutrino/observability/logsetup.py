@@ -25,7 +25,6 @@ import logging.handlers
 import os
 import sys
 import time
-from typing import Any
 
 import orjson
 
@@ -77,7 +76,7 @@ class JsonFormatter(logging.Formatter):
     """One JSON object a line (see the module's doc for its keys)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        doc: dict[str, Any] = {
+        doc: dict[str, object] = {
             "ts": iso_utc(record.created, record.msecs),
             "level": record.levelname,
             "logger": record.name,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import resource
-from typing import Any
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -42,7 +41,7 @@ def open_fds() -> int:
         return -1
 
 
-def process_stats() -> dict[str, Any]:
+def process_stats() -> dict[str, object]:
     """Memory, descriptors and tasks of this process (called on the event loop)."""
     return {
         "pid": os.getpid(),

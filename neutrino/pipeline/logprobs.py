@@ -17,7 +17,6 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from neutrino.engine.messages import TextResult
 from neutrino.text.tokenizer import Tokenizer
@@ -156,7 +155,7 @@ class LogprobColumns:
         return out
 
 
-def chat_entries(entries: list[TokenLogprob]) -> list[dict[str, Any]]:
+def chat_entries(entries: list[TokenLogprob]) -> list[dict[str, object]]:
     """Chat's (and the Responses API's) per-token objects."""
     return [
         {
@@ -169,11 +168,11 @@ def chat_entries(entries: list[TokenLogprob]) -> list[dict[str, Any]]:
     ]
 
 
-def chat_logprobs(entries: list[TokenLogprob]) -> dict[str, Any]:
+def chat_logprobs(entries: list[TokenLogprob]) -> dict[str, object]:
     return {"content": chat_entries(entries), "refusal": None}
 
 
-def completion_logprobs(entries: list[TokenLogprob], offset: int = 0) -> dict[str, Any]:
+def completion_logprobs(entries: list[TokenLogprob], offset: int = 0) -> dict[str, object]:
     """OpenAI's legacy shape; ``offset`` is the text length already sent (streaming)."""
     offsets = []
     for e in entries:

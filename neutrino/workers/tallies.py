@@ -47,7 +47,7 @@ def write_snapshot(folder: str | Path, pid: int, raw: Raw) -> None:
     write_json(snapshot_path(folder, pid), raw)
 
 
-def without_gauges(raw: Raw) -> dict[str, Any]:
+def without_gauges(raw: Raw) -> dict[str, object]:
     """``raw`` as a dead process's: its counters and histograms; of its live values only
     the counters (requests running, rates and the like are a live process's)."""
     counters = {key for _, _, key in EVENT_COUNTERS}

@@ -388,7 +388,7 @@ class Scheduler:
 
     # ------------------------------------------------------------------ stats
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         return {
             **asdict(self.stats),
             "running": len(self.running),

@@ -62,7 +62,7 @@ class _Registrar:
     def add_generic_rpc_handlers(self, handlers: Any) -> None:
         pass  # registered, wrapped, by add_registered_method_handlers below
 
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, object]) -> None:
         wrapped = {name: _safe(h) for name, h in handlers.items()}
         generic = grpc.method_handlers_generic_handler(service, wrapped)
         self._server.add_generic_rpc_handlers((generic,))

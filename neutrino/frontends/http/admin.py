@@ -182,7 +182,7 @@ class AdminRoutes:
             "uptime_s": round(time.time() - self._started, 3),
             "draining": orch.draining,
             "engines": engines,
-            "connections": sum(e.get("connections", 0) for e in engines),
+            "connections": sum(_count(e.get("connections")) for e in engines),
             "queue_depth": orch.admission.queued,
             "in_flight": orch.inflight,
             "capacity": orch.engines.capacity(),
@@ -230,3 +230,7 @@ class AdminRoutes:
         return error_response(
             NeutrinoError(ErrorKind.NOT_FOUND, f"no route for {request.method} {request.path}")
         )
+
+
+def _count(v: object) -> int:
+    return v if isinstance(v, int) else 0

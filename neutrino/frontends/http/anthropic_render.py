@@ -8,8 +8,6 @@ models have nothing to sign, and a thinking block sent back is taken as it is.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 from neutrino.errors import NeutrinoError
@@ -41,7 +39,7 @@ def stop_reason(out: Outcome, stops: frozenset[str]) -> tuple[str, str | None]:
     return _STOP_REASONS.get(out.finish_reason, "end_turn"), None
 
 
-def usage(out: Outcome) -> dict[str, Any]:
+def usage(out: Outcome) -> dict[str, object]:
     """Anthropic's usage of a finished answer, the same in the message and in a stream's
     ``message_delta``: ``input_tokens`` counts the prompt tokens not read from the cache
     (those are ``cache_read_input_tokens``), as Anthropic bills them. A prompt is never
@@ -49,7 +47,7 @@ def usage(out: Outcome) -> dict[str, Any]:
     ``cache_creation_input_tokens`` is 0. ``output_tokens_details``
     (``thinking_tokens``: the reasoning's share of ``output_tokens``) is in Anthropic's
     ``Usage`` and ``MessageDeltaUsage``, given when the answer's reasoning was parsed."""
-    u: dict[str, Any] = {
+    u: dict[str, object] = {
         "input_tokens": out.prompt_tokens - out.cached_tokens,
         "output_tokens": out.completion_tokens,
         "cache_creation_input_tokens": 0,
@@ -60,7 +58,7 @@ def usage(out: Outcome) -> dict[str, Any]:
     return u
 
 
-def tool_input(arguments: str) -> dict[str, Any]:
+def tool_input(arguments: str) -> dict[str, object]:
     """A call's arguments (a JSON object in text, as the output parsers give them) as
     the ``input`` object of a tool_use block."""
     if not arguments:
@@ -69,9 +67,9 @@ def tool_input(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
-def message(gen: Generation, text: str, out: Outcome, stops: frozenset[str]) -> dict[str, Any]:
+def message(gen: Generation, text: str, out: Outcome, stops: frozenset[str]) -> dict[str, object]:
     """The whole answer of a non-streamed request: thinking, text, then tool_use blocks."""
-    content: list[dict[str, Any]] = []
+    content: list[dict[str, object]] = []
     if out.reasoning:
         content.append({"type": "thinking", "thinking": out.reasoning, "signature": SIGNATURE})
     if text:
@@ -129,7 +127,7 @@ def message_start(gen: Generation) -> bytes:
     cumulative and replace these: the SDKs' stream helpers take them) gives the
     answer's usage as the non-streamed message does, ``input_tokens`` less the cache
     reads that ``cache_read_input_tokens`` then counts."""
-    msg: dict[str, Any] = {
+    msg: dict[str, object] = {
         "id": message_id(gen.request_id),
         "type": "message",
         "role": "assistant",

@@ -345,7 +345,7 @@ class AudioRoutes:
         usage = {"type": "duration", "seconds": math.ceil(result.duration_s)}
         translate = task is AudioTask.TRANSLATE
         if fmt == "json":
-            body: dict[str, Any] = {"text": transcript(segments)}
+            body: dict[str, object] = {"text": transcript(segments)}
             if not translate:
                 body["usage"] = usage
             return json_response(body)

@@ -4,8 +4,6 @@ pixels with a top-left origin."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
 from neutrino.config import Config
@@ -52,7 +50,7 @@ class DetectRoutes:
             boxes = job.boxes(await call.result())
         finally:
             call.close()
-        data: list[dict[str, Any]] = [
+        data: list[dict[str, object]] = [
             {"label": b.label, "score": b.score, "box": [b.x0, b.y0, b.x1, b.y1]} for b in boxes
         ]
         return json_response(

@@ -133,7 +133,7 @@ def _decoder(cap: int) -> json.JSONDecoder:
         if left[0] < 0:
             raise _TooMany
 
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, object]:
         count()
         if len(items) <= _ONE_CALL:
             return dict(items)

@@ -42,11 +42,11 @@ def sse_error(err: NeutrinoError) -> bytes:
     return sse_event(err.openai_body())
 
 
-def usage(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+def usage(outcomes: Sequence[Outcome]) -> dict[str, object]:
     """OpenAI's usage object of a response (pipeline.usage: what it counts)."""
     first = outcomes[0]
     if len(outcomes) == 1 and first.reasoning_tokens is None:  # the common case, directly
-        u1: dict[str, Any] = {
+        u1: dict[str, object] = {
             "prompt_tokens": first.prompt_tokens,
             "completion_tokens": first.completion_tokens,
             "total_tokens": first.prompt_tokens + first.completion_tokens,
@@ -55,7 +55,7 @@ def usage(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         u1.update(first.timings)
         return u1
     total = usage_of(outcomes)
-    u: dict[str, Any] = {
+    u: dict[str, object] = {
         "prompt_tokens": total.prompt_tokens,
         "completion_tokens": total.completion_tokens,
         "total_tokens": total.total_tokens,
@@ -74,7 +74,7 @@ Answerer = Callable[[Sequence[Generation], Sequence[tuple[str, Outcome]], str], 
 
 
 def _answerer(
-    respond: Callable[..., dict[str, Any]], render: Callable[[LogprobColumns], Iterator[bytes]]
+    respond: Callable[..., dict[str, object]], render: Callable[[LogprobColumns], Iterator[bytes]]
 ) -> Answerer:
     """An API's answer as JSON: ``respond``'s object whole, or, when its logprobs are
     large, in pieces, each choice's logprobs rendered by ``render``."""
@@ -112,7 +112,7 @@ def chat_response(
     results: Sequence[tuple[str, Outcome]],
     reasoning_field: str = "reasoning_content",
     defer: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The answer as an object (``defer``: each choice's logprobs a marker)."""
     gen = gens[0]
     return {
@@ -134,20 +134,20 @@ def chat_response(
     }
 
 
-def _call_delta(c: ToolCallDelta) -> dict[str, Any]:
-    out: dict[str, Any] = {"index": c.index}
+def _call_delta(c: ToolCallDelta) -> dict[str, object]:
+    out: dict[str, object] = {"index": c.index}
     if c.id is not None:
         out["id"] = c.id
         out["type"] = "function"
-    function: dict[str, Any] = {"arguments": c.arguments}
+    function: dict[str, object] = {"arguments": c.arguments}
     if c.name is not None:
         function["name"] = c.name
     out["function"] = function
     return out
 
 
-def _message(text: str, out: Outcome, reasoning_field: str) -> dict[str, Any]:
-    msg: dict[str, Any] = {
+def _message(text: str, out: Outcome, reasoning_field: str) -> dict[str, object]:
+    msg: dict[str, object] = {
         "role": "assistant",
         "content": text if text or not out.tool_calls else None,
         "refusal": None,
@@ -167,7 +167,7 @@ def completion_response(
     results: Sequence[tuple[str, Outcome]],
     reasoning_field: str = "reasoning_content",
     defer: bool = False,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     gen = gens[0]
     return {
         "id": gen.request_id,
