@@ -46,7 +46,7 @@ def dense(raw: bytes) -> bool:
     return raw.count(b",") + raw.count(b"{") + raw.count(b"[") > FAST_VALUES
 
 
-def decode(raw: bytes) -> Any:
+def decode(raw: bytes) -> object:
     """A body decoded by orjson (400 when it is not JSON)."""
     if not raw:
         raise bad_request("the request body is empty; send a JSON object")
@@ -56,7 +56,7 @@ def decode(raw: bytes) -> Any:
         raise _invalid() from None
 
 
-def decode_large(raw: bytes, max_containers: int) -> Any:
+def decode_large(raw: bytes, max_containers: int) -> object:
     """A large body decoded by whichever decoder fits it (run on a worker thread: even
     counting its brackets takes milliseconds)."""
     return decode_slowly(raw, max_containers) if dense(raw) else decode(raw)
@@ -66,7 +66,7 @@ class _TooMany(Exception):
     pass
 
 
-def decode_slowly(raw: bytes, max_containers: int) -> Any:
+def decode_slowly(raw: bytes, max_containers: int) -> object:
     """A body decoded by the pure-Python decoder, at most ``max_containers`` objects and
     arrays (400 past it, or when it is not JSON)."""
     try:
