@@ -18,6 +18,7 @@ from neutrino.pipeline.models import ModelText, ModelTexts
 from neutrino.pipeline.observe import Observed
 from neutrino.pipeline.request import GenerateRequest
 from neutrino.text.bounded import tokens_at_least
+from neutrino.text.families import ModelFamily
 from neutrino.text.templates import TemplateError
 
 # A text longer than this many characters per token of the context is counted piece by
@@ -77,6 +78,15 @@ async def model_text(texts: ModelTexts, req: GenerateRequest, info: ModelInfo) -
     return text
 
 
+def family_image(family: ModelFamily) -> dict[str, object]:
+    """An image part as the family's template takes it: an image part where the template
+    renders images itself, else a text part holding the family's image placeholder (the
+    engine gets the images themselves)."""
+    if family.renders_images:
+        return {"type": "image"}
+    return {"type": "text", "text": family.image_placeholder}
+
+
 class PromptBuilder:
     """Token ids of a request's prompt; texts longer than ``offload_chars`` are tokenized
     on a worker thread."""
@@ -117,15 +127,9 @@ class PromptBuilder:
         over = await _over_before_rendering(chat.messages, text, ctx)
         if over is not None:
             raise context_error(ctx, f"at least {over}", "messages")
-        family = text.family
-        image: dict[str, object] = (
-            {"type": "image"}
-            if family.renders_images
-            else {"type": "text", "text": family.image_placeholder}
-        )
         try:
             rendered = text.template.render(
-                template_messages(chat.messages, image),
+                template_messages(chat.messages, family_image(text.family)),
                 add_generation_prompt=chat.add_generation_prompt,
                 tools=template_tools(req.tools.tools),
                 **chat.template_kwargs,

@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from neutrino.text.errors import TemplateError
-from neutrino.text.families import ModelFamily, ToolCallArguments, ToolCallIds
+from neutrino.text.families import ToolCallArguments, ToolCallIds
 from neutrino.text.tool_call_ids import fit_alnum9
 
-__all__ = ["images_for_template", "normalize_messages"]
+__all__ = ["normalize_messages"]
 
 _TEXT_PART_KEYS = {"text": "text", "refusal": "refusal"}
 
@@ -120,24 +120,3 @@ def normalize_messages(
                 msg["tool_calls"] = _tool_calls(calls, tool_call_arguments)
         out.append(msg)
     return fit_alnum9(out) if tool_call_ids == "alnum9" else out
-
-
-def images_for_template(
-    messages: list[dict[str, Any]], family: ModelFamily
-) -> list[dict[str, Any]]:
-    """Messages whose ``image_url`` parts become what the family's template takes: an image
-    part (``{"type": "image"}``) where the template renders images itself, else a text part
-    holding the family's image placeholder (the engine gets the images themselves)."""
-    image: dict[str, Any] = (
-        {"type": "image"}
-        if family.renders_images
-        else {"type": "text", "text": family.image_placeholder}
-    )
-    out = []
-    for m in messages:
-        content = m.get("content")
-        if isinstance(content, list) and any(p.get("type") == "image_url" for p in content):
-            parts = [dict(image) if p.get("type") == "image_url" else p for p in content]
-            m = {**m, "content": parts}
-        out.append(m)
-    return out

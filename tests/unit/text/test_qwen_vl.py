@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from neutrino.text.chat_messages import images_for_template, normalize_messages
+from neutrino.pipeline.chat import ImagePart, Message, Part, TextPart, template_messages
+from neutrino.pipeline.prompt import family_image
+from neutrino.text.chat_messages import normalize_messages
+from neutrino.text.families import ModelFamily
 from neutrino.text.registry import load_tokenizer
 from neutrino.text.templates import ChatTemplate, TemplateError, family_for_model, load_families
 
@@ -21,6 +24,28 @@ FAMILIES = load_families()
 VL = ("qwen2.5-vl", "qwen2-vl")
 IMAGE_URL = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
 VISION = "<|vision_start|><|image_pad|><|vision_end|>"
+
+
+def images_for_template(
+    messages: list[dict[str, Any]], family: ModelFamily
+) -> list[dict[str, object]]:
+    """What the server renders for these OpenAI-style messages: typed turns (each
+    image_url part the next of the request's images) as the family's template reads them
+    (pipeline.prompt: its image part, or its placeholder in a text part)."""
+    typed, images = [], 0
+    for m in messages:
+        content = m["content"]
+        if isinstance(content, list):
+            parts: list[Part] = []
+            for p in content:
+                if p["type"] == "image_url":
+                    parts.append(ImagePart(images))
+                    images += 1
+                else:
+                    parts.append(TextPart(p["text"]))
+            content = tuple(parts)
+        typed.append(Message(m["role"], content))
+    return template_messages(typed, family_image(family))
 
 
 def _request(*parts: Any, system: str | None = None) -> list[dict[str, Any]]:
@@ -114,7 +139,9 @@ def test_text_only_families_still_get_the_placeholder_text() -> None:
     family = FAMILIES["qwen2.5"]
     assert not family.renders_images
     messages = images_for_template(_request(None, "Hi"), family)
-    assert messages[0]["content"][0] == {"type": "text", "text": family.image_placeholder}
+    content = messages[0]["content"]
+    assert isinstance(content, list)
+    assert content[0] == {"type": "text", "text": family.image_placeholder}
     assert f"user\n{VISION}Hi<|im_end|>" in ChatTemplate(family).render(messages)
 
 
