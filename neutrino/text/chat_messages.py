@@ -15,7 +15,7 @@ __all__ = ["normalize_messages"]
 _TEXT_PART_KEYS = {"text": "text", "refusal": "refusal"}
 
 
-def _content_text(parts: Sequence[Any], index: int) -> str:
+def _content_text(parts: Sequence[object], index: int) -> str:
     texts: list[str] = []
     for part in parts:
         if isinstance(part, str):
@@ -36,11 +36,11 @@ def _content_text(parts: Sequence[Any], index: int) -> str:
     return "".join(texts)
 
 
-def _is_image(part: Any) -> bool:
+def _is_image(part: object) -> bool:
     return isinstance(part, Mapping) and part.get("type") == "image"
 
 
-def _content_parts(parts: Sequence[Any], index: int) -> list[dict[str, Any]]:
+def _content_parts(parts: Sequence[object], index: int) -> list[dict[str, object]]:
     """Parts for a template that renders images itself: ``{"type": "image"}`` for each image,
     ``{"type": "text", "text": ...}`` for each text part."""
     return [
@@ -51,7 +51,7 @@ def _content_parts(parts: Sequence[Any], index: int) -> list[dict[str, Any]]:
     ]
 
 
-def _arguments(value: Any, mode: ToolCallArguments) -> Any:
+def _arguments(value: object, mode: ToolCallArguments) -> Any:
     if mode == "object" and isinstance(value, str):
         try:
             parsed = json.loads(value)
@@ -63,8 +63,8 @@ def _arguments(value: Any, mode: ToolCallArguments) -> Any:
     return value
 
 
-def _tool_calls(calls: Sequence[Any], mode: ToolCallArguments) -> list[Any]:
-    out: list[Any] = []
+def _tool_calls(calls: Sequence[object], mode: ToolCallArguments) -> list[object]:
+    out: list[object] = []
     for call in calls:
         if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
             function = dict(call["function"])
@@ -76,12 +76,12 @@ def _tool_calls(calls: Sequence[Any], mode: ToolCallArguments) -> list[Any]:
 
 
 def normalize_messages(
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, object]],
     tool_call_arguments: ToolCallArguments = "as_is",
     *,
     image_parts: bool = False,
     tool_call_ids: ToolCallIds = "as_is",
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Copies of ``messages`` in the shape chat templates expect (inputs are not modified).
 
     * ``content`` given as a list of parts (``[{"type": "text", "text": ...}]``) becomes the
@@ -94,7 +94,7 @@ def normalize_messages(
     * With ``tool_call_ids`` ``"alnum9"``, tool-call ids that are not 9 ASCII letters and
       digits are mapped to ones that are, consistently (``neutrino.text.tool_call_ids``).
     """
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for index, message in enumerate(messages):
         if (
             type(message) is dict

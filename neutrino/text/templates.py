@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import minijinja
 
@@ -45,7 +45,7 @@ _TEMPLATE_NAME = "chat"
 
 
 def tojson(
-    value: Any,
+    value: object,
     ensure_ascii: bool = False,
     indent: int | str | None = None,
     separators: tuple[str, str] | None = None,
@@ -57,7 +57,7 @@ def tojson(
     )
 
 
-def _raise_exception(message: Any) -> NoReturn:
+def _raise_exception(message: object) -> NoReturn:
     raise TemplateError(str(message))
 
 
@@ -73,12 +73,12 @@ def _not_iterable(loop: int) -> NoReturn:
     raise _NotIterable(loop)
 
 
-def _iterable(value: Any) -> bool:
+def _iterable(value: object) -> bool:
     """jinja2's ``iterable`` test: none is not iterable (minijinja's own test says it is)."""
     if value is None:
         return False
     try:
-        iter(value)
+        iter(value)  # type: ignore[call-overload]  # what iter refuses is the answer
     except TypeError:
         return False
     return True
@@ -121,7 +121,7 @@ class ChatTemplate:
         self._loops = prepared.loops
         self.family = family
         self._env = env
-        specials: dict[str, Any] = {}
+        specials: dict[str, object] = {}
         if family.bos_token is not None:
             specials["bos_token"] = family.bos_token
         if family.eos_token is not None:
@@ -130,18 +130,18 @@ class ChatTemplate:
 
     def render(
         self,
-        messages: Sequence[Mapping[str, Any]],
+        messages: Sequence[Mapping[str, object]],
         *,
         add_generation_prompt: bool = True,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        **extra: Any,
+        tools: Sequence[Mapping[str, object]] | None = None,
+        **extra: object,
     ) -> str:
         """The prompt text for ``messages`` (OpenAI-style dicts; see ``normalize_messages``).
 
         ``extra`` becomes template variables too (e.g. ``date_string``), overriding
         ``bos_token``/``eos_token`` if given. Raises :class:`TemplateError`.
         """
-        context: dict[str, Any] = {**self._specials, **extra}
+        context: dict[str, object] = {**self._specials, **extra}
         family = self.family
         context["messages"] = msgs = normalize_messages(
             messages,
@@ -171,7 +171,7 @@ class ChatTemplate:
         context["messages"] = emptied
         return self._explained(context)
 
-    def _explained(self, context: dict[str, Any]) -> str:
+    def _explained(self, context: dict[str, object]) -> str:
         """``_render``, where a loop over none names the request field that was none."""
         try:
             return self._render(context)
@@ -184,7 +184,7 @@ class ChatTemplate:
                     f"the chat template cannot iterate over {expression}, which is null"
                 ) from None
 
-            def fails(trial: dict[str, Any]) -> bool:
+            def fails(trial: dict[str, object]) -> bool:
                 try:
                     self._render(trial)
                 except _NotIterable as again:
@@ -199,7 +199,7 @@ class ChatTemplate:
             param=name,
         )
 
-    def _render(self, context: dict[str, Any]) -> str:
+    def _render(self, context: dict[str, object]) -> str:
         try:
             text: str = self._env.render_template(_TEMPLATE_NAME, **context)
         except TemplateError:

@@ -458,11 +458,11 @@ def test_normalize_messages() -> None:
     out = normalize_messages(msgs, "object")
     assert out[0]["content"] == "ab"
     assert out[1]["content"] is None
-    assert out[1]["tool_calls"][0]["function"]["arguments"] == {"k": [1]}
+    assert out[1]["tool_calls"][0]["function"]["arguments"] == {"k": [1]}  # type: ignore[index]
     assert "tool_calls" not in out[2]
     assert msgs[1]["tool_calls"][0]["function"]["arguments"] == '{"k": [1]}'  # not modified
     back = normalize_messages(out, "string")
-    assert back[1]["tool_calls"][0]["function"]["arguments"] == '{"k": [1]}'
+    assert back[1]["tool_calls"][0]["function"]["arguments"] == '{"k": [1]}'  # type: ignore[index]
     assert normalize_messages(msgs)[1]["tool_calls"] == msgs[1]["tool_calls"]
     with pytest.raises(TemplateError, match="image_url"):
         normalize_messages([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}])
