@@ -22,7 +22,7 @@ import msgspec
 
 from neutrino.engine.messages import Guided, GuidedMode, Image
 from neutrino.pipeline.auth import Principal
-from neutrino.pipeline.chat import AUTO_TOOLS, Message, Tool, ToolChoice, template_tools
+from neutrino.pipeline.chat import AUTO_TOOLS, Message, Tool, ToolChoice
 from neutrino.pipeline.fields import Loc, invalid
 from neutrino.pipeline.sampling import SamplingParams, StopRules
 from neutrino.text.parsers.forced import forced_schema
@@ -137,5 +137,6 @@ def tool_guided(
         raise invalid(
             at, f"a forced {{at}} cannot be combined with an output constraint ({constraints})"
         )
-    schema = forced_schema(template_tools(req.tools.tools) or [], req.tools.choice.name)
+    offered = [(t.name, t.parameters) for t in req.tools.tools]
+    schema = forced_schema(offered, req.tools.choice.name)
     return Guided(GuidedMode.JSON_SCHEMA, json.dumps(schema, ensure_ascii=False))

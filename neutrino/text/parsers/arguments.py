@@ -11,16 +11,18 @@ from __future__ import annotations
 import ast
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 __all__ = ["literal", "parameter_schemas", "python_literal"]
 
-_JSON_NAMES: Final[Mapping[str, Any]] = {"true": True, "false": False, "null": None}
+_JSON_NAMES: Final[Mapping[str, object]] = {"true": True, "false": False, "null": None}
 
 
-def parameter_schemas(tools: Sequence[Mapping[str, Any]] | None) -> dict[str, Mapping[str, Any]]:
+def parameter_schemas(
+    tools: Sequence[Mapping[str, object]] | None,
+) -> dict[str, Mapping[str, object]]:
     """``{function name: parameter properties}`` of OpenAI ``tools``."""
-    schemas: dict[str, Mapping[str, Any]] = {}
+    schemas: dict[str, Mapping[str, object]] = {}
     for tool in tools or ():
         fn = tool.get("function", tool)
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
@@ -31,7 +33,7 @@ def parameter_schemas(tools: Sequence[Mapping[str, Any]] | None) -> dict[str, Ma
     return schemas
 
 
-def python_literal(text: str, default: Any) -> Any:
+def python_literal(text: str, default: object) -> object:
     """The JSON value of ``text`` read as a Python literal, else ``default``."""
     try:
         return literal(ast.parse(text, mode="eval").body)
@@ -39,7 +41,7 @@ def python_literal(text: str, default: Any) -> Any:
         return default
 
 
-def literal(node: ast.expr) -> Any:
+def literal(node: ast.expr) -> object:
     """The JSON value of a literal expression; ``ValueError`` for anything else."""
     if isinstance(node, ast.Constant):
         value = node.value
@@ -50,7 +52,7 @@ def literal(node: ast.expr) -> Any:
     elif isinstance(node, ast.List | ast.Tuple):
         return [literal(e) for e in node.elts]
     elif isinstance(node, ast.Dict):
-        result: dict[str, Any] = {}
+        result: dict[str, object] = {}
         for key, value_node in zip(node.keys, node.values, strict=True):
             if key is None:
                 raise ValueError("** in a dict")

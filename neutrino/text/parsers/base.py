@@ -20,7 +20,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 __all__ = [
     "Call",
@@ -48,7 +48,7 @@ __all__ = [
 CallIds = str | Callable[[int], str]
 
 # A parsed call: ``(name, arguments)``.
-Call = tuple[str, dict[str, Any]]
+Call = tuple[str, dict[str, object]]
 
 
 @dataclass(slots=True)
@@ -116,7 +116,7 @@ class ToolParser(abc.ABC):
     __slots__ = ("_calls", "_id_prefix", "_known_names")
 
     def __init__(
-        self, *, tools: Sequence[Mapping[str, Any]] | None = None, id_prefix: CallIds = "call_"
+        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
     ) -> None:
         self._known_names = tool_names(tools)
         self._id_prefix = id_prefix
@@ -139,7 +139,7 @@ class ToolParser(abc.ABC):
         """Whether ``name`` is one of the request's tools (always true when none were given)."""
         return self._known_names is None or name in self._known_names
 
-    def _add_call(self, out: Delta, name: str, arguments: Mapping[str, Any]) -> None:
+    def _add_call(self, out: Delta, name: str, arguments: Mapping[str, object]) -> None:
         index = len(self._calls)
         ids = self._id_prefix
         call_id = f"{ids}{index}" if isinstance(ids, str) else ids(index)
@@ -153,7 +153,7 @@ class ToolParser(abc.ABC):
 # --------------------------------------------------------------------------- helpers
 
 
-def tool_names(tools: Sequence[Mapping[str, Any]] | None) -> frozenset[str] | None:
+def tool_names(tools: Sequence[Mapping[str, object]] | None) -> frozenset[str] | None:
     """Function names of OpenAI ``tools`` (``{"type": "function", "function": {"name": …}}``).
 
     ``None`` when no tools were given, meaning "do not validate names".
@@ -169,7 +169,7 @@ def tool_names(tools: Sequence[Mapping[str, Any]] | None) -> frozenset[str] | No
     return frozenset(names)
 
 
-def dump_arguments(arguments: Mapping[str, Any]) -> str:
+def dump_arguments(arguments: Mapping[str, object]) -> str:
     """The canonical serialization of a call's arguments.
 
     Non-ASCII text stays as it is, except that a lone surrogate (a model can write
@@ -183,11 +183,11 @@ def dump_arguments(arguments: Mapping[str, Any]) -> str:
     return text
 
 
-def _reject_constant(name: str) -> Any:
+def _reject_constant(name: str) -> object:
     raise ValueError(f"non-JSON constant {name}")
 
 
-def load_json(text: str) -> tuple[bool, Any]:
+def load_json(text: str) -> tuple[bool, object]:
     """``(True, value)`` for valid JSON (NaN/Infinity rejected), else ``(False, None)``."""
     try:
         return True, json.loads(text, parse_constant=_reject_constant)
@@ -195,14 +195,14 @@ def load_json(text: str) -> tuple[bool, Any]:
         return False, None
 
 
-def load_object(text: str) -> dict[str, Any] | None:
+def load_object(text: str) -> dict[str, object] | None:
     """``text`` parsed as a JSON object (NaN/Infinity rejected), else ``None``."""
     value = load_json(text)[1]
     return value if isinstance(value, dict) else None
 
 
 def call_from_object(
-    obj: Any,
+    obj: object,
     args_keys: tuple[str, ...] = ("arguments", "parameters"),
     *,
     require_args: bool = False,
@@ -254,7 +254,7 @@ def load_call_list(text: str) -> list[Call] | None:
     return calls
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: object) -> bool:
     """False if a float inside ``value`` is NaN or infinite (not representable in JSON)."""
     stack = [value]
     while stack:

@@ -27,7 +27,7 @@ separator, followed by the JSON arguments, optionally fenced in a ```` ```json `
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from neutrino.text.parsers.base import load_object
 from neutrino.text.parsers.sectioned import SectionedToolParser
@@ -70,7 +70,7 @@ class DeepSeekV3ToolParser(SectionedToolParser):
 
     __slots__ = ()
 
-    def _parse_call(self, body: str) -> tuple[str, dict[str, Any]] | None:
+    def _parse_call(self, body: str) -> tuple[str, dict[str, object]] | None:
         head, sep, rest = body.partition(SEP)
         if not sep:
             return None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from neutrino.text.parsers.base import CallIds, Delta, ToolParser
 
@@ -20,7 +19,7 @@ class ForcedToolParser(ToolParser):
     def __init__(
         self,
         *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, object]] | None = None,
         id_prefix: CallIds = "call_",
         name: str | None = None,
     ) -> None:
@@ -60,15 +59,17 @@ class ForcedToolParser(ToolParser):
         return out
 
 
-def forced_schema(tools: Sequence[Mapping[str, Any]], name: str | None) -> dict[str, Any]:
-    """The JSON Schema the engine decodes under for ``tool_choice`` (named or required)."""
+def forced_schema(
+    tools: Sequence[tuple[str, Mapping[str, object] | None]], name: str | None
+) -> dict[str, object]:
+    """The JSON Schema the engine decodes under for ``tool_choice`` (named or required);
+    ``tools``: each offered tool's name and parameters' schema."""
 
-    def params(tool: Mapping[str, Any]) -> dict[str, Any]:
-        p = tool["function"].get("parameters")
-        return dict(p) if isinstance(p, Mapping) else {"type": "object"}
+    def params(p: Mapping[str, object] | None) -> dict[str, object]:
+        return dict(p) if p is not None else {"type": "object"}
 
     if name is not None:
-        return next(params(t) for t in tools if t["function"]["name"] == name)
+        return next(params(p) for n, p in tools if n == name)
     return {
         "type": "array",
         "minItems": 1,
@@ -76,13 +77,10 @@ def forced_schema(tools: Sequence[Mapping[str, Any]], name: str | None) -> dict[
             "anyOf": [
                 {
                     "type": "object",
-                    "properties": {
-                        "name": {"const": t["function"]["name"]},
-                        "parameters": params(t),
-                    },
+                    "properties": {"name": {"const": n}, "parameters": params(p)},
                     "required": ["name", "parameters"],
                 }
-                for t in tools
+                for n, p in tools
             ]
         },
     }

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from neutrino.text.parsers.arguments import parameter_schemas, python_literal
 from neutrino.text.parsers.base import Call, CallIds, _finite, load_json
@@ -78,7 +78,7 @@ class Glm45ToolParser(BlockToolParser):
     __slots__ = ("_strings",)
 
     def __init__(
-        self, *, tools: Sequence[Mapping[str, Any]] | None = None, id_prefix: CallIds = "call_"
+        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
     ) -> None:
         super().__init__(tools=tools, id_prefix=id_prefix)
         self._strings = string_parameters(tools)
@@ -88,7 +88,7 @@ class Glm45ToolParser(BlockToolParser):
         return None if call is None else [call]
 
 
-def string_parameters(tools: Sequence[Mapping[str, Any]] | None) -> dict[str, frozenset[str]]:
+def string_parameters(tools: Sequence[Mapping[str, object]] | None) -> dict[str, frozenset[str]]:
     """``{function name: names of its parameters typed "string"}`` of OpenAI ``tools``."""
     return {
         name: frozenset(
@@ -108,7 +108,7 @@ def parse_call(body: str, strings: StringParameters) -> Call | None:
     if not _NAME.fullmatch(name):
         return None
     typed_as_string = strings.get(name, frozenset())
-    arguments: dict[str, Any] = {}
+    arguments: dict[str, object] = {}
     pos = _skip(body, len(head))
     while pos < len(body):
         key, pos = _element(body, pos, ARG_KEY, ARG_KEY_END)
@@ -137,7 +137,7 @@ def _element(text: str, pos: int, start: str, end: str) -> tuple[str | None, int
     return text[pos + len(start) : stop].strip(), stop + len(end)
 
 
-def _typed(value: str) -> Any:
+def _typed(value: str) -> object:
     """A non-string value: JSON, else a Python literal, else the text itself."""
     ok, parsed = load_json(value)
     if ok and _finite(parsed):

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from neutrino.text.parsers.base import (
     CallIds,
@@ -76,7 +76,7 @@ _REASONING, _CONTENT, _CALL_TOOL, _PASS = 0, 1, 2, 3
 
 _CONTENT_TYPE: Final = re.compile(r"<\|constrain\|>\s*[^\s<]*")
 
-AddCall = Callable[[Delta, str, dict[str, Any]], None]
+AddCall = Callable[[Delta, str, dict[str, object]], None]
 
 
 def parse_header(opener: str, header: str) -> tuple[str | None, str | None]:
@@ -265,7 +265,7 @@ class HarmonyToolParser(ToolParser):
     __slots__ = ("_machine",)
 
     def __init__(
-        self, *, tools: Sequence[Mapping[str, Any]] | None = None, id_prefix: CallIds = "call_"
+        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
     ) -> None:
         super().__init__(tools=tools, id_prefix=id_prefix)
         self._machine = _HarmonyMachine(tool_mode=True, add_call=self._add_call)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from neutrino.text.parsers.base import CallIds, load_object
 from neutrino.text.parsers.sectioned import SectionedToolParser
@@ -64,7 +64,7 @@ class KimiK2ToolParser(SectionedToolParser):
     __slots__ = ("_ids",)
 
     def __init__(
-        self, *, tools: Sequence[Mapping[str, Any]] | None = None, id_prefix: CallIds = "call_"
+        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
     ) -> None:
         # The model's own ids, in call order (``id_prefix`` is not used: see the docstring).
         self._ids: list[str] = []
@@ -74,7 +74,7 @@ class KimiK2ToolParser(SectionedToolParser):
         ident, sep, _ = body.partition(ARG_BEGIN)
         return bool(sep) and _ID.fullmatch(ident.strip()) is None
 
-    def _parse_call(self, body: str) -> tuple[str, dict[str, Any]] | None:
+    def _parse_call(self, body: str) -> tuple[str, dict[str, object]] | None:
         ident, sep, args_text = body.partition(ARG_BEGIN)
         if not sep:
             return None

@@ -32,7 +32,7 @@ handled like ``<think>`` by :class:`MistralReasoningParser` (older Magistral 250
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from neutrino.text.parsers.base import Call, CallIds, Delta, load_call_list, load_object
 from neutrino.text.parsers.segmented import SegmentedToolParser
@@ -68,7 +68,7 @@ class MistralToolParser(SegmentedToolParser):
     __slots__ = ("_name",)
 
     def __init__(
-        self, *, tools: Sequence[Mapping[str, Any]] | None = None, id_prefix: CallIds = "call_"
+        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
     ) -> None:
         super().__init__(tools=tools, id_prefix=id_prefix)
         self._name = ""

@@ -26,7 +26,7 @@ import ast
 import io
 import tokenize
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from neutrino.text.parsers.arguments import literal
 from neutrino.text.parsers.base import Call, CallIds, Delta
@@ -50,7 +50,7 @@ class PythonicToolParser(SegmentedToolParser):
     __slots__ = ("_name_len", "_phase")
 
     def __init__(
-        self, *, tools: Sequence[Mapping[str, Any]] | None = None, id_prefix: CallIds = "call_"
+        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
     ) -> None:
         super().__init__(tools=tools, id_prefix=id_prefix)
         self._phase = _BEFORE_NAME
@@ -173,7 +173,7 @@ def parse_call_list(src: str) -> tuple[list[Call], str] | None:
             if not isinstance(node, ast.Call) or node.args:
                 return None
             name = _dotted_name(node.func)
-            args: dict[str, Any] = {}
+            args: dict[str, object] = {}
             for kw in node.keywords:
                 if kw.arg is None:
                     return None

@@ -50,7 +50,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from neutrino.text.parsers.arguments import parameter_schemas, python_literal
 from neutrino.text.parsers.base import Call, CallIds, load_json
@@ -82,7 +82,7 @@ _INT: Final = re.compile(r"[+-]?\d+")
 _NUMBER: Final = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 # Parameter schemas by function name: {name: {parameter: schema}}.
-Schemas = Mapping[str, Mapping[str, Any]]
+Schemas = Mapping[str, Mapping[str, object]]
 
 
 class Qwen3CoderToolParser(BlockToolParser):
@@ -98,7 +98,7 @@ class Qwen3CoderToolParser(BlockToolParser):
     __slots__ = ("_schemas",)
 
     def __init__(
-        self, *, tools: Sequence[Mapping[str, Any]] | None = None, id_prefix: CallIds = "call_"
+        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
     ) -> None:
         super().__init__(tools=tools, id_prefix=id_prefix)
         self._schemas = parameter_schemas(tools)
@@ -128,9 +128,11 @@ def parse_block(body: str, schemas: Schemas) -> list[Call] | None:
         pos = n if end == -1 else end + len(FUNCTION_END)
 
 
-def _parameters(text: str, pos: int, stop: int, schema: Mapping[str, Any]) -> dict[str, Any] | None:
+def _parameters(
+    text: str, pos: int, stop: int, schema: Mapping[str, object]
+) -> dict[str, object] | None:
     """The parameters in ``text[pos:stop]`` (a function's body), converted by ``schema``."""
-    arguments: dict[str, Any] = {}
+    arguments: dict[str, object] = {}
     close = -2  # the next </parameter> at or after the cursor; -1: none left (searched once)
     while True:
         pos = _skip_space(text, pos, stop)
@@ -172,7 +174,7 @@ def _tag(text: str, pos: int, prefix: str, stop: int | None = None) -> tuple[str
     return name, gt + 1
 
 
-def convert_value(value: str, schema: Any) -> Any:
+def convert_value(value: str, schema: object) -> object:
     """``value`` typed by its parameter's JSON schema (see the module docstring)."""
     if value.strip().lower() == "null":
         return None
@@ -205,7 +207,7 @@ def _int(text: str, value: str) -> int | str:
         return value
 
 
-def _schema_type(schema: Any) -> str | None:
+def _schema_type(schema: object) -> str | None:
     """The lower-cased ``type`` of a parameter schema (the first non-null one of a list)."""
     if not isinstance(schema, Mapping):
         return None
@@ -215,7 +217,7 @@ def _schema_type(schema: Any) -> str | None:
     return kind.strip().lower() if isinstance(kind, str) else None
 
 
-def _json_safe(value: Any) -> bool:
+def _json_safe(value: object) -> bool:
     """False for a value JSON cannot hold (a float that overflowed to infinity)."""
     try:
         json.dumps(value, allow_nan=False)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from neutrino.text.parsers.base import (
     Call,
@@ -38,7 +37,7 @@ class SegmentedToolParser(ToolParser):
     __slots__ = ("_buf", "_held", "_json_at", "_raw", "_scanner", "_segments", "_state")
 
     def __init__(
-        self, *, tools: Sequence[Mapping[str, Any]] | None = None, id_prefix: CallIds = "call_"
+        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
     ) -> None:
         super().__init__(tools=tools, id_prefix=id_prefix)
         self._buf = ""
