@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from neutrino.text.errors import TokenizerError
 from neutrino.text.tiktoken_tokenizer import TiktokenTokenizer, read_tiktoken_ranks
@@ -34,7 +33,7 @@ KIMI_CLASS = "tokenization_kimi.TikTokenTokenizer"
 
 
 def kimi_tokenizer(
-    name: str, folder: Path, ranks_path: Path, config: Mapping[str, Any]
+    name: str, folder: Path, ranks_path: Path, config: Mapping[str, object]
 ) -> LocalTokenizer:
     """The Kimi tokenizer in ``folder`` (``ranks_path`` is its tiktoken.model)."""
     if KIMI_CLASS not in _auto_tokenizer(config):
@@ -91,7 +90,7 @@ def kimi_tokenizer(
     )
 
 
-def _auto_tokenizer(config: Mapping[str, Any]) -> list[str]:
+def _auto_tokenizer(config: Mapping[str, object]) -> list[str]:
     auto_map = config.get("auto_map")
     entry = auto_map.get("AutoTokenizer") if isinstance(auto_map, dict) else None
     names = entry if isinstance(entry, list) else [entry]
@@ -99,7 +98,7 @@ def _auto_tokenizer(config: Mapping[str, Any]) -> list[str]:
     return [n.rpartition("--")[2] for n in names if isinstance(n, str)]
 
 
-def read_class_constants(path: Path, cls: str) -> dict[str, Any]:
+def read_class_constants(path: Path, cls: str) -> dict[str, object]:
     """Class attributes of ``cls`` in the Python file ``path`` assigned a literal, or a
     ``"sep".join([literals])``, evaluated from the syntax tree (the file is not run)."""
     try:
@@ -108,7 +107,7 @@ def read_class_constants(path: Path, cls: str) -> dict[str, Any]:
         raise TokenizerError(f"{path}: cannot read {cls} from it ({e})") from e
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == cls:
-            out: dict[str, Any] = {}
+            out: dict[str, object] = {}
             for stmt in node.body:
                 target, value = _assignment(stmt)
                 if target is None or value is None:
@@ -130,7 +129,7 @@ def _assignment(stmt: ast.stmt) -> tuple[str | None, ast.expr | None]:
     return None, None
 
 
-def _literal(node: ast.expr) -> Any:
+def _literal(node: ast.expr) -> object:
     call = node
     if (
         isinstance(call, ast.Call)

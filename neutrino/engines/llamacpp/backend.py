@@ -29,7 +29,7 @@ _ggml_last = [logging.DEBUG]
 
 
 @lc.llama_log_callback  # type: ignore[untyped-decorator]
-def _on_ggml_log(level: int, text: bytes, _user: Any) -> None:
+def _on_ggml_log(level: int, text: bytes, _user: object) -> None:
     """llama.cpp's log lines: warnings and errors logged, the rest (model loading) at debug."""
     lvl = _ggml_last[0] if level == 5 else _GGML_LEVELS.get(level, logging.DEBUG)
     _ggml_last[0] = lvl
@@ -181,7 +181,7 @@ class Sampler:
 
     __slots__ = ("chain", "repetition")
 
-    def __init__(self, chain: Any) -> None:
+    def __init__(self, chain: object) -> None:
         self.chain = chain
         self.repetition = -1  # index in the chain of the repetition penalty, if any
 
@@ -220,7 +220,7 @@ def mask(logits: np.ndarray[Any, np.dtype[np.float32]], ids: Sequence[int]) -> N
         logits[np.asarray(ids, dtype=np.intp)] = _NEG_INF
 
 
-def _describe(model: Any) -> str:
+def _describe(model: object) -> str:
     buf = ctypes.create_string_buffer(256)
     n = lc.llama_model_desc(model, buf, len(buf))
     return buf.value.decode("utf-8", "replace") if n > 0 else "llama.cpp model"
