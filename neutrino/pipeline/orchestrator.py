@@ -137,7 +137,9 @@ class Orchestrator:
             deadline = time.monotonic() + timeout
             text, prompt, query = await self._prepare(req, timeout, traceparent, obs)
             lifecycle.advance(State.QUEUED)
-            await self.admission.enter(max(0.001, deadline - time.monotonic()), on_queued)
+            admission = self.admission
+            if admission.closed or not admission.try_acquire():  # else a slot was free
+                await admission.enter(max(0.001, deadline - time.monotonic()), on_queued)
             admitted = True
             if req.model not in self.engines.models():  # its engine died while it queued
                 await self.engines.wait_for(req.model, max(0.001, deadline - time.monotonic()))
@@ -178,7 +180,9 @@ class Orchestrator:
         if req.model not in self.engines.models():  # a managed engine may be restarting
             await self.engines.wait_for(req.model, timeout)
         info = model_info(self.engines, req.model)
-        text = await model_text(self.texts, req, info)
+        text = self.texts.cached(req.model)
+        if text is None or req.images:  # loaded on a worker thread; images: checked there
+            text = await model_text(self.texts, req, info)
         prompt = await self.prompts.ids(req, text, info.context_length, obs)
         query = TextQuery(
             model=req.model,

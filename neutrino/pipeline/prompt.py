@@ -45,13 +45,10 @@ def _encode_within(text: ModelText, s: str, ctx: int) -> list[int] | int:
     return text.tokenizer.encode_prompt(s)
 
 
-async def _over_before_rendering(
-    messages: Sequence[Message], text: ModelText, ctx: int
-) -> int | None:
+def _far_over(messages: Sequence[Message], ctx: int) -> tuple[str, int] | None:
     """For a chat whose texts are far over the context (as ``_encode_within`` judges a
-    text): a lower bound of its prompt's tokens past the context, counted on a worker
-    thread before the template renders it all (which holds the event loop: some 3 ms a
-    MB). None: it may fit, render it."""
+    text): those texts joined, and the token count past which it is over. None: it may
+    fit, render it (the common case, decided here without a worker thread)."""
     if not ctx:
         return None
     texts = verbatim_texts(messages)
@@ -59,9 +56,7 @@ async def _over_before_rendering(
         return None
     # Joined, the texts may merge a token or so at each seam where the template puts a
     # role marker instead: a few tokens of slack each.
-    limit = ctx - 1 + 4 * len(texts)
-    encode = text.tokenizer.encode
-    return await asyncio.to_thread(tokens_at_least, encode, "\n".join(texts), limit)
+    return "\n".join(texts), ctx - 1 + 4 * len(texts)
 
 
 async def model_text(texts: ModelTexts, req: GenerateRequest, info: ModelInfo) -> ModelText:
@@ -124,9 +119,14 @@ class PromptBuilder:
         self, req: GenerateRequest, text: ModelText, ctx: int, obs: Observed
     ) -> list[int]:
         chat = req.chat
-        over = await _over_before_rendering(chat.messages, text, ctx)
-        if over is not None:
-            raise context_error(ctx, f"at least {over}", "messages")
+        far = _far_over(chat.messages, ctx)
+        if far is not None:
+            # Counted on a worker thread before the template renders it all (which holds
+            # the event loop: some 3 ms a MB); a lower bound of its tokens past the context.
+            encode = text.tokenizer.encode
+            over = await asyncio.to_thread(tokens_at_least, encode, *far)
+            if over is not None:
+                raise context_error(ctx, f"at least {over}", "messages")
         try:
             rendered = text.template.render(
                 template_messages(chat.messages, family_image(text.family)),
@@ -138,19 +138,29 @@ class PromptBuilder:
             param = exc.param or "messages"
             raise NeutrinoError(ErrorKind.BAD_REQUEST, str(exc), param=param) from None
         obs.mark("templated")
-        ids = await self.encode(rendered, text, ctx, "messages")
+        if len(rendered) > self.offload_chars:
+            ids = await self.encode(rendered, text, ctx, "messages")
+        else:  # the common case: no coroutine of its own
+            ids = self.encode_here(rendered, text, ctx, "messages")
         obs.mark("tokenized")
         return ids
 
     async def encode(self, s: str, text: ModelText, ctx: int, param: str) -> list[int]:
-        if len(s) > self.offload_chars:
-            # The thread returns the refusal rather than raising it: an exception that
-            # crosses a future is held in a reference cycle (future, traceback, frames)
-            # with every local of those frames, the rendered prompt among them, until the
-            # garbage collector's next full pass.
-            ids = await asyncio.to_thread(_encode_within, text, s, ctx)
-        else:
-            ids = _encode_within(text, s, ctx)
+        if len(s) <= self.offload_chars:
+            return self.encode_here(s, text, ctx, param)
+        # The thread returns the refusal rather than raising it: an exception that
+        # crosses a future is held in a reference cycle (future, traceback, frames) with
+        # every local of those frames, the rendered prompt among them, until the garbage
+        # collector's next full pass.
+        ids = await asyncio.to_thread(_encode_within, text, s, ctx)
+        if isinstance(ids, int):
+            raise context_error(ctx, f"at least {ids}", param)
+        return ids
+
+    @staticmethod
+    def encode_here(s: str, text: ModelText, ctx: int, param: str) -> list[int]:
+        """``s``'s ids, encoded on the event loop (a text of at most ``offload_chars``)."""
+        ids = _encode_within(text, s, ctx)
         if isinstance(ids, int):
             raise context_error(ctx, f"at least {ids}", param)
         return ids
