@@ -50,9 +50,6 @@ RESTART_SECTIONS = (
 _RELOAD_ENGINES_S = 10.0  # how long new engines have to connect before a reload is refused
 
 
-GC_YOUNG = 7000  # allocations between young-generation collections (Python's default: 700)
-
-
 class Neutrino:
     def __init__(self, cfg: Config, reload_config: Callable[[], Config] | None = None) -> None:
         self.cfg = cfg
@@ -228,12 +225,6 @@ class Neutrino:
         loop some 40 ms each time a burst of allocations set one off."""
         if all(self.texts.settled(m) for m in self.router.models()):
             gc.freeze()
-            # A request allocates a few hundred objects, nearly all freed by their counts
-            # when it ends: a young-generation pass every 700 allocations (the default)
-            # walks the requests in flight over and over and promotes them to older
-            # generations, whose passes then walk them again. Passes ten times rarer
-            # leave most of them freed before any pass sees them.
-            gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
 
     async def start(self, wait_engine_s: float = 10.0) -> None:
         """Start everything; if any part fails (a StartupError: a port taken...), what had
