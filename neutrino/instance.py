@@ -15,11 +15,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from neutrino import __version__
 from neutrino.config import Config
 from neutrino.engine.messages import Capability, ModelInfo
+from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.registration.estimator import QueueEstimator
 from neutrino.registration.record import (
     InstanceRecord,
@@ -30,8 +31,48 @@ from neutrino.registration.record import (
     new_instance_id,
 )
 
-if TYPE_CHECKING:
-    from neutrino.app import Neutrino
+
+class _Port(Protocol):
+    @property
+    def port(self) -> int: ...
+
+
+class _HttpPorts(_Port, Protocol):
+    @property
+    def admin_port(self) -> int: ...
+
+
+class _Address(_Port, Protocol):
+    @property
+    def host(self) -> str: ...
+
+
+class _Models(Protocol):
+    def models(self) -> Mapping[str, ModelInfo]: ...
+
+
+class Served(Protocol):
+    """What the registrars read of a running server (neutrino.app's Neutrino is one): its
+    configuration, listeners, models and queue."""
+
+    @property
+    def cfg(self) -> Config: ...
+
+    @property
+    def http(self) -> _HttpPorts: ...
+
+    @property
+    def grpc(self) -> _Port | None: ...
+
+    @property
+    def metrics_server(self) -> _Address | None: ...
+
+    @property
+    def router(self) -> _Models: ...
+
+    @property
+    def orchestrator(self) -> Orchestrator: ...
+
 
 log = logging.getLogger("neutrino.registration")
 
@@ -46,7 +87,7 @@ def _served(info: ModelInfo) -> ServedModel:
 class Instance:
     """The registrars' Source for one server (and, under workers, for all of them)."""
 
-    def __init__(self, app: Neutrino) -> None:
+    def __init__(self, app: Served) -> None:
         self._app = app
         cfg = app.cfg
         self.instance_id = new_instance_id(cfg.sombrero.instance_id)

@@ -8,6 +8,7 @@ import functools
 import logging
 from collections.abc import Callable
 
+from neutrino.backoff import Backoff
 from neutrino.config import EngineConfig, EngineLinkConfig
 from neutrino.engine.connection import EngineConnection
 from neutrino.engine.messages import HelloAck
@@ -95,7 +96,7 @@ class EnginePool:
 
     async def _maintain(self, slot: int) -> None:
         link = self._link
-        backoff = link.backoff_initial_s
+        backoff = Backoff(link.backoff_initial_s, link.backoff_max_s, jitter=False)
         while not self._closing:
             lost = asyncio.Event()
             try:
@@ -110,10 +111,9 @@ class EnginePool:
                 )
             except (OSError, ConnectionError, TimeoutError) as exc:
                 log.debug("engine %s slot %d: connect failed: %s", self.name, slot, exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, link.backoff_max_s)
+                await asyncio.sleep(backoff.next())
                 continue
-            backoff = link.backoff_initial_s
+            backoff.reset()
             self.hello = conn.hello
             self._slots[slot] = conn
             log.info(

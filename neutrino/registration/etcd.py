@@ -21,11 +21,12 @@ from typing import Any
 
 import aiohttp
 
+from neutrino.backoff import Backoff
 from neutrino.config import DiscoveryConfig
 from neutrino.registration import etcd_api as api
 from neutrino.registration.loop import keep_registered
 from neutrino.registration.record import Source
-from neutrino.registration.state import Backoff, Registration
+from neutrino.registration.state import Registration
 
 __all__ = ["EtcdClient", "EtcdRegistrar", "EtcdUnavailable"]
 

@@ -20,10 +20,11 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from neutrino.backoff import Backoff
 from neutrino.config import SombreroConfig
 from neutrino.registration.loop import keep_registered
 from neutrino.registration.record import InstanceRecord, Source
-from neutrino.registration.state import Backoff, Registration
+from neutrino.registration.state import Registration
 from neutrino.registration.wire import pb, pb_grpc, record_to_pb, report_to_pb
 
 __all__ = ["SombreroRegistrar"]

@@ -4,66 +4,22 @@ Both registrars (Sombrero over gRPC, etcd over HTTP) run the same loop: register
 succeeds, then keep the registration alive (load reports, lease keep-alives) until that
 fails, then register again. :class:`Registration` holds the loop's state and decides what
 is worth a log line: one warning when registration is lost or first fails, one info line
-when it succeeds, never one per retry. :class:`Backoff` gives the delays between tries.
+when it succeeds, never one per retry; :class:`neutrino.backoff.Backoff` gives the delays
+between tries.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-import random
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Backoff", "Note", "Phase", "Registration", "emit"]
+from neutrino.backoff import Backoff
+
+__all__ = ["Note", "Phase", "Registration", "emit"]
 
 MAX_ERROR = 300  # characters of an error kept (and logged)
-
-
-class Backoff:
-    """Exponential backoff with jitter: try ``n`` (from 0) waits a uniformly drawn time in
-    ``[ceiling / 2, ceiling]`` where ``ceiling = min(maximum, initial * factor ** n)``.
-
-    The upper half keeps tries apart however the draw falls (full jitter, ``[0,
-    ceiling]``, can retry at once), and the lower half spreads a fleet that lost its
-    balancer at the same moment. ``reset()`` after a success starts again from ``initial``.
-    """
-
-    __slots__ = ("_factor", "_initial", "_maximum", "_rng", "_tries")
-
-    def __init__(
-        self,
-        initial: float,
-        maximum: float,
-        factor: float = 2.0,
-        rng: random.Random | None = None,
-    ) -> None:
-        if not 0 < initial <= maximum or factor < 1:
-            raise ValueError("need 0 < initial <= maximum and factor >= 1")
-        self._initial = initial
-        self._maximum = maximum
-        self._factor = factor
-        self._rng = rng or random.Random()
-        self._tries = 0
-
-    @property
-    def tries(self) -> int:
-        return self._tries
-
-    def ceiling(self) -> float:
-        """The longest the next delay can be."""
-        if self._tries > 64:  # factor ** tries would overflow long after reaching maximum
-            return self._maximum
-        return min(self._maximum, self._initial * self._factor**self._tries)
-
-    def next(self) -> float:
-        """The delay before the next try (and counts the try)."""
-        top = self.ceiling()
-        self._tries += 1
-        return top * (0.5 + 0.5 * self._rng.random())
-
-    def reset(self) -> None:
-        self._tries = 0
 
 
 class Phase(enum.Enum):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from neutrino.backoff import Backoff
+
 
 @dataclass(frozen=True, slots=True)
 class RestartPolicy:
@@ -22,6 +24,7 @@ class RestartPolicy:
 
 @dataclass(slots=True)
 class _Slot:
+    backoff: Backoff  # the delay before the next start
     started_at: float = 0.0
     streak: int = 0  # deaths in a row, each soon after its start
     delay_s: float = 0.0
@@ -42,7 +45,11 @@ class Restarts:
 
     def __init__(self, workers: int, policy: RestartPolicy | None = None) -> None:
         self.policy = policy or RestartPolicy()
-        self._slots = [_Slot() for _ in range(workers)]
+        p = self.policy
+        self._slots = [
+            _Slot(Backoff(p.initial_s, max(p.initial_s, p.max_s), jitter=False))
+            for _ in range(workers)
+        ]
         self.total = 0  # restarts so far
 
     def started(self, index: int, now: float) -> None:
@@ -54,10 +61,10 @@ class Restarts:
         quick = lived < policy.quick_s
         if quick:
             slot.streak += 1
-            slot.delay_s = min(policy.max_s, slot.delay_s * 2 or policy.initial_s)
         else:
             slot.streak = 0
-            slot.delay_s = policy.initial_s
+            slot.backoff.reset()
+        slot.delay_s = slot.backoff.next()
         give_up = all(s.streak >= policy.give_up_after for s in self._slots)
         if not give_up:
             self.total += 1

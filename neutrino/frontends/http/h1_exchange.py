@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.http.h1_wire import (
@@ -23,8 +23,14 @@ from neutrino.frontends.http.h1_wire import (
 )
 from neutrino.frontends.http.reset import reset
 
-if TYPE_CHECKING:
-    from neutrino.frontends.http.h1 import H1Protocol
+
+class Connection(Protocol):
+    """What an exchange needs of its connection (h1.H1Protocol is one): to write bytes in
+    order, and its transport while it is open."""
+
+    transport: asyncio.Transport | None
+
+    def write(self, data: bytes) -> None: ...
 
 
 class H1Exchange:
@@ -34,7 +40,7 @@ class H1Exchange:
     __slots__ = ("_conn", "body", "close", "ended", "headers", "request_id", "streaming")
     protocol = "http"
 
-    def __init__(self, conn: H1Protocol, headers: dict[bytes, bytes], close: bool) -> None:
+    def __init__(self, conn: Connection, headers: dict[bytes, bytes], close: bool) -> None:
         self._conn = conn
         self.headers = headers
         self.body = b""

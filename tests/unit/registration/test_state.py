@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from neutrino.registration.state import Backoff, Phase, Registration
+from neutrino.backoff import Backoff
+from neutrino.registration.state import Phase, Registration
 
 
 def test_backoff_grows_to_its_maximum_within_the_upper_half() -> None:
