@@ -46,13 +46,13 @@ class AuthConfig:
 _TABLE_KEYS = ("key", "sha256", "name", "models", "max_concurrency", "admin")
 
 
-def _digest_of(key: Any, where: str) -> bytes:
+def _digest_of(key: object, where: str) -> bytes:
     if not isinstance(key, str) or not key.strip() or key != key.strip():
         raise ConfigError(f"{where} must be a non-empty string without surrounding spaces")
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
 
 
-def _hex_digest(text: Any, where: str) -> bytes:
+def _hex_digest(text: object, where: str) -> bytes:
     if not isinstance(text, str) or len(text) != 64:
         raise ConfigError(f"{where} must be a SHA-256 digest: 64 hex digits")
     try:
@@ -61,7 +61,7 @@ def _hex_digest(text: Any, where: str) -> bytes:
         raise ConfigError(f"{where} must be a SHA-256 digest: 64 hex digits") from None
 
 
-def _models(value: Any, where: str) -> frozenset[str]:
+def _models(value: object, where: str) -> frozenset[str]:
     if not isinstance(value, list | tuple) or not value:
         raise ConfigError(f"{where} must be a non-empty list of model names")
     if not all(isinstance(m, str) and m for m in value):
@@ -69,13 +69,13 @@ def _models(value: Any, where: str) -> frozenset[str]:
     return frozenset(value)
 
 
-def _limit(value: Any, where: str) -> int:
+def _limit(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"{where} must be an integer >= 0 (0: no limit), got {shown(value)}")
     return value
 
 
-def _table(i: int, item: Any) -> KeyConfig:
+def _table(i: int, item: object) -> KeyConfig:
     where = f"[[auth.keys]][{i}]"
     if not isinstance(item, Mapping):
         raise ConfigError(f"{where} must be a table")
@@ -130,7 +130,7 @@ def _file_line(line: str, where: str) -> KeyConfig:
     )
 
 
-def _keys_file(path: Any) -> list[KeyConfig]:
+def _keys_file(path: object) -> list[KeyConfig]:
     if not isinstance(path, str) or not path:
         raise ConfigError("[auth].api_keys_file must be a file path")
     try:
@@ -145,7 +145,7 @@ def _keys_file(path: Any) -> list[KeyConfig]:
     return keys
 
 
-def _plain(raw: Any, where: str, admin: bool, start: int) -> list[KeyConfig]:
+def _plain(raw: object, where: str, admin: bool, start: int) -> list[KeyConfig]:
     if not isinstance(raw, list):
         raise ConfigError(f"{where} must be a list of strings")
     label = "admin_keys" if admin else "api_keys"
@@ -155,7 +155,7 @@ def _plain(raw: Any, where: str, admin: bool, start: int) -> list[KeyConfig]:
     ]
 
 
-def auth_section(raw: Any) -> AuthConfig:
+def auth_section(raw: object) -> AuthConfig:
     """``[auth]`` (with its ``[[auth.keys]]`` tables) as an AuthConfig, checked."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"[auth] must be a table, got {shown(raw)}")
