@@ -427,7 +427,7 @@ def _check_model_files(model: ModelConfig) -> None:
             raise ConfigError(f"model.chat_templates: {name!r}: no such file {path!r}")
 
 
-def from_mapping(data: Mapping[str, Any]) -> Config:
+def from_mapping(data: Mapping[str, object]) -> Config:
     cfg = Config()
     updates: dict[str, Any] = {}
     for key, raw in data.items():

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, ProcessCollector
@@ -19,7 +18,7 @@ from neutrino.observability.metrics import exposition, merge
 
 log = logging.getLogger("neutrino.metrics")
 
-Raw = Mapping[str, Any]
+Raw = Mapping[str, object]
 
 
 class MetricsServer:

@@ -9,7 +9,7 @@ parser (both from :mod:`neutrino.text.parsers`). ``reasoning_format`` follows Gr
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from neutrino.text.parsers import (
     CallIds,
@@ -32,7 +32,7 @@ class OutputParser:
         *,
         reasoning: str | None,
         tools: str | None,
-        offered_tools: Sequence[Mapping[str, Any]] | None,
+        offered_tools: Sequence[Mapping[str, object]] | None,
         reasoning_format: ReasoningFormat,
         starts_in_reasoning: bool,
         id_prefix: CallIds,

@@ -78,7 +78,7 @@ class ModelFamily:
     add_bos_token: bool = True
 
 
-def _str(entry: Mapping[str, Any], key: str, where: str, *, optional: bool = False) -> Any:
+def _str(entry: Mapping[str, object], key: str, where: str, *, optional: bool = False) -> Any:
     value = entry.get(key)
     if value is None and optional:
         return None
@@ -87,14 +87,14 @@ def _str(entry: Mapping[str, Any], key: str, where: str, *, optional: bool = Fal
     return value
 
 
-def _bool(entry: Mapping[str, Any], key: str, where: str, default: bool = False) -> bool:
+def _bool(entry: Mapping[str, object], key: str, where: str, default: bool = False) -> bool:
     value = entry.get(key, default)
     if not isinstance(value, bool):
         raise FamilyConfigError(f"{where}: {key!r} must be true or false")
     return value
 
 
-def _strings(entry: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+def _strings(entry: Mapping[str, object], key: str, where: str) -> tuple[str, ...]:
     value = entry.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise FamilyConfigError(f"{where}: {key!r} must be a list of strings")

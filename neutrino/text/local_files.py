@@ -130,7 +130,7 @@ def _tiktoken_file(folder: Path) -> Path | None:
 
 
 def _hugging_face(
-    name: str, path: Path, config: Mapping[str, Any], config_path: Path | None
+    name: str, path: Path, config: Mapping[str, object], config_path: Path | None
 ) -> LocalTokenizer:
     try:
         tk = tokenizers.Tokenizer.from_file(os.fspath(path))

@@ -96,7 +96,7 @@ def _client_path(path: Path) -> Path:
     return ("chat_template_kwargs", *path)
 
 
-def none_fields(expression: str, context: Mapping[str, Any]) -> list[Path]:
+def none_fields(expression: str, context: Mapping[str, object]) -> list[Path]:
     """Where in ``context`` the loop sequence ``expression`` may have been none, in order."""
     parsed = attribute_path(expression)
     if parsed is None:
@@ -131,7 +131,7 @@ def _set(root: Any, path: Path, value: Any) -> Any:
 
 
 def first_reached(
-    candidates: list[Path], context: Mapping[str, Any], fails: Callable[[dict[str, Any]], bool]
+    candidates: list[Path], context: Mapping[str, object], fails: Callable[[dict[str, Any]], bool]
 ) -> Path:
     """The candidate the template reaches first: the shortest prefix of ``candidates`` that
     still ``fails`` when all the later ones are given an empty list, by bisection."""

@@ -54,7 +54,7 @@ def token_content(value: Any) -> str | None:
     return None
 
 
-def added_tokens(config: Mapping[str, Any], where: Path | None) -> list[tuple[int, AddedToken]]:
+def added_tokens(config: Mapping[str, object], where: Path | None) -> list[tuple[int, AddedToken]]:
     """``added_tokens_decoder`` of a tokenizer_config.json, by id."""
     table = config.get("added_tokens_decoder") or {}
     if not isinstance(table, dict):
@@ -77,7 +77,7 @@ def added_tokens(config: Mapping[str, Any], where: Path | None) -> list[tuple[in
     return sorted(out, key=lambda kv: kv[0])
 
 
-def named_specials(config: Mapping[str, Any]) -> list[str]:
+def named_specials(config: Mapping[str, object]) -> list[str]:
     """The special tokens tokenizer_config.json names outside ``added_tokens_decoder``."""
     names = [token_content(config.get(key)) for key in _SPECIAL_KEYS]
     extra = config.get("additional_special_tokens") or []

@@ -68,7 +68,7 @@ def alnum9_ids(request_id: str) -> Callable[[int], str]:
     return call_id
 
 
-def _ids(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+def _ids(messages: Sequence[Mapping[str, object]]) -> list[str]:
     """Every string tool-call id of ``messages``, in order (repeats included)."""
     found: list[str] = []
     for message in messages:

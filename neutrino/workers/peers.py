@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("neutrino.workers")
 
-Raw = Mapping[str, Any]
+Raw = Mapping[str, object]
 PEER_TIMEOUT_S = 1.0
 SUPERVISOR_FILE = "supervisor.json"  # the supervisor's pid, the workers' pids and restarts
 

@@ -121,7 +121,7 @@ def parse_reasoning(parser_name: str, text: str, **kwargs: Any) -> Delta:
 def parse_tools(
     parser_name: str,
     text: str,
-    tools: Sequence[Mapping[str, Any]] | None,
+    tools: Sequence[Mapping[str, object]] | None,
     *,
     id_prefix: CallIds = "call_",
 ) -> tuple[str, list[ToolCall]]:
