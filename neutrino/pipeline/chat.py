@@ -20,7 +20,6 @@ from neutrino.pipeline.fields import Loc, invalid, path
 from neutrino.pipeline.images import MAX_IMAGES
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
-ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 # A role as a client sends it -> the typed role (a lookup that also checks it).
 ROLE_OF: dict[str, Role] = {
     "system": "system",
@@ -30,6 +29,7 @@ ROLE_OF: dict[str, Role] = {
     "tool": "tool",
     "function": "function",
 }
+ROLES: frozenset[str] = frozenset(ROLE_OF)
 
 
 class TextPart(msgspec.Struct, frozen=True, gc=False):

@@ -89,10 +89,6 @@ class Draft:
         """Check and keep the sampling field ``name`` (a :class:`SamplingParams` field)."""
         self.sampling[name] = SAMPLING[name](value, at, limits)
 
-    def sampled(self, name: str) -> object:
-        """A sampling field's value as set, or its default."""
-        return self.sampling.get(name, getattr(_DEFAULT_SAMPLING, name))
-
     def constrain(self, guided: Guided | None, validator: Validator | None, param: str) -> None:
         """Set the output constraint; a second one is refused, never merged."""
         if guided is None:

@@ -180,9 +180,7 @@ class Orchestrator:
         if req.model not in self.engines.models():  # a managed engine may be restarting
             await self.engines.wait_for(req.model, timeout)
         info = model_info(self.engines, req.model)
-        text = self.texts.cached(req.model)
-        if text is None or req.images:  # loaded on a worker thread; images: checked there
-            text = await model_text(self.texts, req, info)
+        text = await model_text(self.texts, req, info)
         prompt = await self.prompts.ids(req, text, info.context_length, obs)
         query = TextQuery(
             model=req.model,

@@ -60,7 +60,8 @@ def _far_over(messages: Sequence[Message], ctx: int) -> tuple[str, int] | None:
 
 
 async def model_text(texts: ModelTexts, req: GenerateRequest, info: ModelInfo) -> ModelText:
-    """The served model's text layer (its template and tokenizer) for ``req``."""
+    """The served model's text layer (its template and tokenizer) for ``req``: at once
+    when it is loaded, else loaded on a worker thread."""
     if req.images and not info.can(Capability.VISION):
         raise NeutrinoError(
             ErrorKind.BAD_REQUEST,
@@ -68,9 +69,7 @@ async def model_text(texts: ModelTexts, req: GenerateRequest, info: ModelInfo) -
             param="messages",
         )
     text = texts.cached(req.model)
-    if text is None:
-        text = await asyncio.to_thread(texts.get, req.model)
-    return text
+    return text if text is not None else await asyncio.to_thread(texts.get, req.model)
 
 
 def family_image(family: ModelFamily) -> dict[str, object]:
