@@ -18,6 +18,7 @@ from typing import Any
 from mocks.mock_ie.core import Fault, MockEngine, MockGeneration
 from mocks.mock_ie.events import EventLog
 from mocks.mock_ie.modalities import modal_answer
+from neutrino.engine.inprocess import InProcessEngineClient
 from neutrino.engine.messages import (
     AudioQuery,
     Cancel,
@@ -38,7 +39,7 @@ from neutrino.engine.messages import (
     TextQuery,
 )
 from neutrino.engines.serve import ServerConnection, listen_unix, remove_socket
-from neutrino.engines.session import EngineHandler
+from neutrino.engines.session import EngineHandler, Outlet
 
 log = logging.getLogger("mock_ie")
 
@@ -57,10 +58,10 @@ class MockHandler(EngineHandler):
     configured time to first token and inter-token latency; the protocol's rules are
     the engine session's (``neutrino/engines/session.py``)."""
 
-    def __init__(self, server: MockServer, conn_id: int) -> None:
+    def __init__(self, server: MockServer, conn_id: int, conn: Outlet | None = None) -> None:
         self._server = server
         self.conn_id = conn_id
-        self.conn: MockConnection | None = None
+        self.conn = conn
         self._requests: dict[int, _Request] = {}
         self._modal: dict[int, asyncio.Task[None]] = {}
 
@@ -292,7 +293,7 @@ class MockHandler(EngineHandler):
 
 
 class MockConnection(ServerConnection):
-    """The engine session of one client, registered with its server."""
+    """The engine session of one client on the socket, registered with its server."""
 
     def __init__(self, server: MockServer, handler: MockHandler) -> None:
         super().__init__(handler, batch_tokens=server.token_batches)
@@ -350,9 +351,18 @@ class MockServer:
         self._path: str | None = None
         self._inode: int | None = None
 
-    def _protocol(self) -> MockConnection:
+    def handler(self, conn: Outlet | None = None) -> MockHandler:
+        """The handler of a new client connection (``conn``: what it writes through)."""
         self._conn_seq += 1
-        return MockConnection(self, MockHandler(self, self._conn_seq))
+        return MockHandler(self, self._conn_seq, conn)
+
+    def _protocol(self) -> MockConnection:
+        return MockConnection(self, self.handler())
+
+    def in_process(self) -> InProcessEngineClient:
+        """A client of this engine in the same event loop, without a socket: the
+        engine session and this handler on one side, the engine link on the other."""
+        return InProcessEngineClient(self.handler)
 
     async def start(self, path: str | os.PathLike[str]) -> None:
         """Bind ``path`` (replacing a stale socket) and start accepting connections;

@@ -1,110 +1,102 @@
-"""An :class:`EngineClient` that runs a sans-IO engine core in the same event loop.
+"""An :class:`EngineClient` whose engine runs in the same event loop.
 
-The in-process counterpart of the UNIX-socket router, like an HTTP client's mock
-transport: frames are not serialised, but they pass through the same
-:class:`neutrino.engine.link.EngineLink` as on a socket, so the protocol's rules
-(late frames, final frames, failing sinks, engine errors, a lost connection) are
-the real ones. The core (for example ``mocks.mock_ie.core.MockEngine``) decides
-every token; each engine frame is delivered from its own loop callback, as a
-socket read would be.
+Like an HTTP client's mock transport, it replaces only the wire. The client's side is
+the :class:`neutrino.engine.link.EngineLink` a socket connection drives; the engine's
+side is the :class:`neutrino.engines.session.EngineSession` an engine process serves,
+with that engine's own :class:`EngineHandler` (mock_ie's, for one). So both sides'
+protocol rules are the real ones: the hello, late and unknown frames, cancels of
+finished requests, failing sinks, engine errors, a lost connection. Frames cross as
+messages rather than bytes; what one side queues during a loop iteration reaches the
+other in one later loop callback, as one socket read would.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
 
 from neutrino.engine.client import LinkSubmission, StreamSink
 from neutrino.engine.link import EngineLink, Handshaken
 from neutrino.engine.messages import (
+    MODAL_QUERIES,
     Cancel,
-    EngineError,
-    ErrorCode,
-    FinishReason,
     HelloAck,
     Message,
-    ModalQuery,
     ModelInfo,
     Query,
     TextQuery,
-    TextResult,
 )
+from neutrino.engines.session import EngineHandler, EngineSession, Outlet
 from neutrino.errors import ErrorKind, NeutrinoError
 
-
-class CoreGeneration(Protocol):
-    def next(self) -> Any:
-        """A TextResult, or a fault object with a ``kind`` of drop/error/stall."""
-        ...
-
-    def cancel(self) -> TextResult: ...
+# An engine's handler for one connection, given what it writes its frames through.
+Connect = Callable[[Outlet], EngineHandler]
 
 
-class EngineCore(Protocol):
-    def hello_ack(self) -> HelloAck: ...
+class InProcessLine:
+    """The engine's end of one in-process connection: what its handler writes through,
+    with the surface of a socket connection's (``neutrino.engines.serve``)."""
 
-    def start(self, query: TextQuery) -> Any:
-        """A CoreGeneration or an EngineError."""
-        ...
+    def __init__(self, client: InProcessEngineClient, connect: Connect) -> None:
+        self.paused = False  # the client takes every frame at once
+        self.open = True
+        self._client = client
+        self._due = False
+        self.session = EngineSession(connect(self), batch_tokens=False)
 
+    def send(self, rid: int, msg: Message) -> None:
+        self.session.send(rid, msg)
+        self.flush_soon()
 
-class _Run:
-    """One query on the in-process engine: stepped one frame per loop callback."""
+    def flush_soon(self) -> None:
+        if not self._due and self.open:
+            self._due = True
+            asyncio.get_running_loop().call_soon(self.flush)
 
-    __slots__ = ("client", "gen", "handle", "rid")
+    def flush(self) -> None:
+        """What the engine queued reaches the client now (one 'read')."""
+        self._due = False
+        if self.open and self.session.wants_to_send:
+            self._client.receive(self.session.messages_to_send())
 
-    def __init__(self, client: InProcessEngineClient, rid: int, gen: CoreGeneration) -> None:
-        self.client = client
-        self.rid = rid
-        self.gen = gen
-        self.handle: asyncio.Handle | None = asyncio.get_running_loop().call_soon(self.step)
+    def abort(self) -> None:
+        """The engine breaks the connection; the client reconnects at once."""
+        if self.open:
+            self._client.drop()
 
-    def step(self) -> None:
-        self.handle = None
-        item = self.gen.next()
-        if isinstance(item, TextResult):
-            if item.finish_reason is FinishReason.NONE:
-                self.handle = asyncio.get_running_loop().call_soon(self.step)
-            else:
-                self.client.runs.pop(self.rid, None)
-            self.client.deliver(self.rid, item)
-            return
-        kind = getattr(item, "kind", "error")
-        if kind == "stall":
-            return  # still in flight as far as the engine is concerned
-        self.client.runs.pop(self.rid, None)
-        if kind == "drop":
-            self.client.drop()
-        else:
-            self.client.deliver(self.rid, EngineError(item.code, item.message))
-
-    def stop(self) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
+    async def writable(self) -> None:
+        return None
 
 
 class InProcessEngineClient:
-    def __init__(self, core: EngineCore) -> None:
-        self.core = core
-        self.hello = core.hello_ack()
-        self._models = {m.name: m for m in self.hello.models}
-        self.runs: dict[int, _Run] = {}
-        self.queries: list[Query] = []
-        self.cancels: list[tuple[int, str]] = []
-        self.link = self._connect()
+    """Runs the engine that ``connect`` builds a handler of, one connection at a time
+    (a dropped connection is replaced at once, as a pool replaces one)."""
 
-    def _connect(self) -> EngineLink:
+    def __init__(self, connect: Connect) -> None:
+        self._connect_handler = connect
+        self.queries: list[Query] = []  # every query the engine received, in order
+        self.cancels: list[tuple[int, str]] = []  # every cancel frame it received
+        self.link, self.line, self.hello = self._connect()
+        self._models = {m.name: m for m in self.hello.models}
+
+    def _connect(self) -> tuple[EngineLink, InProcessLine, HelloAck]:
         link = EngineLink("in-process")
-        link.messages_to_send()  # the hello, which the core answers at once
-        if not isinstance(link.receive_messages([(0, self.hello)]), Handshaken):
+        line = InProcessLine(self, self._connect_handler)
+        for rid, msg in link.messages_to_send():  # the hello, answered at once
+            line.session.receive(rid, msg)
+        event = link.receive_messages(line.session.messages_to_send())
+        if not isinstance(event, Handshaken):
             raise ConnectionError("the in-process engine refused the hello")
-        return link
+        return link, line, event.ack
 
     @property
     def connected(self) -> bool:
         return self.link.ready
+
+    @property
+    def active(self) -> set[int]:
+        """The requests the engine is still on."""
+        return set(self.line.session.active)
 
     def models(self) -> Mapping[str, ModelInfo]:
         return self._models if self.connected else {}
@@ -117,8 +109,6 @@ class InProcessEngineClient:
 
     def capacity(self) -> int:
         return self.hello.capacity if self.connected else 0
-
-    # ------------------------------------------------------------------ client side
 
     def submit(self, query: Query, sink: StreamSink) -> LinkSubmission:
         if not self.connected:
@@ -135,67 +125,44 @@ class InProcessEngineClient:
     def forget(self, rid: int) -> None:
         self.link.forget(rid)
 
-    def deliver(self, rid: int, msg: Message) -> None:
-        """An engine frame reaches the link (a 'read')."""
-        self.receive([(rid, msg)])
-
     def receive(self, frames: list[tuple[int, Message]]) -> None:
         """Engine frames that reach the link together, as in one socket read."""
         self.link.receive_messages(frames)
         self._pump()
 
     def _pump(self) -> None:
-        """Hand what the link sends to the engine core."""
+        """What the link queued reaches the engine's session now."""
+        line = self.line
+        session = line.session
         for rid, msg in self.link.messages_to_send():
-            if isinstance(msg, TextQuery):
-                self.queries.append(msg)
-                self._start(rid, msg)
-            elif isinstance(msg, ModalQuery):
-                self.queries.append(msg)
-                self._answer(rid, msg)
-            elif isinstance(msg, Cancel):
+            if isinstance(msg, Cancel):
                 self.cancels.append((rid, msg.reason))
-                run = self.runs.pop(rid, None)
-                if run is not None:
-                    run.stop()
-
-    # ------------------------------------------------------------------ engine side
-
-    def _start(self, rid: int, query: TextQuery) -> None:
-        started = self.core.start(query)
-        if isinstance(started, EngineError):
-            asyncio.get_running_loop().call_soon(self.deliver, rid, started)
-        else:
-            self.runs[rid] = _Run(self, rid, started)
-
-    def _answer(self, rid: int, query: ModalQuery) -> None:
-        """Modality queries: the core's ``answer(query)`` gives every frame at once."""
-        answer = getattr(self.core, "answer", None)
-        got = answer(query) if answer is not None else None
-        if got is None:
-            got = EngineError(ErrorCode.UNSUPPORTED, "this engine does not serve that query")
-        frames = [got] if isinstance(got, EngineError) else got
-        loop = asyncio.get_running_loop()
-        for frame in frames:
-            loop.call_soon(self.deliver, rid, frame)
+            elif isinstance(msg, (TextQuery, *MODAL_QUERIES)):
+                self.queries.append(msg)
+            session.receive(rid, msg)
+        if session.closing is not None:  # the client broke the protocol
+            line.flush()
+            self.disconnect()
+        elif session.wants_to_send:
+            line.flush_soon()
 
     def disconnect(self) -> None:
-        """Fail every request in flight, as a lost engine connection does."""
-        runs, self.runs = self.runs, {}
-        for run in runs.values():
-            run.stop()
+        """The connection is lost: every request in flight fails, the engine stops them."""
+        self.line.open = False
         self.link.connection_lost()
+        self.line.session.connection_lost()
 
     def drop(self) -> None:
         """The connection breaks and the client reconnects at once, as a pool does."""
         self.disconnect()
-        self.link = self._connect()
+        self.link, self.line, self.hello = self._connect()
 
     def snapshot(self) -> list[dict[str, object]]:
-        return [{"name": "in-process", "connected": self.connected, "inflight": len(self.runs)}]
+        return [{"name": "in-process", "connected": self.connected, "inflight": len(self.active)}]
 
     async def start(self) -> None:
         return None
 
     async def close(self) -> None:
-        self.disconnect()
+        if self.line.open:
+            self.disconnect()

@@ -13,6 +13,7 @@ when the client's hello accepts them, as a continuous-batching engine sends them
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 from neutrino.engine.codec import DecodeError, decode, encode
 from neutrino.engine.framing import FrameDecoder, FrameTooLarge, FramingError
@@ -36,6 +37,27 @@ from neutrino.engine.messages import (
 from neutrino.engine.schema import MAX_FRAME_BYTES, PROTOCOL_VERSION
 
 log = logging.getLogger("neutrino.engines")
+
+
+class Outlet(Protocol):
+    """What an engine's handler writes its frames through: a socket connection
+    (``neutrino.engines.serve``) or the in-process line (``neutrino.engine.inprocess``)."""
+
+    paused: bool  # the client is not taking frames: wait for ``writable``
+
+    def send(self, rid: int, msg: Message) -> None:
+        """Queue a frame; what is queued in one loop iteration leaves together."""
+        ...
+
+    def flush(self) -> None:
+        """Send what is queued now."""
+        ...
+
+    def abort(self) -> None:
+        """Break the connection."""
+        ...
+
+    async def writable(self) -> None: ...
 
 
 class EngineHandler:
@@ -109,6 +131,11 @@ class EngineSession:
     @property
     def wants_to_send(self) -> bool:
         return bool(self._out)
+
+    def messages_to_send(self) -> list[tuple[int, Message]]:
+        """The queued frames as they are (a client in this process takes them unencoded)."""
+        out, self._out = self._out, []
+        return out
 
     def data_to_send(self) -> bytes:
         """The queued frames, one step's plain token results merged per batch."""

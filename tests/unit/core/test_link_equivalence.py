@@ -32,12 +32,14 @@ from neutrino.engine.messages import (
     Message,
     ModalResult,
     ModelInfo,
+    Query,
     Sampling,
     TextQuery,
     TextResult,
     TokenBatch,
 )
 from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engines.session import EngineHandler
 from neutrino.errors import NeutrinoError
 
 ACK = HelloAck("scripted", PROTOCOL_VERSION, [ModelInfo("m", 4096)], 8)
@@ -71,22 +73,14 @@ class Sink:
         self.calls.append(("flush",))
 
 
-class _Stalled:
-    """An in-process engine that produces nothing by itself: the script speaks for it."""
+class _Silent(EngineHandler):
+    """An engine that produces nothing by itself: the script speaks for it."""
 
-    def next(self) -> Any:
-        return type("Stall", (), {"kind": "stall"})()
-
-    def cancel(self) -> TextResult:
-        return TextResult([], FinishReason.CANCELLED)
-
-
-class _Core:
-    def hello_ack(self) -> HelloAck:
+    def hello_ack(self, hello: Hello) -> HelloAck:
         return ACK
 
-    def start(self, query: TextQuery) -> Any:
-        return _Stalled()
+    def start(self, rid: int, query: Query) -> EngineError | None:
+        return None
 
 
 class Harness(Protocol):
@@ -153,7 +147,7 @@ class SocketHarness:
 
 class InProcessHarness:
     def __init__(self) -> None:
-        self.client = InProcessEngineClient(_Core())
+        self.client = InProcessEngineClient(lambda line: _Silent())
         self.seen = 0
 
     async def submit(self, sink: StreamSink) -> int:

@@ -9,6 +9,7 @@ import pytest
 
 from mocks.mock_ie.core import MockEngine, MockModel
 from mocks.mock_ie.script import Script
+from mocks.mock_ie.server import MockServer
 from neutrino.config import Config, LimitsConfig
 from neutrino.engine.inprocess import InProcessEngineClient
 from neutrino.errors import ErrorKind, NeutrinoError
@@ -26,7 +27,7 @@ MODEL = "qwen2.5-mock"
 
 def make(script: Script | None = None, **limits: Any) -> tuple[Orchestrator, InProcessEngineClient]:
     core = MockEngine([MockModel(MODEL, "qwen2", 4096)], capacity=4, script=script)
-    engine = InProcessEngineClient(core)
+    engine = MockServer(core).in_process()
     cfg = Config(limits=LimitsConfig(**limits))
     texts = ModelTexts(cfg.model)
     return Orchestrator(cfg, engine, texts, History(100)), engine
@@ -72,7 +73,7 @@ async def test_scripted_text_and_stop_string_cancels_engine_once() -> None:
     assert outcome.finish_reason == "stop" and outcome.stop_reason == "STOP"
     # The engine was still generating: exactly one cancel frame.
     assert len(engine.cancels) <= 1
-    assert not engine.runs
+    assert not engine.active
 
 
 async def test_undecodable_output_fails_the_request_and_cancels_the_engine_once() -> None:
@@ -85,7 +86,7 @@ async def test_undecodable_output_fails_the_request_and_cancels_the_engine_once(
     assert "2147483648" in info.value.message
     assert gen.lifecycle.state is State.FAILED
     assert [reason for _, reason in engine.cancels] == ["output rejected"]
-    assert not engine.runs and orch.inflight == 0
+    assert not engine.active and orch.inflight == 0
 
 
 async def test_client_close_sends_exactly_one_cancel() -> None:

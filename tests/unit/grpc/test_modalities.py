@@ -14,6 +14,7 @@ import pytest
 from PIL import Image as PILImage
 
 from mocks.mock_ie.core import MockEngine, MockModel
+from mocks.mock_ie.server import MockServer
 from neutrino.audio.wav import encode_wav
 from neutrino.config import Config, LimitsConfig
 from neutrino.engine.inprocess import InProcessEngineClient
@@ -58,7 +59,7 @@ class EndlessSpeech(MockEngine):
 def make(
     core: type[MockEngine] = MockEngine,
 ) -> tuple[Config, Orchestrator, InProcessEngineClient]:
-    engine = InProcessEngineClient(core(MODELS, capacity=4))
+    engine = MockServer(core(MODELS, capacity=4)).in_process()
     cfg = Config(limits=LimitsConfig(request_timeout_s=30.0))
     return cfg, Orchestrator(cfg, engine, ModelTexts(cfg.model), History(100)), engine
 

@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from mocks.mock_ie.core import MockEngine, MockModel
+from mocks.mock_ie.server import MockServer
 from neutrino.config import Config, LimitsConfig
 from neutrino.engine.inprocess import InProcessEngineClient
 from neutrino.engine.messages import TextQuery
@@ -80,7 +81,7 @@ async def failed(call: Callable[[FakeContext], Awaitable[Any]]) -> Ended:
 
 def make(**kw: Any) -> tuple[InferenceService, InProcessEngineClient, Orchestrator]:
     core = MockEngine([MockModel(MODEL, "qwen2", 4096)], capacity=4, **kw)
-    engine = InProcessEngineClient(core)
+    engine = MockServer(core).in_process()
     cfg = Config(limits=LimitsConfig(request_timeout_s=30.0))
     orch = Orchestrator(cfg, engine, ModelTexts(cfg.model), History(100))
     return InferenceService(cfg, orch, started=1000.0), engine, orch

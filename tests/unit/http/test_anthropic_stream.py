@@ -15,8 +15,8 @@ from pydantic import TypeAdapter
 
 from mocks.mock_ie.core import MockEngine, MockModel
 from mocks.mock_ie.script import Script
+from mocks.mock_ie.server import MockServer
 from neutrino.config import Config
-from neutrino.engine.inprocess import InProcessEngineClient
 from neutrino.errors import ANTHROPIC_TYPES, ErrorKind, NeutrinoError
 from neutrino.frontends.http.anthropic_parse import parse_count, parse_messages
 from neutrino.frontends.http.anthropic_render import (
@@ -83,7 +83,7 @@ class ListBody:
 def orch() -> Orchestrator:
     core = MockEngine([MockModel(QWEN3, "qwen3", 32768)], script=Script.from_rules(RULES))
     cfg = Config()
-    return Orchestrator(cfg, InProcessEngineClient(core), ModelTexts(cfg.model), History(10))
+    return Orchestrator(cfg, MockServer(core).in_process(), ModelTexts(cfg.model), History(10))
 
 
 def request(text: str, **kw: Any) -> dict[str, Any]:
