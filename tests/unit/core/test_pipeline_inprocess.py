@@ -118,6 +118,37 @@ async def test_engine_disconnect_fails_request() -> None:
     assert gen.lifecycle.state is State.FAILED
 
 
+async def test_engine_that_drops_its_connection_fails_the_request_and_is_reconnected() -> None:
+    """The mock's own handler acts out the drop, as it does on a socket: what it sent
+    before the drop arrives, the request fails, the next one runs on a new connection."""
+    script = Script.from_rules(
+        [{"match": "drop me", "fault": "drop", "fault_after": 2, "reply": "one two three four"}]
+    )
+    orch, engine = make(script)
+    gen = await orch.start(chat("drop me", max_tokens=20))
+    pull = Pull(gen)
+    await asyncio.wait_for(pull.wait(), 1.0)
+    assert pull.take()[0] == "one two"
+    with pytest.raises(NeutrinoError) as info:
+        await asyncio.wait_for(collect(gen), 1)
+    assert info.value.kind is ErrorKind.ENGINE_DISCONNECTED
+    assert gen.lifecycle.state is State.FAILED and not engine.cancels
+    text, outcome = await collect(await orch.start(chat("hello", max_tokens=4)))
+    assert text and outcome.finish_reason in {"stop", "length"}
+    assert engine.connected and not engine.active and orch.inflight == 0
+
+
+async def test_engine_error_fault_reaches_the_request_as_an_engine_error() -> None:
+    script = Script.from_rules(
+        [{"match": "*", "fault": "error", "fault_after": 1, "error_code": "overloaded"}]
+    )
+    orch, engine = make(script)
+    with pytest.raises(NeutrinoError) as info:
+        await asyncio.wait_for(collect(await orch.start(chat("x", max_tokens=20))), 1)
+    assert info.value.kind is ErrorKind.ENGINE_OVERLOADED
+    assert not engine.active and not engine.cancels and orch.inflight == 0
+
+
 async def test_timeout_cancels_and_fails() -> None:
     script = Script.from_rules(
         [{"match": "*", "fault": "stall", "fault_after": 0, "reply": "never"}]
