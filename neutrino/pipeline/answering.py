@@ -36,6 +36,8 @@ def parser_for(req: GenerateRequest, text: ModelText, prompt: list[int]) -> Outp
         return None
     family = text.family
     choice = req.tools.choice
+    if family.reasoning_parser is None and not req.tools.tools and not choice.forced:
+        return None  # the common case: nothing to split
     offered = template_tools(req.tools.tools)
     tools = family.tool_parser if offered and choice.mode != "none" else None
     forced: ForcedToolParser | None = None

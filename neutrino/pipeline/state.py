@@ -35,6 +35,7 @@ TRANSITIONS: dict[State, frozenset[State]] = {
 }
 
 TERMINAL = frozenset(s for s, nexts in TRANSITIONS.items() if not nexts)
+_PHASES = (State.QUEUED, State.PROCESSING, State.GENERATING)  # timed in ``usage``
 
 
 class IllegalTransition(RuntimeError):
@@ -73,21 +74,19 @@ class Lifecycle:
         States are entered in order, so a phase lasts until the next state entered;
         a phase not (yet) finished counts as zero.
         """
-        spent: dict[str, int] = {State.QUEUED: 0, State.PROCESSING: 0, State.GENERATING: 0}
-        prev_state: str = State.START
-        prev_t = 0
-        first = last = 0
-        for i, (state, t) in enumerate(self.times.items()):
-            if i == 0:
-                first = t
-            elif prev_state in spent:
+        spent = dict.fromkeys(_PHASES, 0)
+        items = iter(self.times.items())
+        prev_state, first = next(items)
+        prev_t = first
+        for state, t in items:
+            if prev_state in spent:
                 spent[prev_state] = t - prev_t
-            prev_state, prev_t, last = state, t, t
+            prev_state, prev_t = state, t
         return {
             "queue_time": spent[State.QUEUED] / 1e9,
             "prompt_time": spent[State.PROCESSING] / 1e9,
             "completion_time": spent[State.GENERATING] / 1e9,
-            "total_time": (last - first) / 1e9 if self.state in TERMINAL else 0.0,
+            "total_time": (prev_t - first) / 1e9 if self.state in TERMINAL else 0.0,
         }
 
     def transitions(self) -> list[tuple[str, float]]:

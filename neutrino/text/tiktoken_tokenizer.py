@@ -194,32 +194,45 @@ class TiktokenTokenizer(TableTokenizer):
         """Specials become their ids; the pieces between them are BPE-encoded apart
         (through ``cache`` when given)."""
         pattern = self._splitter
+        # Pieces alternate: text between specials (even k), then a special (odd k).
         pieces = pattern.split(text) if pattern is not None else [text]
+        if self._lstrip or self._rstrip:
+            self._strip_around_specials(pieces)
         ordinary = self._enc.encode_ordinary
-        lookup = cache.get if cache is not None else None
         special = self._special
-        lstrip, rstrip = self._lstrip, self._rstrip
-        strips = bool(lstrip or rstrip)
         last = len(pieces) - 1
         ids: list[int] = []
-        # Pieces alternate: text between specials (even k), then a special (odd k).
-        for k, piece in enumerate(pieces):
-            if k & 1:
-                ids.append(special[piece])
-                continue
-            if strips:
-                if k and pieces[k - 1] in rstrip:
-                    piece = piece.lstrip(WHITESPACE)
-                if k < last and pieces[k + 1] in lstrip:
-                    piece = piece.rstrip(WHITESPACE)
+        if cache is None:
+            for k in range(0, last + 1, 2):
+                if pieces[k]:
+                    ids += ordinary(pieces[k])
+                if k < last:
+                    ids.append(special[pieces[k + 1]])
+            return ids
+        lookup, keep = cache.get, cache.put
+        for k in range(0, last + 1, 2):
+            piece = pieces[k]
             if piece:
-                got = lookup(piece) if lookup is not None else None
+                got = lookup(piece)
                 if got is None:
                     got = ordinary(piece)
-                    if cache is not None:
-                        cache.put(piece, got)
+                    keep(piece, got)
                 ids += got
+            if k < last:
+                ids.append(special[pieces[k + 1]])
         return ids
+
+    def _strip_around_specials(self, pieces: list[str]) -> None:
+        """Strip the whitespace that specials marked lstrip/rstrip absorb (in place)."""
+        lstrip, rstrip = self._lstrip, self._rstrip
+        last = len(pieces) - 1
+        for k in range(0, last + 1, 2):
+            piece = pieces[k]
+            if k and pieces[k - 1] in rstrip:
+                piece = piece.lstrip(WHITESPACE)
+            if k < last and pieces[k + 1] in lstrip:
+                piece = piece.rstrip(WHITESPACE)
+            pieces[k] = piece
 
     def token_to_id(self, token: str) -> int | None:
         special = self._special.get(token)
