@@ -74,7 +74,7 @@ class Lifecycle:
         States are entered in order, so a phase lasts until the next state entered;
         a phase not (yet) finished counts as zero.
         """
-        spent = dict.fromkeys(_PHASES, 0)
+        spent: dict[str, int] = dict.fromkeys(_PHASES, 0)
         items = iter(self.times.items())
         prev_state, first = next(items)
         prev_t = first
