@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench import instructions
 from bench.run import (
     OTHER_CPUS,
     REPO,
@@ -66,9 +67,8 @@ def checkout(commit: str) -> Iterator[Path]:
         shutil.rmtree(where.parent, ignore_errors=True)
 
 
-def _neutrino(name: str, repo: Path, sock: str) -> Server:
-    port = free_port()
-    argv = [
+def _neutrino_argv(port: int, sock: str) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "neutrino",
@@ -85,7 +85,12 @@ def _neutrino(name: str, repo: Path, sock: str) -> Server:
         "--log-level",
         "warning",
     ]
-    return Server(name, argv, f"http://127.0.0.1:{port}/neutrino/v1/status", port, repo=repo)
+
+
+def _neutrino(name: str, repo: Path, sock: str) -> Server:
+    port = free_port()
+    ready = f"http://127.0.0.1:{port}/neutrino/v1/status"
+    return Server(name, _neutrino_argv(port, sock), ready, port, repo=repo)
 
 
 def _body(tokens: int, stream: bool) -> dict[str, Any]:
@@ -141,9 +146,46 @@ async def compare(base: Path, args: argparse.Namespace) -> dict[str, Any]:
                 args.repeats,
             )
             rows.append(_row("token", conc, got))
-        return {"rows": rows}
+        report: dict[str, Any] = {"rows": rows}
+        if args.instructions:
+            for srv in servers:  # the callgrind runs start their own
+                srv.stop()
+            servers = []
+            report["instructions"] = await instruction_rows(base, sock, uport, args)
+        return report
     finally:
         stop_all(servers, backends, work)
+
+
+async def instruction_rows(
+    base: Path, sock: str, backend_port: int, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """Instructions per request and per streamed token at concurrency 16 of base, head and
+    the relay, each counted under callgrind (``bench.instructions``)."""
+    rows: list[dict[str, Any]] = []
+    for unit, stream, n in (("request", False, args.instr_requests), ("token", True, 20)):
+        body = _body(args.stream_tokens if stream else 1, stream)
+        row: dict[str, Any] = {"unit": unit, "concurrency": 16}
+        for name, repo in (("base", base), ("head", REPO), ("relay", REPO)):
+            port = free_port()
+            if name == "relay":
+                argv = [sys.executable, "-m", "bench.relay", str(port), str(backend_port)]
+                ready = None
+            else:
+                argv = _neutrino_argv(port, sock)
+                ready = f"http://127.0.0.1:{port}/neutrino/v1/status"
+            row[name] = await instructions.count(
+                argv,
+                repo,
+                ready,
+                f"http://127.0.0.1:{port}/v1/chat/completions",
+                body,
+                requests=n,
+                concurrency=16,
+                stream=stream,
+            )
+        rows.append(row)
+    return rows
 
 
 def _row(unit: str, conc: int, got: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -174,6 +216,20 @@ def print_rows(rows: list[dict[str, Any]], base: str) -> None:
         print(f"WARNING: {errors} requests failed")
 
 
+def print_instructions(rows: list[dict[str, Any]]) -> None:
+    print("\nInstructions (thousands) under callgrind, concurrency 16:")
+    print(
+        f"{'per':>8} {'base':>9} {'head':>9} {'relay':>9} "
+        f"{'head/base':>10} {'head/relay':>11} {'base/relay':>11}"
+    )
+    for r in rows:
+        b, h, rl = r["base"], r["head"], r["relay"]
+        print(
+            f"{r['unit']:>8} {b / 1e3:>9.1f} {h / 1e3:>9.1f} {rl / 1e3:>9.1f} "
+            f"{h / b:>9.3f}x {h / rl:>10.2f}x {b / rl:>10.2f}x"
+        )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--base", required=True, help="the commit to compare with (BASE=...)")
@@ -184,10 +240,20 @@ def main() -> None:
     p.add_argument("--stream-requests", type=int, default=300)
     p.add_argument("--stream-tokens", type=int, default=256)
     p.add_argument("--json", help="also write the rows here")
+    p.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count instructions per request and per token under callgrind (valgrind)",
+    )
+    p.add_argument("--instr-requests", type=int, default=500, help="requests counted per server")
     args = p.parse_args()
+    if args.instructions and not instructions.available():
+        p.error("--instructions needs valgrind (callgrind_control): apt-get install valgrind")
     with checkout(args.base) as base:
         report = asyncio.run(compare(base, args))
     print_rows(report["rows"], args.base)
+    if "instructions" in report:
+        print_instructions(report["instructions"])
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
 

@@ -32,7 +32,7 @@ def opens_think(text: ModelText, prompt: list[int]) -> bool:
 
 def parser_for(req: GenerateRequest, text: ModelText, prompt: list[int]) -> OutputParser | None:
     """Reasoning/tool-call splitting for a chat response, if the family has parsers."""
-    if req.kind != "chat":
+    if req.prompt.kind != "chat":
         return None
     family = text.family
     choice = req.tools.choice

@@ -131,7 +131,7 @@ class Draft:
             self.include_usage,
             self.user,
         )
-        if self.tool_choice.forced:
+        if self.tool_choice is not AUTO_TOOLS and self.tool_choice.forced:
             tool_guided(req, names.tool_choice, names.constraints)  # refused beside another
         return req
 

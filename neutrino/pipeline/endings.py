@@ -33,7 +33,8 @@ class Endings:
         self.finished: dict[str, int] = {}  # terminal state -> requests
 
     def _count(self, state: State) -> None:
-        self.finished[state.value] = self.finished.get(state.value, 0) + 1
+        name = state._value_  # the plain str (``.value`` is a property call)
+        self.finished[name] = self.finished.get(name, 0) + 1
 
     def done(self, gen: Generation | ModalCall) -> None:
         """A request that reached an engine has ended (its ``on_done``)."""

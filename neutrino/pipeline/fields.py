@@ -69,6 +69,8 @@ def integer(v: object, at: Loc, lo: int, hi: int = MAX_INT) -> int:
     """An integer from ``lo`` to ``hi``; a whole number written as a float (``100.0``,
     ``1e30``) is taken as its integer, as vLLM's validation does, so a huge one hears the
     limit."""
+    if v.__class__ is int and lo <= v <= hi:  # the common case
+        return v
     if isinstance(v, float) and v.is_integer():
         if not lo <= v <= hi:
             raise invalid(at, f"{{at}} must be an integer between {lo} and {hi}")

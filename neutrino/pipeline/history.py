@@ -59,7 +59,7 @@ class HistoryEntry:
         return cls(
             request_id if len(request_id) <= MAX_TEXT else _cut(request_id),
             model if len(model) <= MAX_TEXT else _cut(model),
-            lifecycle.state.value,
+            lifecycle.state._value_,
             lifecycle.created_wall,
             lifecycle.times,
             prompt_tokens,

@@ -69,7 +69,7 @@ def sampling(
 ) -> Sampling:
     """The engine's sampling parameters for ``req``, whose prompt has ``n_prompt`` tokens."""
     ctx = info.context_length
-    param = "messages" if req.kind == "chat" else "prompt"
+    param = "messages" if req.prompt.kind == "chat" else "prompt"
     if n_prompt == 0:
         raise NeutrinoError(ErrorKind.BAD_REQUEST, "the prompt is empty", param=param)
     if ctx and n_prompt >= ctx:

@@ -122,9 +122,10 @@ class Orchestrator:
         lifecycle = Lifecycle()
         admitted = counted = False  # holds an engine slot; its key counts it in flight
         origin = req.origin
-        route = origin.route or req.kind
+        kind = req.prompt.kind
         obs, traceparent = self._begin(
-            lifecycle, origin.protocol, route, origin.received_ns, req.model, _OPERATIONS[req.kind],
+            lifecycle, origin.protocol, origin.route or kind, origin.received_ns, req.model,
+            _OPERATIONS[kind],
             origin.traceparent,
             lambda: _request_attrs(req),
         )  # fmt: skip

@@ -13,7 +13,14 @@ from collections.abc import Sequence
 
 from neutrino.engine.messages import Capability, ModelInfo
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.pipeline.chat import Message, template_messages, template_tools, verbatim_texts
+from neutrino.pipeline.chat import (
+    Message,
+    Part,
+    TextPart,
+    template_messages,
+    template_tools,
+    verbatim_texts,
+)
 from neutrino.pipeline.models import ModelText, ModelTexts
 from neutrino.pipeline.observe import Observed
 from neutrino.pipeline.request import GenerateRequest
@@ -51,12 +58,25 @@ def _far_over(messages: Sequence[Message], ctx: int) -> tuple[str, int] | None:
     fit, render it (the common case, decided here without a worker thread)."""
     if not ctx:
         return None
+    limit = _COUNT_FIRST_CHARS_PER_TOKEN * ctx
+    size = 0  # every turn's text: at least the verbatim texts' (the common case ends here)
+    for m in messages:
+        content = m.content
+        size += len(content) if content.__class__ is str else _parts_chars(content)
+    if size <= limit:
+        return None
     texts = verbatim_texts(messages)
-    if sum(map(len, texts)) <= _COUNT_FIRST_CHARS_PER_TOKEN * ctx:
+    if sum(map(len, texts)) <= limit:
         return None
     # Joined, the texts may merge a token or so at each seam where the template puts a
     # role marker instead: a few tokens of slack each.
     return "\n".join(texts), ctx - 1 + 4 * len(texts)
+
+
+def _parts_chars(content: str | tuple[Part, ...] | None) -> int:
+    if not content or isinstance(content, str):
+        return len(content or "")
+    return sum(len(p.text) for p in content if isinstance(p, TextPart))
 
 
 async def model_text(texts: ModelTexts, req: GenerateRequest, info: ModelInfo) -> ModelText:
@@ -94,7 +114,7 @@ class PromptBuilder:
         self, req: GenerateRequest, text: ModelText, ctx: int, obs: Observed
     ) -> list[int]:
         obs.mark("parsed")
-        if req.kind == "chat":
+        if req.prompt.kind == "chat":
             return await self._chat(req, text, ctx, obs)
         prompt = req.text_prompt
         if prompt.ids is not None:
@@ -128,7 +148,7 @@ class PromptBuilder:
                 raise context_error(ctx, f"at least {over}", "messages")
         try:
             rendered = text.template.render(
-                template_messages(chat.messages, family_image(text.family)),
+                template_messages(chat.messages, family_image(text.family) if req.images else {}),
                 add_generation_prompt=chat.add_generation_prompt,
                 tools=template_tools(req.tools.tools),
                 **chat.template_kwargs,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Literal
+from typing import ClassVar, Literal
 
 import msgspec
 
@@ -32,6 +32,7 @@ Validator = Callable[[str], str | None]
 
 
 class ChatPrompt(msgspec.Struct, frozen=True, gc=False):
+    kind: ClassVar[Literal["chat"]] = "chat"  # the request's kind (an attribute, not a call)
     messages: tuple[Message, ...]
     add_generation_prompt: bool = True
     template_kwargs: Mapping[str, object] = {}  # chat_template_kwargs: template variables
@@ -40,6 +41,7 @@ class ChatPrompt(msgspec.Struct, frozen=True, gc=False):
 class TextPrompt(msgspec.Struct, frozen=True, gc=False):
     """A completion's prompt: text (tokenized with the model's BOS) or token ids."""
 
+    kind: ClassVar[Literal["completion"]] = "completion"
     text: str | None = None
     ids: tuple[int, ...] | None = None
     echo: bool = False  # the prompt's text comes first in the output
@@ -89,7 +91,7 @@ class GenerateRequest(msgspec.Struct, frozen=True, gc=False):
 
     @property
     def kind(self) -> Literal["chat", "completion"]:
-        return "chat" if isinstance(self.prompt, ChatPrompt) else "completion"
+        return self.prompt.kind  # the hot path reads req.prompt.kind itself
 
     @property
     def chat(self) -> ChatPrompt:

@@ -117,12 +117,30 @@ def stops(v: object, at: Loc, limits: LimitsConfig) -> tuple[str, ...]:
     return tuple(v)
 
 
+# The validators below take a value of the right type and range at once, without a call;
+# anything else goes to the checker that takes it, or names what is wrong with it.
+
+
 def _num(lo: float, hi: float) -> Callable[[object, Loc, LimitsConfig], object]:
-    return lambda v, at, limits: number(v, at, lo, hi)
+    def check(v: object, at: Loc, limits: LimitsConfig) -> object:
+        if v.__class__ is float and lo <= v <= hi:
+            return v
+        return number(v, at, lo, hi)
+
+    return check
 
 
 def _int(lo: int, hi: int = MAX_INT) -> Callable[[object, Loc, LimitsConfig], object]:
-    return lambda v, at, limits: integer(v, at, lo, hi)
+    def check(v: object, at: Loc, limits: LimitsConfig) -> object:
+        if v.__class__ is int and lo <= v <= hi:
+            return v
+        return integer(v, at, lo, hi)
+
+    return check
+
+
+def _flag(v: object, at: Loc, limits: LimitsConfig) -> object:
+    return v if v is True or v is False else boolean(v, at)
 
 
 def _plain(check: Callable[[object, Loc], object]) -> Callable[[object, Loc, LimitsConfig], object]:
@@ -141,9 +159,9 @@ SAMPLING: dict[str, Callable[[object, Loc, LimitsConfig], object]] = {
     "frequency_penalty": _num(-2.0, 2.0),
     "repetition_penalty": _num(0.0, 2.0),
     "min_tokens": _int(0),
-    "ignore_eos": _plain(boolean),
+    "ignore_eos": _flag,
     "logit_bias": logit_bias,
-    "logprobs": _plain(boolean),
+    "logprobs": _flag,
     "top_logprobs": _int(0, MAX_TOP_LOGPROBS),
 }
 

@@ -50,9 +50,10 @@ Setter = Callable[[Draft, object, LimitsConfig], None]
 def _sample(key: str) -> Setter:
     """A SamplingParams field of the same name, checked by its validator."""
     at = (key,)
+    check = sampling.SAMPLING[key]
 
     def put(d: Draft, v: object, limits: LimitsConfig) -> None:
-        d.sample(key, v, at, limits)
+        d.sampling[key] = check(v, at, limits)  # Draft.sample, one call less
 
     return put
 
@@ -98,10 +99,8 @@ def _stop_token_ids(d: Draft, v: object, limits: LimitsConfig) -> None:
 
 
 def _max_tokens(d: Draft, v: object, limits: LimitsConfig) -> None:
-    if "max_tokens" in d.sampling:  # max_completion_tokens, when also sent, wins
-        integer(v, ("max_tokens",), 1)
-    else:
-        d.sample("max_tokens", v, ("max_tokens",), limits)
+    checked = integer(v, ("max_tokens",), 1)  # SAMPLING["max_tokens"]
+    d.sampling.setdefault("max_tokens", checked)  # max_completion_tokens, when also sent, wins
 
 
 def _max_completion_tokens(d: Draft, v: object, limits: LimitsConfig) -> None:
@@ -175,7 +174,8 @@ def _messages(d: Draft, v: object, limits: LimitsConfig) -> None:
     """Checked messages; image parts are decoded into ``d.images``, in order."""
     if not isinstance(v, list):
         raise bad_request("messages must be a non-empty array", "messages")
-    chat.messages_count(len(v), ("messages",), limits)
+    if not 0 < len(v) <= limits.max_messages:
+        chat.messages_count(len(v), ("messages",), limits)  # raises
     d.messages = tuple([_message(d, m, i) for i, m in enumerate(v)])
 
 
