@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d
 # Debian packages the tests use: `capnp` decodes our frames in a test; `promtool` (prometheus) checks /metrics.
 APT_PACKAGES := capnproto prometheus etcd-server iproute2
 # `make bench` drives non-streamed load with wrk (a C load generator) when it can.
-BENCH_APT_PACKAGES := wrk
+BENCH_APT_PACKAGES := wrk valgrind
 
 .PHONY: install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp run run-real test test-fast bench bench-compare soak lint system-deps clean
 
@@ -142,7 +142,7 @@ soak: install system-deps
 		-o timeout=0 tests/reliability/test_soak.py
 
 bench: install llamacpp
-	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(BENCH_APT_PACKAGES)" || echo "wrk unavailable: using the Python load generator"
+	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(BENCH_APT_PACKAGES)" || echo "wrk or valgrind unavailable: the Python load generator drives the load, no instruction counts"
 	CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" $(PY) -m pip install -q -e '.[llamacpp,bench]'
 	$(PY) -m bench.run $(ARGS)
 
@@ -150,7 +150,7 @@ bench: install llamacpp
 # CPU per non-streamed request and per streamed token, and their ratios.
 bench-compare: install
 	@test -n "$(BASE)" || { echo "usage: make bench-compare BASE=<commit>"; exit 2; }
-	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(BENCH_APT_PACKAGES)" || echo "wrk unavailable: using the Python load generator"
+	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(BENCH_APT_PACKAGES)" || echo "wrk or valgrind unavailable: the Python load generator drives the load, no instruction counts"
 	$(PY) -m bench.compare --base $(BASE) $(ARGS)
 
 lint: install

@@ -83,8 +83,7 @@ class H1Protocol(asyncio.Protocol):
         # The message being parsed.
         self._url = b""
         self._headers: dict[bytes, bytes] = {}
-        self._raw_headers: list[tuple[bytes, bytes]] = []
-        self._header_bytes = 0
+        self._raw_headers: list[tuple[bytes, bytes]] = []  # as sent: a relay forwards them
         self._body: list[bytes] = []
         self._body_len = 0
         self._route: Route | None = None
@@ -213,7 +212,6 @@ class H1Protocol(asyncio.Protocol):
         self._url = b""
         self._headers = {}
         self._raw_headers = []
-        self._header_bytes = 0
         self._body = []
         self._body_len = 0
         self._route = None
