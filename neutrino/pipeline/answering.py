@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from neutrino.pipeline.chat import template_tools
+from neutrino.pipeline.chat import ToolViews
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.logprobs import LogprobRecorder
 from neutrino.pipeline.models import ModelText
@@ -30,15 +30,17 @@ def opens_think(text: ModelText, prompt: list[int]) -> bool:
     return tail.rstrip().endswith("<think>")
 
 
-def parser_for(req: GenerateRequest, text: ModelText, prompt: list[int]) -> OutputParser | None:
-    """Reasoning/tool-call splitting for a chat response, if the family has parsers."""
+def parser_for(
+    req: GenerateRequest, text: ModelText, prompt: list[int], offered: ToolViews
+) -> OutputParser | None:
+    """Reasoning/tool-call splitting for a chat response, if the family has parsers
+    (``offered``: the tools as the template read them)."""
     if req.prompt.kind != "chat":
         return None
     family = text.family
     choice = req.tools.choice
     if family.reasoning_parser is None and not req.tools.tools and not choice.forced:
         return None  # the common case: nothing to split
-    offered = template_tools(req.tools.tools)
     tools = family.tool_parser if offered and choice.mode != "none" else None
     forced: ForcedToolParser | None = None
     id_prefix: CallIds = f"call_{req.request_id.rpartition('-')[2]}_"
@@ -80,9 +82,10 @@ def generation(
     prompt: list[int],
     lifecycle: Lifecycle,
     on_done: Callable[[Generation], None],
+    tools: ToolViews,
 ) -> Generation:
     """The live generation of an admitted request: its text stream, logprobs, parser."""
-    parser = parser_for(req, text, prompt)
+    parser = parser_for(req, text, prompt, tools)
     sampling = req.sampling
     logprobs = LogprobRecorder(text.tokenizer, sampling.top_logprobs) if sampling.logprobs else None
     gen = Generation(

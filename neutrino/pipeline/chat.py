@@ -128,8 +128,12 @@ def template_messages(
     return out
 
 
-def template_tools(tools: Sequence[Tool]) -> list[dict[str, object]] | None:
-    """The tools as chat templates and tool parsers read them (None: none offered)."""
+# The offered tools as chat templates and tool parsers read them (None: none offered).
+ToolViews = list[dict[str, object]] | None
+
+
+def template_tools(tools: Sequence[Tool]) -> ToolViews:
+    """The tools as chat templates and tool parsers read them, built once per request."""
     if not tools:
         return None
     out: list[dict[str, object]] = []

@@ -15,7 +15,7 @@ import warnings
 from PIL import Image as PILImage
 
 from neutrino.engine.messages import Image as Image  # re-exported for front ends
-from neutrino.errors import bad_request
+from neutrino.pipeline.fields import Loc, invalid
 
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 MAX_IMAGE_PIXELS = 64 * 1024 * 1024
@@ -28,27 +28,27 @@ _FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg"}
 PILImage.init()
 
 
-def decode_image_url(url: str, param: str) -> Image:
+def decode_image_url(url: str, at: Loc) -> Image:
     """The checked image behind a data URI (``data:image/png;base64,...``)."""
     if not url.startswith("data:"):
-        raise bad_request(
-            "only data: URIs are accepted for images (the server does not fetch URLs)", param
+        raise invalid(
+            at, "only data: URIs are accepted for images (the server does not fetch URLs)"
         )
     header, sep, payload = url.partition(",")
     if not sep or ";base64" not in header:
-        raise bad_request("an image data URI must be base64-encoded", param)
+        raise invalid(at, "an image data URI must be base64-encoded")
     if len(payload) > MAX_IMAGE_BYTES * 4 // 3 + 4:
-        raise bad_request(f"an image may be at most {MAX_IMAGE_BYTES} bytes", param)
+        raise invalid(at, f"an image may be at most {MAX_IMAGE_BYTES} bytes")
     try:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
-        raise bad_request("the image data is not valid base64", param) from None
-    return check_image(data, param)
+        raise invalid(at, "the image data is not valid base64") from None
+    return check_image(data, at)
 
 
-def check_image(data: bytes, param: str) -> Image:
+def check_image(data: bytes, at: Loc) -> Image:
     if not data:
-        raise bad_request("the image is empty", param)
+        raise invalid(at, "the image is empty")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", PILImage.DecompressionBombWarning)
@@ -56,9 +56,9 @@ def check_image(data: bytes, param: str) -> Image:
                 fmt = img.format or ""
                 width, height = img.size
                 if fmt not in _FORMATS:
-                    raise bad_request(f"images must be PNG or JPEG, not {fmt or 'unknown'}", param)
+                    raise invalid(at, f"images must be PNG or JPEG, not {fmt or 'unknown'}")
                 if width * height > MAX_IMAGE_PIXELS:
-                    raise bad_request(f"an image may have at most {MAX_IMAGE_PIXELS} pixels", param)
+                    raise invalid(at, f"an image may have at most {MAX_IMAGE_PIXELS} pixels")
                 img.verify()
     except (
         OSError,
@@ -67,5 +67,5 @@ def check_image(data: bytes, param: str) -> Image:
         PILImage.DecompressionBombWarning,
         PILImage.DecompressionBombError,
     ):
-        raise bad_request("the image cannot be decoded (corrupt or not an image)", param) from None
+        raise invalid(at, "the image cannot be decoded (corrupt or not an image)") from None
     return Image(data=data, mime_type=_FORMATS[fmt], width=width, height=height)

@@ -23,6 +23,7 @@ from neutrino.pipeline.admission import Admission
 from neutrino.pipeline.answering import generation
 from neutrino.pipeline.auth import KeyRing, Principal
 from neutrino.pipeline.call import ModalCall
+from neutrino.pipeline.chat import ToolViews, template_tools
 from neutrino.pipeline.deadlines import DeadlineWheel
 from neutrino.pipeline.endings import Endings
 from neutrino.pipeline.generation import Generation
@@ -136,7 +137,8 @@ class Orchestrator:
             counted = True
             timeout = origin.timeout_s or self.cfg.limits.request_timeout_s
             deadline = time.monotonic() + timeout
-            text, prompt, query = await self._prepare(req, timeout, traceparent, obs)
+            tools = template_tools(req.tools.tools)  # one view, for template and parser
+            text, prompt, query = await self._prepare(req, timeout, traceparent, obs, tools)
             lifecycle.advance(State.QUEUED)
             admission = self.admission
             if admission.closed or not admission.try_acquire():  # else a slot was free
@@ -145,7 +147,7 @@ class Orchestrator:
             if req.model not in self.engines.models():  # its engine died while it queued
                 await self.engines.wait_for(req.model, max(0.001, deadline - time.monotonic()))
             lifecycle.advance(State.PROCESSING)
-            gen = generation(req, text, prompt, lifecycle, self.endings.done)
+            gen = generation(req, text, prompt, lifecycle, self.endings.done, tools)
             gen.obs = obs
             submission = self._submit(query, gen, origin.principal)
             gen.attach(submission, max(0.001, deadline - time.monotonic()), self.deadlines)
@@ -175,14 +177,20 @@ class Orchestrator:
         return obs, traceparent
 
     async def _prepare(
-        self, req: GenerateRequest, timeout: float, traceparent: str, obs: Observed
+        self,
+        req: GenerateRequest,
+        timeout: float,
+        traceparent: str,
+        obs: Observed,
+        tools: ToolViews,
     ) -> tuple[ModelText, list[int], TextQuery]:
-        """The model's text layer, the prompt's ids and the engine's query for ``req``."""
+        """The model's text layer, the prompt's ids and the engine's query for ``req``
+        (``tools``: its offered tools as the template reads them)."""
         if req.model not in self.engines.models():  # a managed engine may be restarting
             await self.engines.wait_for(req.model, timeout)
         info = model_info(self.engines, req.model)
         text = await model_text(self.texts, req, info)
-        prompt = await self.prompts.ids(req, text, info.context_length, obs)
+        prompt = await self.prompts.ids(req, text, info.context_length, obs, tools)
         query = TextQuery(
             model=req.model,
             prompt_tokens=prompt,
@@ -210,7 +218,8 @@ class Orchestrator:
         info = model_info(self.engines, req.model)
         text = await model_text(self.texts, req, info)
         obs = Observed(req.origin.protocol, req.origin.route or req.kind, 0)
-        return len(await self.prompts.ids(req, text, info.context_length, obs))
+        tools = template_tools(req.tools.tools)
+        return len(await self.prompts.ids(req, text, info.context_length, obs, tools))
 
     async def call(
         self,

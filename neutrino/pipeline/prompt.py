@@ -17,8 +17,8 @@ from neutrino.pipeline.chat import (
     Message,
     Part,
     TextPart,
+    ToolViews,
     template_messages,
-    template_tools,
     verbatim_texts,
 )
 from neutrino.pipeline.models import ModelText, ModelTexts
@@ -111,11 +111,17 @@ class PromptBuilder:
         self.offload_chars = offload_chars
 
     async def ids(
-        self, req: GenerateRequest, text: ModelText, ctx: int, obs: Observed
+        self,
+        req: GenerateRequest,
+        text: ModelText,
+        ctx: int,
+        obs: Observed,
+        tools: ToolViews,
     ) -> list[int]:
+        """``tools``: the offered tools as templates read them (``template_tools``)."""
         obs.mark("parsed")
         if req.prompt.kind == "chat":
-            return await self._chat(req, text, ctx, obs)
+            return await self._chat(req, text, ctx, obs, tools)
         prompt = req.text_prompt
         if prompt.ids is not None:
             vocab = text.tokenizer.vocab_size
@@ -135,7 +141,7 @@ class PromptBuilder:
         return ids
 
     async def _chat(
-        self, req: GenerateRequest, text: ModelText, ctx: int, obs: Observed
+        self, req: GenerateRequest, text: ModelText, ctx: int, obs: Observed, tools: ToolViews
     ) -> list[int]:
         chat = req.chat
         far = _far_over(chat.messages, ctx)
@@ -150,7 +156,7 @@ class PromptBuilder:
             rendered = text.template.render(
                 template_messages(chat.messages, family_image(text.family) if req.images else {}),
                 add_generation_prompt=chat.add_generation_prompt,
-                tools=template_tools(req.tools.tools),
+                tools=tools,
                 **chat.template_kwargs,
             )
         except TemplateError as exc:

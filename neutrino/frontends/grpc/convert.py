@@ -44,23 +44,12 @@ NAMES = Names(
     echo=("completion", "echo"),
     constraints="chat.response_format or structured_outputs",
 )
-# Sampling fields of the same name in the proto (a proto3 scalar without presence,
-# ignore_eos, counts as set when it is not its default).
-_SAMPLED = frozenset(
-    {
-        "max_tokens",
-        "temperature",
-        "top_p",
-        "top_k",
-        "min_p",
-        "seed",
-        "presence_penalty",
-        "frequency_penalty",
-        "repetition_penalty",
-        "min_tokens",
-        "ignore_eos",
-    }
-)
+# Sampling fields of the same name in the proto, each checked by its SamplingParams
+# validator (a proto3 scalar without presence, ignore_eos, counts as set when it is not its
+# default); logprobs and top_logprobs are a chat's only, set with it.
+_SAMPLED = frozenset(sampling.SAMPLING).intersection(
+    f.name for f in inference_pb2.GenerateRequest.DESCRIPTOR.fields
+) - {"logprobs", "top_logprobs"}
 _MODES = {
     inference_pb2.TOOL_CHOICE_MODE_AUTO: "auto",
     inference_pb2.TOOL_CHOICE_MODE_NONE: "none",
@@ -190,13 +179,12 @@ def _part(p: inference_pb2.ContentPart, at: Loc, d: Draft) -> Part:
     kind = p.WhichOneof("part")
     if kind == "text":
         return TextPart(p.text)
-    where = path(at)
     if kind == "image_url":
         chat.images_count(len(d.images), at)
-        return ImagePart(d.add_image(decode_image_url(p.image_url, where)))
+        return ImagePart(d.add_image(decode_image_url(p.image_url, at)))
     if kind == "image":
         chat.images_count(len(d.images), at)
-        return ImagePart(d.add_image(check_image(p.image, where)))
+        return ImagePart(d.add_image(check_image(p.image, at)))
     raise invalid(at, "{at} must set text, image_url or image")
 
 

@@ -35,7 +35,7 @@ def image(data: bytes) -> Image:
     """The checked image (raises BAD_REQUEST naming ``image``)."""
     if len(data) > MAX_IMAGE_BYTES:
         raise bad_request(f"an image may be at most {MAX_IMAGE_BYTES} bytes", "image")
-    return check_image(data, "image")
+    return check_image(data, ("image",))
 
 
 def threshold(msg: vision_pb2.DetectRequest) -> float | None:

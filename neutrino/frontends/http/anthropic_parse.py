@@ -347,7 +347,7 @@ def _image_part(block: dict[str, object], where: str, d: Draft) -> ImagePart:
             )
         url = f"data:{media};base64,{data}"
     chat.images_count(len(d.images), (where,))
-    return ImagePart(d.add_image(decode_image_url(url, where)))
+    return ImagePart(d.add_image(decode_image_url(url, (where,))))
 
 
 def _user_turn(blocks: list[object], i: int, out: list[Message], d: Draft) -> None:

@@ -39,7 +39,7 @@ class DetectRoutes:
             url = url.get("url")
         if not isinstance(url, str):
             raise bad_request("image must be a data URI", "image")
-        image = decode_image_url(url, "image")
+        image = decode_image_url(url, ("image",))
         traceparent = request.headers.get("traceparent", "")
         job = rules.detect(model, image, body.get("threshold"), traceparent)
         rid = new_id("det")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from neutrino.config import LimitsConfig
-from neutrino.errors import bad_request, unsupported
+from neutrino.errors import ErrorKind, bad_request, unsupported
 from neutrino.frontends.common import new_id
 from neutrino.pipeline import chat, sampling
 from neutrino.pipeline.chat import (
@@ -29,7 +29,7 @@ from neutrino.pipeline.chat import (
     ToolChoice,
 )
 from neutrino.pipeline.draft import Draft
-from neutrino.pipeline.fields import boolean, integer, is_int, string
+from neutrino.pipeline.fields import Loc, boolean, integer, invalid, is_int, string
 from neutrino.pipeline.images import decode_image_url
 from neutrino.pipeline.request import GenerateRequest
 from neutrino.pipeline.structured import (
@@ -138,21 +138,12 @@ _GUIDED: dict[str, Setter] = {
 
 _COMMON: dict[str, Setter] = {
     **_GUIDED,
+    # Every SamplingParams field under its own name, but those with setters of their own
+    # (max_tokens beside max_completion_tokens; chat's logprobs and top_logprobs).
     **{
         key: _sample(key)
-        for key in (
-            "seed",
-            "temperature",
-            "top_p",
-            "min_p",
-            "presence_penalty",
-            "frequency_penalty",
-            "repetition_penalty",
-            "ignore_eos",
-            "top_k",
-            "min_tokens",
-            "logit_bias",
-        )
+        for key in sampling.SAMPLING
+        if key not in ("max_tokens", "logprobs", "top_logprobs")
     },
     "model": _model,
     "n": _n,
@@ -188,68 +179,70 @@ def _message(d: Draft, m: object, i: int) -> Message:
         role = chat.role(raw, ("messages", i, "role"))  # raises: not a role
     calls: tuple[FunctionCall, ...] = ()
     if "tool_calls" in m:
-        calls = _tool_calls(m["tool_calls"], f"messages[{i}].tool_calls")
+        calls = _tool_calls(m["tool_calls"], ("messages", i, "tool_calls"))
     content = m.get("content")
     if len(m) == 2 and content.__class__ is str:  # {"role", "content"}: the common case
         return Message(role, content)
     extra = {k: x for k, x in m.items() if k not in _MESSAGE_KEYS} or _NO_EXTRA
     if content.__class__ is str or content is None:
         return chat.message(role, content, calls, extra, ("messages", i))
-    where = f"messages[{i}]"
     if isinstance(content, list):
-        parts = tuple([_content_part(d, p, f"{where}.content[{j}]") for j, p in enumerate(content)])
+        at = ("messages", i, "content")
+        parts = tuple([_content_part(d, p, (*at, j)) for j, p in enumerate(content)])
         return Message(role, parts, calls, extra)
-    raise bad_request(f"{where}.content must be a string or an array", f"{where}.content")
+    raise invalid(("messages", i, "content"), "{at} must be a string or an array")
 
 
 _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls"})
 _CALL_KEYS = frozenset({"id", "type", "function"})
 
 
-def _tool_calls(calls: object, where: str) -> tuple[FunctionCall, ...]:
+def _tool_calls(calls: object, where: Loc) -> tuple[FunctionCall, ...]:
     """An assistant turn's earlier tool calls: null, or OpenAI's shape (arguments may also
     be an object, as some clients send them)."""
     if calls is None:
         return ()
     if not isinstance(calls, list):
-        raise bad_request(f"{where} must be an array", where)
+        raise invalid(where, "{at} must be an array")
     out: list[FunctionCall] = []
     for k, call in enumerate(calls):
-        at = f"{where}[{k}]"
+        at = (*where, k)
         fn = call.get("function") if isinstance(call, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
-            raise bad_request(f"{at} must be {{'function': {{'name': ..., 'arguments': ...}}}}", at)
+            raise invalid(at, "{at} must be {'function': {'name': ..., 'arguments': ...}}")
         arguments = fn.get("arguments", "")
         if not isinstance(arguments, str | dict):
-            raise bad_request(
-                f"{at}.function.arguments must be a JSON string", f"{at}.function.arguments"
-            )
+            raise invalid((*at, "function", "arguments"), "{at} must be a JSON string")
         call_id = call.get("id")
         if not isinstance(call.get("id", ""), str):
-            raise bad_request(f"{at}.id must be a string", f"{at}.id")
+            raise invalid((*at, "id"), "{at} must be a string")
         if call.get("type", "function") != "function":
-            raise bad_request(f"{at}.type must be 'function'", f"{at}.type")
+            raise invalid((*at, "type"), "{at} must be 'function'")
         extra = {key: x for key, x in call.items() if key not in _CALL_KEYS} or _NO_EXTRA
         out.append(FunctionCall(fn["name"], arguments, call_id, extra))
     return tuple(out)
 
 
-def _content_part(d: Draft, part: object, where: str) -> Part:
+def _content_part(d: Draft, part: object, at: Loc) -> Part:
     if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-        raise bad_request(f"{where} must be an object with a type", where)
+        raise invalid(at, "{at} must be an object with a type")
     kind = part["type"]
     if kind == "image_url":
         url = part.get("image_url")
         url = url.get("url") if isinstance(url, dict) else url
         if not isinstance(url, str):
-            raise bad_request(f"{where}.image_url.url must be a string", where)
-        chat.images_count(len(d.images), (where,))
-        return ImagePart(d.add_image(decode_image_url(url, where)))
+            raise invalid((*at, "image_url", "url"), "{at} must be a string", param=at)
+        chat.images_count(len(d.images), at)
+        return ImagePart(d.add_image(decode_image_url(url, at)))
     if kind != "text":
-        raise unsupported(f"content parts of type {kind!r} are not supported yet", where)
+        raise invalid(
+            at,
+            f"content parts of type {kind!r} are not supported yet",
+            kind=ErrorKind.UNSUPPORTED,
+        )
     text = part.get("text")
     if not isinstance(text, str):
-        raise bad_request(f"{where}.text must be a string", f"{where}.text")
+        raise invalid((*at, "text"), "{at} must be a string")
     return TextPart(text)
 
 

@@ -143,7 +143,7 @@ class Conversation:
             url = _text(url, f"{where}.image_url")
             d = self._draft
             chat.images_count(len(d.images), (where,))
-            return ImagePart(d.add_image(decode_image_url(url, where)))
+            return ImagePart(d.add_image(decode_image_url(url, (where,))))
         raise unsupported(f"content parts of type {kind[:64]!r} are not supported here", where)
 
     def _call(self, item: dict[str, object], where: str) -> None:

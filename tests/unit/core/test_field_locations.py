@@ -39,6 +39,20 @@ def test_openai_names_messages_content_text() -> None:
     assert err.param == "messages[1].content[0].text"
     assert err.message == "messages[1].content[0].text must be a string"
     assert err.openai_body()["error"]["param"] == "messages[1].content[0].text"
+    assert err.loc == ("messages", 1, "content", 0, "text")
+
+
+def test_openai_locates_an_image_and_an_earlier_tool_call_by_keys_and_indexes() -> None:
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+    turns = [{"role": "user", "content": [{"type": "text", "text": "x"}, image]}]
+    err = refused(lambda b: parse_chat(b, LIMITS), {"model": "m", "messages": turns})
+    assert err.loc == ("messages", 0, "content", 1) and err.param == "messages[0].content[1]"
+    assert "only data: URIs" in err.message
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": 3}}
+    turns2: list[dict[str, object]] = [{"role": "assistant", "content": None, "tool_calls": [call]}]
+    err = refused(lambda b: parse_chat(b, LIMITS), {"model": "m", "messages": turns2})
+    assert err.loc == ("messages", 0, "tool_calls", 0, "function", "arguments")
+    assert err.message == "messages[0].tool_calls[0].function.arguments must be a JSON string"
 
 
 def test_anthropic_names_the_block_and_says_it_in_the_message() -> None:
