@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,16 @@ class ErrorKind(enum.Enum):
         return value
 
 
+# One step of a field's path: an index in brackets, or a key.
+_STEP = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+
+def parse_path(param: str) -> tuple[str | int, ...]:
+    """``messages[2].content`` -> ``("messages", 2, "content")``: the keys and indexes of a
+    path as ``neutrino.pipeline.fields.path`` writes it (its inverse)."""
+    return tuple(int(index) if index else key for index, key in _STEP.findall(param))
+
+
 class NeutrinoError(Exception):
     """An error with a client-safe message and a fixed classification."""
 
@@ -113,8 +124,9 @@ class NeutrinoError(Exception):
         self.param = param
         self.code = code if code is not None else kind.spec.code
         # Where the bad field is in the client's request, as keys and indexes (see
-        # neutrino.pipeline.fields); None for an error that is not about one field.
-        self.loc = loc
+        # neutrino.pipeline.fields; read from ``param`` when not given); None for an error
+        # that is not about one field.
+        self.loc = loc if loc is not None or not param else parse_path(param)
         # The pipeline counted the request it ended (a front end counts the rest).
         self.counted = False
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 
 from neutrino.config import LimitsConfig
-from neutrino.errors import NeutrinoError, bad_request, unsupported
+from neutrino.errors import NeutrinoError, bad_request, parse_path, unsupported
 from neutrino.frontends.common import new_id
 from neutrino.pipeline import chat, sampling
 from neutrino.pipeline.chat import (
@@ -346,8 +346,8 @@ def _image_part(block: dict[str, object], where: str, d: Draft) -> ImagePart:
                 f"{where}.source needs a media_type and base64 data", f"{where}.source"
             )
         url = f"data:{media};base64,{data}"
-    chat.images_count(len(d.images), (where,))
-    return ImagePart(d.add_image(decode_image_url(url, (where,))))
+    chat.images_count(len(d.images), parse_path(where))
+    return ImagePart(d.add_image(decode_image_url(url, parse_path(where))))
 
 
 def _user_turn(blocks: list[object], i: int, out: list[Message], d: Draft) -> None:

@@ -20,7 +20,7 @@ Every check is made on the item itself, so an error names the client's own
 
 from __future__ import annotations
 
-from neutrino.errors import bad_request, unsupported
+from neutrino.errors import bad_request, parse_path, unsupported
 from neutrino.pipeline import chat
 from neutrino.pipeline.chat import FunctionCall, ImagePart, Message, Part, TextPart
 from neutrino.pipeline.draft import Draft
@@ -142,8 +142,8 @@ class Conversation:
                 raise unsupported("images by file_id are not supported; send image_url", where)
             url = _text(url, f"{where}.image_url")
             d = self._draft
-            chat.images_count(len(d.images), (where,))
-            return ImagePart(d.add_image(decode_image_url(url, (where,))))
+            chat.images_count(len(d.images), parse_path(where))
+            return ImagePart(d.add_image(decode_image_url(url, parse_path(where))))
         raise unsupported(f"content parts of type {kind[:64]!r} are not supported here", where)
 
     def _call(self, item: dict[str, object], where: str) -> None:

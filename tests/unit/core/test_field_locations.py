@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from neutrino.config import LimitsConfig
-from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.errors import ErrorKind, NeutrinoError, parse_path
 from neutrino.frontends.grpc.convert import to_request
 from neutrino.frontends.http.anthropic_parse import parse_messages
 from neutrino.frontends.http.parse import parse_chat
@@ -65,6 +65,7 @@ def test_anthropic_names_the_block_and_says_it_in_the_message() -> None:
     assert err.param == "messages[0].content[0].text"
     shown = err.anthropic_body()["error"]["message"]  # Anthropic's errors have no param
     assert shown == "messages[0].content[0].text must be a string"
+    assert err.loc == ("messages", 0, "content", 0, "text")
 
 
 def test_responses_names_the_input_item_part() -> None:
@@ -72,6 +73,13 @@ def test_responses_names_the_input_item_part() -> None:
     err = refused(lambda b: parse_responses(b, LIMITS), {"model": "m", "input": items})
     assert err.param == "input[0].content[0].text"
     assert "input[0].content[0].text" in err.message and "messages" not in err.message
+    assert err.loc == ("input", 0, "content", 0, "text")
+
+
+def test_a_path_and_its_keys_and_indexes_convert_both_ways() -> None:
+    for loc in [("messages", 2, "content", 10, "text"), ("metadata", "user_id"), ("tools",)]:
+        assert parse_path(path(loc)) == loc
+    assert NeutrinoError(ErrorKind.BAD_REQUEST, "x").loc is None
 
 
 def test_grpc_names_the_proto_field_path() -> None:
