@@ -26,6 +26,7 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from bench.load import run
 
@@ -100,7 +101,7 @@ async def count(
         cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        port = int(target.split(":")[2].split("/")[0])
+        port = urlsplit(target).port or 80
         await asyncio.to_thread(_wait_ready, ready_url, port, proc, 600)
         await run(target, body, concurrency=concurrency, requests=warmup, stream=stream)
         await asyncio.to_thread(_control, "-z", proc.pid)

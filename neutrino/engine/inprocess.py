@@ -31,6 +31,7 @@ from neutrino.errors import ErrorKind, NeutrinoError
 
 # An engine's handler for one connection, given what it writes its frames through.
 Connect = Callable[[Outlet], EngineHandler]
+_QUERIES = (TextQuery, *MODAL_QUERIES)
 
 
 class InProcessLine:
@@ -137,7 +138,7 @@ class InProcessEngineClient:
         for rid, msg in self.link.messages_to_send():
             if isinstance(msg, Cancel):
                 self.cancels.append((rid, msg.reason))
-            elif isinstance(msg, (TextQuery, *MODAL_QUERIES)):
+            elif isinstance(msg, _QUERIES):
                 self.queries.append(msg)
             session.receive(rid, msg)
         if session.closing is not None:  # the client broke the protocol

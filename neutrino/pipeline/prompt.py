@@ -62,7 +62,7 @@ def _far_over(messages: Sequence[Message], ctx: int) -> tuple[str, int] | None:
     size = 0  # every turn's text: at least the verbatim texts' (the common case ends here)
     for m in messages:
         content = m.content
-        size += len(content) if content.__class__ is str else _parts_chars(content)
+        size += len(content) if isinstance(content, str) else _parts_chars(content)
     if size <= limit:
         return None
     texts = verbatim_texts(messages)
@@ -73,10 +73,9 @@ def _far_over(messages: Sequence[Message], ctx: int) -> tuple[str, int] | None:
     return "\n".join(texts), ctx - 1 + 4 * len(texts)
 
 
-def _parts_chars(content: str | tuple[Part, ...] | None) -> int:
-    if not content or isinstance(content, str):
-        return len(content or "")
-    return sum(len(p.text) for p in content if isinstance(p, TextPart))
+def _parts_chars(content: tuple[Part, ...] | None) -> int:
+    """The characters of a turn's text parts (none: 0)."""
+    return sum(len(p.text) for p in content if isinstance(p, TextPart)) if content else 0
 
 
 async def model_text(texts: ModelTexts, req: GenerateRequest, info: ModelInfo) -> ModelText:

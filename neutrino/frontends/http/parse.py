@@ -98,8 +98,11 @@ def _stop_token_ids(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.stop_token_ids = sampling.token_ids(v, ("stop_token_ids",))
 
 
+_CHECK_MAX_TOKENS = sampling.SAMPLING["max_tokens"]
+
+
 def _max_tokens(d: Draft, v: object, limits: LimitsConfig) -> None:
-    checked = integer(v, ("max_tokens",), 1)  # SAMPLING["max_tokens"]
+    checked = _CHECK_MAX_TOKENS(v, ("max_tokens",), limits)
     d.sampling.setdefault("max_tokens", checked)  # max_completion_tokens, when also sent, wins
 
 
