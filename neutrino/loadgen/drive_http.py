@@ -8,8 +8,8 @@ from neutrino.loadgen.api import Api, Params
 from neutrino.loadgen.errors import RequestFailed, http_failure
 from neutrino.loadgen.probe import Probe
 from neutrino.loadgen.prompts import Prompt
-from neutrino.loadgen.sse import SSEDecoder
 from neutrino.loadgen.wire_openai import MODELS_PATH, first_model
+from neutrino.sse_decoder import SSEDecoder
 
 MAX_BODY = 64 * 1024 * 1024  # a non-streamed answer
 MAX_ERROR_BODY = 64 * 1024

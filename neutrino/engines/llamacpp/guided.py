@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from neutrino.engine.messages import Guided, GuidedMode
-from neutrino.engines.llamacpp.regex_gbnf import RegexUnsupported, literal, regex_grammar
+from neutrino.text.regex_gbnf import RegexUnsupported, literal, regex_grammar
 
 __all__ = ["Invalid", "Unsupported", "grammar", "literal"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from neutrino.loadgen.sse import SSEDecoder, SSEError
+from neutrino.sse_decoder import SSEDecoder, SSEError
 
 STREAM = (
     b": keep-alive\r\n\r\n"
