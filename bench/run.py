@@ -303,13 +303,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "relay", [sys.executable, "-m", "bench.relay", str(rport), str(uport)], None, rport
             )
         )
-        neutrino_argv = [
+        common = [
             "--quic-address",  # HTTP/3 is not measured here
             "",
-            "--engine",
-            sock,
-            "--http-address",
-            f"127.0.0.1:{nport}",
             "--grpc-address",
             "127.0.0.1:0",
             "--metrics-address",
@@ -317,6 +313,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "--log-level",
             "warning",
         ]
+        neutrino_argv = [*common, "--engine", sock, "--http-address", f"127.0.0.1:{nport}"]
         neutrino = Server(
             "neutrino",
             [sys.executable, "-m", "neutrino", *neutrino_argv],
@@ -334,6 +331,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 mport,
             )
         )
+        servers.append(_passthrough(work, common, uport))
         report = await _measure_all(servers, neutrino, args)
         if not args.no_workers:
             from bench.workers import compare  # bench.workers builds on this module
@@ -346,6 +344,23 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         return report
     finally:
         stop_all(servers, backends, work)
+
+
+def _passthrough(work: Path, common: list[str], backend_port: int) -> Server:
+    """Neutrino relaying to the relay's own backend in passthrough mode (no engine)."""
+    cfg = work / "passthrough.toml"
+    cfg.write_text(
+        f'[[engines]]\nurl = "http://127.0.0.1:{backend_port}/v1"\nmode = "passthrough"\n'
+        'models = ["qwen2.5-mock"]\ncapacity = 4096\n'
+    )
+    port = free_port()
+    return Server(
+        "passthru",
+        [sys.executable, "-m", "neutrino", *common, "--http-address", f"127.0.0.1:{port}",
+         "--config", str(cfg)],
+        f"http://127.0.0.1:{port}/neutrino/v1/status",
+        port,
+    )  # fmt: skip
 
 
 def stop_all(servers: list[Server], backends: list[subprocess.Popen[bytes]], work: Path) -> None:
@@ -446,16 +461,18 @@ async def parser_cost(server: Server, body: dict[str, Any], args: argparse.Names
 
 
 # "unmetered": Neutrino without its metrics ([metrics] address ""), for what they cost.
-SERVERS = ("baseline", "floor", "relay", "neutrino", "unmetered")
-STREAM_SERVERS = ("baseline", "relay", "neutrino", "unmetered")  # floor: whole bodies only
+# "passthru": Neutrino relaying to the relay's backend in passthrough mode (HTTP upstream).
+SERVERS = ("baseline", "floor", "relay", "neutrino", "unmetered", "passthru")
+STREAM_SERVERS = ("baseline", "relay", "neutrino", "unmetered", "passthru")  # floor: whole only
 
 
 def _ratios(row: dict[str, Any], key: str) -> str:
-    """Neutrino's CPU cost as a multiple of the aiohttp baselines', from the same run."""
+    """Neutrino's CPU cost as a multiple of the aiohttp baselines', from the same run, and
+    its passthrough mode's against the bare relay (both relay one backend's answers)."""
     ours = row["neutrino"][key]
-    return ", ".join(
-        f"neutrino/{name} {ours / row[name][key]:.2f}x" for name in ("baseline", "relay")
-    )
+    out = [f"neutrino/{name} {ours / row[name][key]:.2f}x" for name in ("baseline", "relay")]
+    out.append(f"passthru/relay {row['passthru'][key] / row['relay'][key]:.2f}x")
+    return ", ".join(out)
 
 
 def _one_at_a_time(rows: list[dict[str, Any]]) -> str:

@@ -107,10 +107,30 @@ class EngineConfig:
     cwd: str = ""
     ready_timeout_s: float = 120.0  # from start to handshake; past it, killed and restarted
     stop_timeout_s: float = 10.0  # from SIGTERM to SIGKILL
+    # An OpenAI-compatible HTTP upstream instead of a socket: its base URL
+    # ("http://host:port/v1"). Mode "tokens": Neutrino sends token ids and reads token ids
+    # back (llama.cpp's server); "passthrough": the OpenAI routes relay the client's body.
+    url: str = ""
+    mode: str = "tokens"
+    # The models it serves (empty: read from its /v1/models, again every refresh_s), and
+    # the upstream's own name for those Neutrino serves under another.
+    models: tuple[str, ...] = ()
+    upstream_names: Mapping[str, str] = field(default_factory=dict)
+    # The environment variable holding its API key (read once, at load: api_key).
+    api_key_env: str = ""
+    api_key: str = field(default="", repr=False)
+    capacity: int = 64  # requests in flight to it at once (its connection pool's limit)
+    context_length: int = 0  # 0: as the upstream reports it (else 4096)
+    refresh_s: float = 10.0  # how often its health and models are read
 
     @property
     def managed(self) -> bool:
         return bool(self.command)
+
+    @property
+    def upstream(self) -> bool:
+        """An HTTP upstream (``url``), not an engine on a socket."""
+        return bool(self.url)
 
     def same_process(self, other: EngineConfig) -> bool:
         """Whether ``other`` runs the same managed process (a reload keeps it running)."""
@@ -359,6 +379,14 @@ _ENGINE_KEYS: dict[str, Any] = {
     "cwd": "",
     "ready_timeout_s": 120.0,
     "stop_timeout_s": 10.0,
+    "url": "",
+    "mode": "tokens",
+    "models": (),
+    "upstream_names": {},
+    "api_key_env": "",
+    "capacity": 64,
+    "context_length": 0,
+    "refresh_s": 10.0,
 }
 
 
@@ -369,16 +397,24 @@ def _engine(i: int, item: Any) -> EngineConfig:
     extra = sorted(set(item) - set(_ENGINE_KEYS))
     if extra:
         raise ConfigError(f"unknown key {where}.{extra[0]} (known: {', '.join(_ENGINE_KEYS)})")
-    if "socket" not in item and "command" not in item:
+    if not {"socket", "command", "url"} & set(item):
         raise ConfigError(
             f'{where} needs a socket path (socket = "/run/engine.sock") or a command to start'
+            ' (or an upstream: url = "http://host:port/v1")'
         )
+    if "url" in item and {"socket", "command"} & set(item):
+        raise ConfigError(f"{where}: an upstream url takes no socket or command")
     values: dict[str, Any] = {"name": f"engine{i}"}
     for key, default in _ENGINE_KEYS.items():
         if key in item:
             value = typed(default, item[key], f"{where}.{key}")
             values[key] = check(f"engines.{key}", value, f"{where}.{key}")
     values["name"] = values["name"] or f"engine{i}"
+    if values.get("api_key_env"):
+        key = os.environ.get(values["api_key_env"], "")
+        if not key:
+            raise ConfigError(f"{where}.api_key_env: ${values['api_key_env']} is not set")
+        values["api_key"] = key
     return EngineConfig(**values)
 
 

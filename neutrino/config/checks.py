@@ -97,6 +97,23 @@ def _origins(value: tuple[str, ...]) -> str | None:
 
 Rule = Callable[[Any], str | None]  # None: the value is fine; else what it must be
 
+
+def _one_of(*words: str) -> Rule:
+    def rule(value: Any) -> str | None:
+        return None if value in words else f"must be one of {', '.join(map(repr, words))}"
+
+    return rule
+
+
+def _upstream_url(value: Any) -> str | None:
+    """``http(s)://HOST:PORT[/PATH]``: an HTTP upstream's base URL."""
+    scheme, sep, rest = value.partition("://")
+    host = rest.partition("/")[0]
+    if scheme not in ("http", "https") or not sep or _address(host) is not None:
+        return "must be http://HOST:PORT/PATH or https://HOST:PORT/PATH"
+    return None
+
+
 _POSITIVE = Range(0, above=True)
 _NON_NEGATIVE = Range(0)
 _ONE_UP = Range(1)
@@ -112,6 +129,11 @@ RULES: dict[str, Rule] = {
     "engines.connections": Range(1, 1024),
     "engines.command": _non_empty,
     "engines.ready_timeout_s": _POSITIVE,
+    "engines.url": _upstream_url,
+    "engines.mode": _one_of("tokens", "passthrough"),
+    "engines.capacity": Range(1, 65536),
+    "engines.context_length": _NON_NEGATIVE,
+    "engines.refresh_s": _POSITIVE,
     "engines.stop_timeout_s": _POSITIVE,
     "mock.ttft_ms": _NON_NEGATIVE,
     "mock.itl_ms": _NON_NEGATIVE,

@@ -17,8 +17,8 @@ module and ``messages``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
 
 from neutrino.engine.messages import (
     EngineError,
@@ -140,6 +140,21 @@ class LinkSubmission:
         self.owner.forget(self.rid)
 
 
+class Relayed(Protocol):
+    """A passthrough upstream's answer to a relayed request (status 200), read once:
+    ``chunks`` as they arrive (a stream) or ``read`` whole; ``close`` ends it there."""
+
+    content_type: str
+
+    def chunks(self) -> AsyncIterator[bytes]: ...
+
+    async def read(self, limit: int) -> bytes:
+        """The whole body; NeutrinoError when it is longer than ``limit`` bytes."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class EngineClient(Protocol):
     def models(self) -> Mapping[str, ModelInfo]:
         """Models served by connected engines."""
@@ -158,6 +173,16 @@ class EngineClient(Protocol):
 
     def submit(self, query: Query, sink: StreamSink) -> Submission:
         """Send ``query``; raises NeutrinoError (NO_ENGINE, MODEL_NOT_FOUND) if it cannot."""
+        ...
+
+    def passthrough(self, model: str) -> bool:
+        """Whether ``model`` is served by a passthrough upstream (requests are relayed
+        to it as the client sent them, not submitted as queries)."""
+        ...
+
+    async def relay(self, model: str, path: str, doc: dict[str, Any], traceparent: str) -> Relayed:
+        """POST ``doc`` (the client's body) to ``path`` of an upstream serving ``model`` in
+        passthrough mode; its answer when 200, else the NeutrinoError its error maps to."""
         ...
 
     def snapshot(self) -> list[dict[str, object]]:

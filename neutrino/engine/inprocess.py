@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from typing import Any
 
-from neutrino.engine.client import LinkSubmission, StreamSink
+from neutrino.engine.client import LinkSubmission, Relayed, StreamSink
 from neutrino.engine.link import EngineLink, Handshaken
 from neutrino.engine.messages import (
     MODAL_QUERIES,
@@ -110,6 +111,12 @@ class InProcessEngineClient:
 
     def capacity(self) -> int:
         return self.hello.capacity if self.connected else 0
+
+    def passthrough(self, model: str) -> bool:
+        return False
+
+    async def relay(self, model: str, path: str, doc: dict[str, Any], traceparent: str) -> Relayed:
+        raise NeutrinoError(ErrorKind.MODEL_NOT_FOUND, f"no upstream relays {model!r}")
 
     def submit(self, query: Query, sink: StreamSink) -> LinkSubmission:
         if not self.connected:

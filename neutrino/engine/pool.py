@@ -22,6 +22,8 @@ def _set_event(event: asyncio.Event, _conn: object, _exc: Exception | None) -> N
 
 
 class EnginePool:
+    passthrough = False  # its engines take queries
+
     def __init__(
         self,
         cfg: EngineConfig,

@@ -4,16 +4,64 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from neutrino.config import EngineConfig, EngineLinkConfig
-from neutrino.engine.client import LinkSubmission, StreamSink
-from neutrino.engine.connection import EngineConnection
-from neutrino.engine.messages import ModelInfo, Query
+from neutrino.engine.client import LinkSubmission, Relayed, RequestOwner, StreamSink
+from neutrino.engine.messages import HelloAck, ModelInfo, Query
 from neutrino.engine.pool import EnginePool
+from neutrino.engine.stats import EngineStats
+from neutrino.engine.upstream.pool import UpstreamPool
 from neutrino.errors import ErrorKind, NeutrinoError
 
 
-def _load(pool: EnginePool) -> float:
+class Connection(RequestOwner, Protocol):
+    """What a pool picks for a query: a socket connection, or an HTTP upstream."""
+
+    def submit(self, query: Query, sink: StreamSink) -> int: ...
+
+
+class Pool(Protocol):
+    """One engine as the router sees it: a pool of socket connections (``EnginePool``)
+    or an HTTP upstream (``UpstreamPool``)."""
+
+    cfg: EngineConfig
+    name: str
+    hello: HelloAck | None
+    stats: EngineStats
+
+    @property
+    def connected(self) -> bool: ...
+
+    @property
+    def connections(self) -> Sequence[object]: ...
+
+    @property
+    def inflight(self) -> int: ...
+
+    @property
+    def passthrough(self) -> bool:
+        """Requests are relayed to it as sent (``relay``), not submitted as queries."""
+        ...
+
+    def pick(self) -> Connection | None: ...
+
+    async def start(self) -> None: ...
+
+    async def wait_connected(self, timeout: float) -> bool: ...
+
+    async def close(self) -> None: ...
+
+    def snapshot(self) -> dict[str, object]: ...
+
+
+def _pool(cfg: EngineConfig, link: EngineLinkConfig, on_change: Callable[[], None]) -> Pool:
+    if cfg.upstream:
+        return UpstreamPool(cfg, link, on_change)
+    return EnginePool(cfg, link, on_change)
+
+
+def _load(pool: Pool) -> float:
     capacity = pool.hello.capacity if pool.hello else 1
     return pool.inflight / max(1, capacity)
 
@@ -22,9 +70,10 @@ class EngineRouter:
     """Picks, per model, the least-loaded connected engine and connection."""
 
     def __init__(self, engines: Sequence[EngineConfig], link: EngineLinkConfig) -> None:
-        self.pools = [EnginePool(e, link, self._refresh) for e in engines]
+        self.pools = [_pool(e, link, self._refresh) for e in engines]
         self._models: dict[str, ModelInfo] = {}
-        self._by_model: dict[str, list[EnginePool]] = {}
+        self._by_model: dict[str, list[Pool]] = {}
+        self._relays: dict[str, list[UpstreamPool]] = {}  # passthrough upstreams by model
         self._known: set[str] = set()
         self._connected = False
         self._capacity = 0
@@ -33,15 +82,20 @@ class EngineRouter:
 
     def _refresh(self) -> None:
         models: dict[str, ModelInfo] = {}
-        by_model: dict[str, list[EnginePool]] = {}
+        by_model: dict[str, list[Pool]] = {}
+        relays: dict[str, list[UpstreamPool]] = {}
         for pool in self.pools:
             if not pool.connected or pool.hello is None:
                 continue
             for m in pool.hello.models:
                 models.setdefault(m.name, m)
-                by_model.setdefault(m.name, []).append(pool)
+                if isinstance(pool, UpstreamPool) and pool.passthrough:
+                    relays.setdefault(m.name, []).append(pool)
+                else:
+                    by_model.setdefault(m.name, []).append(pool)
         self._models = models
         self._by_model = by_model
+        self._relays = relays
         self._connected = any(p.connected for p in self.pools)
         self._capacity = sum(
             p.hello.capacity for p in self.pools if p.connected and p.hello is not None
@@ -104,7 +158,7 @@ class EngineRouter:
 
     def submit(self, query: Query, sink: StreamSink) -> LinkSubmission:
         pools = self._by_model.get(query.model)
-        conn: EngineConnection | None = None
+        conn: Connection | None = None
         if pools:
             best = pools[0] if len(pools) == 1 else min(pools, key=_load)
             conn = best.pick()
@@ -119,6 +173,16 @@ class EngineRouter:
                 param="model",
             )
         return LinkSubmission(conn, conn.submit(query, sink))
+
+    def passthrough(self, model: str) -> bool:
+        return model in self._relays and model not in self._by_model
+
+    async def relay(self, model: str, path: str, doc: dict[str, Any], traceparent: str) -> Relayed:
+        pools = self._relays.get(model)
+        if not pools:
+            raise NeutrinoError(ErrorKind.NO_ENGINE, f"no upstream relaying {model!r} is connected")
+        best = pools[0] if len(pools) == 1 else min(pools, key=_load)
+        return await best.relay(path, doc, traceparent)
 
     def snapshot(self) -> list[dict[str, object]]:
         return [p.snapshot() for p in self.pools]

@@ -1,6 +1,7 @@
 """Where every request's end is recorded, exactly once, whatever ended it.
 
-A request that reached an engine ends through its Generation or ModalCall (``done``);
+A request that reached an engine ends through its Generation, ModalCall or RelayCall
+(``done``);
 one that failed or was abandoned before (``abort``) ends here directly. Either way its
 engine slot and its key's count are released, its terminal state counted, its metrics
 and span closed and its history entry written.
@@ -18,6 +19,7 @@ from neutrino.pipeline.call import ModalCall
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.history import History, HistoryEntry
 from neutrino.pipeline.observe import Observed, Observer
+from neutrino.pipeline.relay import RelayCall
 from neutrino.pipeline.state import Lifecycle, State
 
 log = logging.getLogger("neutrino.pipeline")
@@ -28,15 +30,15 @@ class Endings:
         self.admission = admission
         self.observe = observe
         self.history = history
-        # Requests at an engine (Generation, ModalCall), for a shutdown to end them.
-        self.live: set[Generation | ModalCall] = set()
+        # Requests at an engine (Generation, ModalCall, RelayCall), for a shutdown to end them.
+        self.live: set[Generation | ModalCall | RelayCall] = set()
         self.finished: dict[str, int] = {}  # terminal state -> requests
 
     def _count(self, state: State) -> None:
         name = state._value_  # the plain str (``.value`` is a property call)
         self.finished[name] = self.finished.get(name, 0) + 1
 
-    def done(self, gen: Generation | ModalCall) -> None:
+    def done(self, gen: Generation | ModalCall | RelayCall) -> None:
         """A request that reached an engine has ended (its ``on_done``)."""
         self.live.discard(gen)
         if gen.principal is not None:

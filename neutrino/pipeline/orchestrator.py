@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from neutrino.config import Config
 from neutrino.engine.client import EngineClient, Submission
@@ -32,7 +33,8 @@ from neutrino.pipeline.modalities import ModalJob
 from neutrino.pipeline.models import ModelText, ModelTexts
 from neutrino.pipeline.observe import AttrValue, Observed, Observer
 from neutrino.pipeline.prompt import PromptBuilder, model_text
-from neutrino.pipeline.request import GenerateRequest, tool_guided
+from neutrino.pipeline.relay import RelayCall
+from neutrino.pipeline.request import GenerateRequest, Origin, tool_guided
 from neutrino.pipeline.served import capable, model_info
 from neutrino.pipeline.state import Lifecycle, State
 
@@ -155,6 +157,45 @@ class Orchestrator:
         except BaseException as exc:  # (no local may hold the error: see Endings.abort)
             raise self.endings.abort(
                 req.request_id, req.model, lifecycle, admitted, exc, origin.principal, counted, obs
+            ) from None
+
+    async def relay(
+        self, doc: dict[str, Any], path: str, route: str, origin: Origin, request_id: str
+    ) -> RelayCall:
+        """Relay an OpenAI request (``doc``, the client's body) for a model of a passthrough
+        upstream to its ``path``, admitted, queued and ended as every request is."""
+        model: str = doc["model"]
+        lifecycle = Lifecycle()
+        admitted = counted = False
+        obs, traceparent = self._begin(
+            lifecycle, origin.protocol, route, origin.received_ns, model, _OPERATIONS[route],
+            origin.traceparent,
+            lambda: {"neutrino.request_id": request_id},
+        )  # fmt: skip
+        try:
+            if self.draining:
+                raise _shutting_down()
+            self.keys.admit(origin.principal, model)
+            counted = True
+            deadline = time.monotonic() + (origin.timeout_s or self.cfg.limits.request_timeout_s)
+            lifecycle.advance(State.QUEUED)
+            admission = self.admission
+            if admission.closed or not admission.try_acquire():
+                await admission.enter(max(0.001, deadline - time.monotonic()), None)
+            admitted = True
+            lifecycle.advance(State.PROCESSING)
+            relayed = await self.engines.relay(model, path, doc, traceparent)
+            call = RelayCall(
+                request_id=request_id, model=model, lifecycle=lifecycle, relayed=relayed,
+                streamed=doc.get("stream") is True, on_done=self.endings.done,
+            )  # fmt: skip
+            call.principal, call.obs = origin.principal, obs
+            self.endings.live.add(call)
+            call.attach(max(0.001, deadline - time.monotonic()), self.deadlines)
+            return call
+        except BaseException as exc:
+            raise self.endings.abort(
+                request_id, model, lifecycle, admitted, exc, origin.principal, counted, obs
             ) from None
 
     def _begin(

@@ -12,6 +12,13 @@ def model_info(engines: EngineClient, model: str) -> ModelInfo:
     connected, MODEL_NOT_FOUND when none serves it."""
     info = engines.models().get(model)
     if info is not None:
+        if engines.passthrough(model):
+            raise NeutrinoError(
+                ErrorKind.UNSUPPORTED,
+                f"the model {model!r} is served by a passthrough upstream: only the OpenAI"
+                " routes /v1/chat/completions and /v1/completions reach it",
+                param="model",
+            )
         if not info.can(Capability.GENERATE):
             raise NeutrinoError(
                 ErrorKind.BAD_REQUEST, f"the model {model!r} does not generate text", param="model"

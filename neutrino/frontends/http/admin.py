@@ -37,8 +37,8 @@ _KNOWN_PATHS = frozenset(
 )
 
 
-def _unavailable(status: str, kind: ErrorKind) -> web.Response:
-    resp = json_response({"status": status}, 503)
+def _unavailable(status: str, kind: ErrorKind, down: list[str] | None = None) -> web.Response:
+    resp = json_response({"status": status, **({"down": down} if down else {})}, 503)
     resp.headers["Retry-After"] = str(kind.spec.retry_after_s)
     return resp
 
@@ -117,13 +117,15 @@ class AdminRoutes:
             )
 
     def _model_card(self, name: str, ctx: int) -> dict[str, Any]:
-        return {
+        card: dict[str, Any] = {
             "id": name,
             "object": "model",
             "created": int(self._started),
             "owned_by": "neutrino",
-            "max_model_len": ctx,
         }
+        if ctx:  # 0: not known (a passthrough upstream that does not say)
+            card["max_model_len"] = ctx
+        return card
 
     async def models(self, request: web.Request) -> web.Response:
         """The served models (those the caller's key may use)."""
@@ -152,11 +154,20 @@ class AdminRoutes:
         engines = self.orch.engines
         if self.orch.draining:
             return _unavailable("draining", ErrorKind.SHUTTING_DOWN)
+        # Engines (and upstreams) not connected now, and why when it is known.
+        down = [
+            f"{e['name']}: {e['problem']}" if e.get("problem") else str(e["name"])
+            for e in engines.snapshot()
+            if not e.get("connected")
+        ]
         if not engines.has_engine():
-            return _unavailable("no_engine", ErrorKind.NO_ENGINE)
+            return _unavailable("no_engine", ErrorKind.NO_ENGINE, down)
         if not all(self.orch.texts.settled(m) for m in engines.models()):
             return json_response({"status": "loading"}, 503)
-        return json_response({"status": "ok", "models": sorted(engines.models())})
+        ok: dict[str, Any] = {"status": "ok", "models": sorted(engines.models())}
+        if down:
+            ok["down"] = down
+        return json_response(ok)
 
     async def reload(self, request: web.Request) -> web.Response:
         """Re-read the configuration (as SIGHUP does); 400 and the running one stays

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from neutrino.config import LimitsConfig
@@ -24,6 +25,7 @@ from neutrino.frontends.http import jsonbody
 from neutrino.frontends.http.exchange import GONE, Exchange, check_json_type
 from neutrino.frontends.http.sse import Body, SlowClient, SSEStream, openai_error_events
 from neutrino.observability.logs import bind_request_id
+from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import collect
@@ -51,16 +53,64 @@ async def admit(
     A client's ``X-Request-Id`` names the request (``<id_prefix>-<id>``) and is echoed;
     otherwise the answer's header carries the request's own id.
     """
-    client_id = ex.request_id = client_request_id(ex.header("x-request-id"))
-    principal = orch.keys.authenticate(ex.header("authorization"), ex.header("x-api-key"))
-    check_json_type(ex.header("content-type"))
+    raw, principal, client_id = await _read(ex, orch)
     limits = orch.cfg.limits
-    raw = await ex.read(limits.max_body_bytes)
     if len(raw) > limits.offload_bytes or _has_schema(raw):  # on a worker thread
         cap = limits.max_json_containers
         req = await off_loop(lambda: parse(jsonbody.decode_large(raw, cap), limits))
     else:
         req = parse(jsonbody.decode(raw), limits)
+    return _named(ex, req, principal, client_id, id_prefix, received_ns, route)
+
+
+@dataclass(frozen=True, slots=True)
+class Passthrough:
+    """An OpenAI request for a model of a passthrough upstream: relayed as it was sent."""
+
+    doc: dict[str, Any]
+    origin: Origin
+    request_id: str
+
+
+async def admit_or_relay(
+    ex: Exchange, orch: Orchestrator, parse: Parse, id_prefix: str, received_ns: int
+) -> GenerateRequest | Passthrough:
+    """:func:`admit`, for the OpenAI routes: a request whose model a passthrough upstream
+    serves is not parsed but relayed (its body must be a JSON object naming the model)."""
+    raw, principal, client_id = await _read(ex, orch)
+    limits = orch.cfg.limits
+    large = len(raw) > limits.offload_bytes or _has_schema(raw)
+    cap = limits.max_json_containers
+    doc = await off_loop(lambda: jsonbody.decode_large(raw, cap)) if large else jsonbody.decode(raw)
+    model = doc.get("model") if isinstance(doc, dict) else None
+    if isinstance(model, str) and isinstance(doc, dict) and orch.engines.passthrough(model):
+        origin = Origin(principal, ex.protocol, "", received_ns, ex.header("traceparent"))
+        request_id = ex.request_id = request_id_for(id_prefix, client_id)
+        bind_request_id(request_id)
+        return Passthrough(doc, origin, request_id)
+    req = await off_loop(lambda: parse(doc, limits)) if large else parse(doc, limits)
+    return _named(ex, req, principal, client_id, id_prefix, received_ns, "")
+
+
+async def _read(ex: Exchange, orch: Orchestrator) -> tuple[bytes, Principal | None, str]:
+    """The request's body, its caller's key and its client's request id (raises
+    NeutrinoError: a bad key, not JSON, too large)."""
+    client_id = ex.request_id = client_request_id(ex.header("x-request-id"))
+    principal = orch.keys.authenticate(ex.header("authorization"), ex.header("x-api-key"))
+    check_json_type(ex.header("content-type"))
+    return await ex.read(orch.cfg.limits.max_body_bytes), principal, client_id
+
+
+def _named(
+    ex: Exchange,
+    req: GenerateRequest,
+    principal: Principal | None,
+    client_id: str,
+    id_prefix: str,
+    received_ns: int,
+    route: str,
+) -> GenerateRequest:
+    """``req`` with its origin and id (the client's, or its own: echoed either way)."""
     origin = Origin(principal, ex.protocol, route, received_ns, ex.header("traceparent"))
     if client_id:
         req = req.replace(request_id=request_id_for(id_prefix, client_id), origin=origin)

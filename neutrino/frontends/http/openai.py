@@ -14,14 +14,16 @@ from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.exchange import AiohttpExchange, Exchange
 from neutrino.frontends.http.generate import (
     Parse,
+    Passthrough,
     StartPush,
-    admit,
+    admit_or_relay,
     reply_in_pieces,
     run_all,
     run_stream,
 )
 from neutrino.frontends.http.guard import guarded
 from neutrino.frontends.http.parse import parse_chat, parse_completion
+from neutrino.frontends.http.relay import relay_answer
 from neutrino.frontends.http.render import Answer, ChunkEncoder, chat_answer, completion_answer
 from neutrino.frontends.http.sse import ChoiceWriter, SSEStream
 from neutrino.pipeline.generation import Generation, Outcome
@@ -78,7 +80,10 @@ class OpenAIRoutes:
         """Answer one generation request on ``ex``, streamed or not."""
         received = time.monotonic_ns()
         try:
-            req = await admit(ex, self.orch, parse, _PREFIXES[route], received)
+            req = await admit_or_relay(ex, self.orch, parse, _PREFIXES[route], received)
+            if isinstance(req, Passthrough):
+                await relay_answer(ex, self.orch, req, route)
+                return
             log.debug("%s request for %s (stream: %s)", route, req.model, req.stream)
             if req.stream:
                 await run_stream(ex, self.orch, req, self._start_push(req), self._keepalive)

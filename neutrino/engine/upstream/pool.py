@@ -1,0 +1,390 @@
+"""An OpenAI-compatible HTTP server as an engine: the asyncio adapter.
+
+The router sees it as it sees a pool of socket connections (``hello``, ``connected``,
+``pick`` ...), and what it picks takes queries as a connection does (``submit``,
+``cancel``, ``forget``): each query is one streamed HTTP request on a pooled keep-alive
+connection, whose events the dialect (``llamacpp``) turns into results for the query's
+sink. Cancelling a query closes its HTTP request, which the server sees and stops
+generating. A task reads the server's health and models every ``refresh_s`` (and at
+once after a request failed to reach it); while it does not answer, the pool is not
+connected and the router sends its models' requests elsewhere.
+
+In passthrough mode (any OpenAI-compatible server) it takes no queries: ``relay`` posts
+the client's own body (its model renamed where ``upstream_names`` says so) and hands the
+answer back as it comes (``relayed.RelayedAnswer``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import orjson
+
+from neutrino.backoff import Backoff
+from neutrino.config import EngineConfig, EngineLinkConfig
+from neutrino.engine.client import (
+    StreamSink,
+    classify_engine_error,
+    lost_connection,
+    sink_failure,
+)
+from neutrino.engine.messages import EngineError, HelloAck, ModelInfo, Query, TextQuery
+from neutrino.engine.stats import EngineStats
+from neutrino.engine.upstream import llamacpp
+from neutrino.engine.upstream.errors import MAX_ERROR_BYTES, upstream_error
+from neutrino.engine.upstream.relayed import RelayedAnswer
+from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.sse_decoder import SSEDecoder, SSEError
+
+log = logging.getLogger("neutrino.engine")
+
+DEFAULT_CONTEXT = 4096
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+MAX_PROBE_BYTES = 4 * 1024 * 1024
+
+
+class UpstreamDown(Exception):
+    """The upstream did not answer its health or model probe as expected."""
+
+
+class _Request:
+    __slots__ = ("sink", "task")
+
+    def __init__(self, sink: StreamSink) -> None:
+        self.sink = sink
+        self.task: asyncio.Task[None] | None = None
+
+
+class UpstreamPool:
+    """One HTTP upstream (``[[engines]] url``), kept probed; it is its own connection."""
+
+    write_paused = False  # never: aiohttp queues what its pool cannot send at once
+
+    def __init__(
+        self,
+        cfg: EngineConfig,
+        link: EngineLinkConfig,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.name = cfg.name or cfg.url
+        self._link = link
+        self._on_change = on_change
+        self._root = llamacpp.root_of(cfg.url)
+        self._headers = {"Content-Type": "application/json"}
+        if cfg.api_key:
+            self._headers["Authorization"] = f"Bearer {cfg.api_key}"
+        self._session: aiohttp.ClientSession | None = None
+        self._requests: dict[int, _Request] = {}
+        self._next_rid = 0
+        self._relays = 0  # relayed requests not yet closed (passthrough)
+        self._up = False
+        self.problem = "not probed yet"  # why it is down, for the status page
+        self.hello: HelloAck | None = None
+        self.stats = EngineStats()
+        self._connected_once = asyncio.Event()
+        self._probe_now = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ pool side
+
+    async def start(self) -> None:
+        connector = aiohttp.TCPConnector(limit=self.cfg.capacity, keepalive_timeout=30)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=None, connect=self._link.connect_timeout_s),
+            auto_decompress=False,
+        )
+        self._task = asyncio.get_running_loop().create_task(
+            self._maintain(), name=f"upstream-{self.name}"
+        )
+
+    async def wait_connected(self, timeout: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._connected_once.wait()
+        return self.connected
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for rid in list(self._requests):
+            self.cancel(rid, "shutdown")
+        if self._session is not None:
+            await self._session.close()
+
+    @property
+    def connected(self) -> bool:
+        return self._up
+
+    @property
+    def connections(self) -> list[UpstreamPool]:
+        return [self] if self._up else []
+
+    @property
+    def inflight(self) -> int:
+        return len(self._requests) + self._relays
+
+    @property
+    def passthrough(self) -> bool:
+        return self.cfg.mode == "passthrough"
+
+    @property
+    def is_open(self) -> bool:
+        return self._up
+
+    def pick(self) -> UpstreamPool | None:
+        return self if self._up else None
+
+    def snapshot(self) -> dict[str, object]:
+        hello = self.hello
+        return {
+            "name": self.name,
+            "url": self.cfg.url,
+            "mode": self.cfg.mode,
+            "connected": self._up,
+            "problem": None if self._up else self.problem,
+            "inflight": self.inflight,
+            "stats": self.stats.snapshot(),
+            "engine": hello.engine if hello else None,
+            "capacity": hello.capacity if hello else 0,
+            "models": [{"name": m.name, "context_length": m.context_length} for m in hello.models]
+            if hello
+            else [],
+        }
+
+    # ------------------------------------------------------------------ queries
+
+    def submit(self, query: Query, sink: StreamSink) -> int:
+        if self.passthrough:
+            raise NeutrinoError(
+                ErrorKind.UNSUPPORTED,
+                f"the model {query.model!r} is served by a passthrough upstream: only the"
+                " OpenAI routes /v1/chat/completions and /v1/completions reach it",
+            )
+        if type(query) is not TextQuery:
+            raise NeutrinoError(
+                ErrorKind.UNSUPPORTED, f"the upstream {self.name!r} serves text generation only"
+            )
+        self._next_rid += 1
+        rid = self._next_rid
+        req = self._requests[rid] = _Request(sink)
+        req.task = asyncio.get_running_loop().create_task(self._run(rid, query, req))
+        return rid
+
+    def cancel(self, rid: int, reason: str) -> bool:
+        req = self._requests.pop(rid, None)
+        if req is None:
+            return False
+        if req.task is not None:
+            req.task.cancel()  # closes the HTTP request: the server stops generating
+        self.stats.cancels_sent += 1
+        return True
+
+    def forget(self, rid: int) -> None:
+        req = self._requests.pop(rid, None)
+        if req is not None and req.task is not None:
+            req.task.cancel()
+
+    def _fail(self, rid: int, error: NeutrinoError) -> None:
+        req = self._requests.pop(rid, None)
+        if req is not None:
+            req.sink.on_error(error)
+
+    async def _run(self, rid: int, query: TextQuery, req: _Request) -> None:
+        data = llamacpp.body(query, self._upstream_name(query.model))
+        if not isinstance(data, bytes):
+            self._fail(rid, classify_engine_error(data, self.name))
+            return
+        headers = self._headers
+        if query.traceparent:
+            headers = {**headers, "traceparent": query.traceparent}
+        assert self._session is not None
+        try:
+            async with self._session.post(
+                self._root + llamacpp.PATH, data=data, headers=headers
+            ) as resp:
+                if resp.status != 200:
+                    err = upstream_error(resp.status, await resp.content.read(MAX_ERROR_BYTES))
+                    self._fail(rid, classify_engine_error(err, self.name))
+                    return
+                if not await self._relay(rid, req, resp, llamacpp.Answer(query)):
+                    resp.close()  # ended before the server's last event: stop it
+        except (aiohttp.ClientError, OSError, SSEError) as exc:
+            log.warning("upstream %s: request failed: %s", self.name, exc)
+            self._fail(rid, lost_connection())
+            self._probe_now.set()
+
+    async def _relay(
+        self, rid: int, req: _Request, resp: aiohttp.ClientResponse, answer: llamacpp.Answer
+    ) -> bool:
+        """Pass the answer's results to the sink, a flush per read; False if it ended
+        before the server finished (a stop id, a failing sink)."""
+        decoder = SSEDecoder(MAX_EVENT_BYTES)
+        sink = req.sink
+        async for chunk in resp.content.iter_any():
+            flush = False
+            for _kind, data in decoder.feed(chunk):
+                out = answer.event(data)
+                if out is None:
+                    continue
+                if isinstance(out, EngineError):
+                    self._fail(rid, classify_engine_error(out, self.name))
+                    return True
+                if answer.done:
+                    self._requests.pop(rid, None)
+                try:
+                    flush = sink.on_result(out) or flush
+                except Exception as exc:  # the sink refused: the request ends with why
+                    self._requests.pop(rid, None)
+                    sink.on_error(sink_failure(exc))
+                    return False
+                if answer.done:
+                    break
+            if flush:
+                sink.flush()
+            if answer.done:
+                return True
+        self._fail(rid, lost_connection())
+        return True
+
+    async def relay(self, path: str, doc: dict[str, Any], traceparent: str) -> RelayedAnswer:
+        """POST the client's ``doc`` to ``path`` (under the base URL); the answer when its
+        status is 200, else the client's error for what the upstream answered."""
+        model = doc.get("model")
+        if isinstance(model, str) and model in self.cfg.upstream_names:
+            doc = {**doc, "model": self.cfg.upstream_names[model]}
+        headers = self._headers
+        if traceparent:
+            headers = {**headers, "traceparent": traceparent}
+        assert self._session is not None
+        self._relays += 1
+        try:
+            resp = await self._session.post(
+                self.cfg.url.rstrip("/") + path, data=orjson.dumps(doc), headers=headers
+            )
+        except (aiohttp.ClientError, OSError) as exc:
+            self._relays -= 1
+            log.warning("upstream %s: request failed: %s", self.name, exc)
+            self._probe_now.set()
+            raise lost_connection() from None
+        except BaseException:
+            self._relays -= 1
+            raise
+        if resp.status == 200:
+            return RelayedAnswer(resp, self._relay_closed)
+        self._relays -= 1
+        try:
+            body = await resp.content.read(MAX_ERROR_BYTES)
+        except (aiohttp.ClientError, OSError):
+            body = b""
+        finally:
+            resp.close()
+        raise classify_engine_error(upstream_error(resp.status, body), self.name)
+
+    def _relay_closed(self) -> None:
+        self._relays -= 1
+
+    def _upstream_name(self, model: str) -> str:
+        return self.cfg.upstream_names.get(model, model)
+
+    # ------------------------------------------------------------------ probing
+
+    async def _maintain(self) -> None:
+        link = self._link
+        backoff = Backoff(
+            link.backoff_initial_s, max(link.backoff_initial_s, self.cfg.refresh_s), jitter=False
+        )
+        while True:
+            try:
+                hello = await self._probe()
+            except (aiohttp.ClientError, OSError, TimeoutError, UpstreamDown) as exc:
+                self._set_down(str(exc) or type(exc).__name__)
+                await self._wait(backoff.next())
+                continue
+            backoff.reset()
+            self._set_up(hello)
+            await self._wait(self.cfg.refresh_s)
+
+    async def _wait(self, seconds: float) -> None:
+        self._probe_now.clear()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._probe_now.wait()
+
+    def _set_down(self, problem: str) -> None:
+        self.problem = problem
+        if self._up:
+            log.warning("upstream %s is down: %s", self.name, problem)
+            self._up = False
+            self.stats.reconnects += 1
+            self._changed()
+
+    def _set_up(self, hello: HelloAck) -> None:
+        changed = not self._up or self.hello != hello
+        if not self._up:
+            log.info("upstream %s is up (%s)", self.name, hello.engine)
+        self._up, self.hello, self.problem = True, hello, ""
+        self._connected_once.set()
+        if changed:
+            self._changed()
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change()
+
+    async def _get(self, url: str) -> Any:
+        assert self._session is not None
+        async with asyncio.timeout(self._link.connect_timeout_s * 2):
+            async with self._session.get(url, headers=self._headers) as resp:
+                body = await resp.content.read(MAX_PROBE_BYTES)
+                if resp.status != 200:
+                    raise UpstreamDown(f"GET {url}: HTTP status {resp.status}")
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise UpstreamDown(f"GET {url}: not JSON") from None
+
+    async def _probe(self) -> HelloAck:
+        """What the upstream serves now (UpstreamDown if it cannot serve in this mode)."""
+        cfg = self.cfg
+        if self.passthrough:
+            listed = await self._models()
+            models = [
+                ModelInfo(name, cfg.context_length or listed.get(name, 0))
+                for name in cfg.models or listed
+            ]
+            return HelloAck(f"passthrough to {cfg.url}", 0, models, cfg.capacity)
+        props = llamacpp.props_of(await self._get(self._root + "/props"))
+        if props is None:
+            raise UpstreamDown(
+                f"{self._root} is not llama.cpp's server (GET /props): token mode needs it;"
+                ' for another OpenAI-compatible server use mode = "passthrough"'
+            )
+        n_ctx, slots = props
+        names = cfg.models or tuple(await self._models())
+        context = cfg.context_length or n_ctx or DEFAULT_CONTEXT
+        models = [ModelInfo(name, context) for name in names]
+        capacity = min(cfg.capacity, slots) if slots > 0 else cfg.capacity
+        return HelloAck(f"{llamacpp.DIALECT} at {self._root}", 0, models, capacity)
+
+    async def _models(self) -> dict[str, int]:
+        """The upstream's ``/models``: each model's name and context (0: not said; vLLM
+        says ``max_model_len``)."""
+        doc = await self._get(self.cfg.url.rstrip("/") + "/models")
+        data = doc.get("data") if isinstance(doc, dict) else None
+        models: dict[str, int] = {}
+        for m in data if isinstance(data, list) else ():
+            if isinstance(m, dict) and isinstance(m.get("id"), str):
+                ctx = m.get("max_model_len")
+                models[m["id"]] = ctx if type(ctx) is int and ctx > 0 else 0
+        if not models:
+            raise UpstreamDown(f"{self.cfg.url}/models lists no model")
+        return models

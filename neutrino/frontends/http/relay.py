@@ -1,0 +1,50 @@
+"""The OpenAI routes' answer for a model of a passthrough upstream: the upstream's own
+answer, passed on as it comes (a stream's bytes as they arrive, or the whole body).
+
+An error before the answer starts is Neutrino's (its status and JSON); one in the middle
+of a stream is an SSE error event and ``[DONE]``, as for every stream. A client that
+leaves, or reads too slowly, ends the upstream request (``RelayCall.close``).
+"""
+
+from __future__ import annotations
+
+from neutrino.errors import NeutrinoError
+from neutrino.frontends.http.exchange import Exchange
+from neutrino.frontends.http.generate import Passthrough
+from neutrino.frontends.http.sse import openai_error_events
+from neutrino.pipeline.orchestrator import Orchestrator
+from neutrino.pipeline.relay import RelayCall
+
+_PATHS = {"chat": "/chat/completions", "completion": "/completions"}
+MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a non-streamed answer relayed, at most
+
+
+async def relay_answer(ex: Exchange, orch: Orchestrator, req: Passthrough, route: str) -> None:
+    """Relay ``req`` and answer ``ex`` with what the upstream answers (raises
+    NeutrinoError before anything was sent)."""
+    call = await orch.relay(req.doc, _PATHS[route], route, req.origin, req.request_id)
+    try:
+        if call.streamed:
+            await _stream(ex, call, orch.cfg.limits.stream_buffer_bytes)
+        else:
+            ex.reply(200, await call.body(MAX_ANSWER_BYTES))
+    finally:
+        call.close()
+
+
+async def _stream(ex: Exchange, call: RelayCall, unread_limit: int) -> None:
+    body = await ex.open_stream()
+    try:
+        async for chunk in call.chunks():
+            unread = body.write(chunk)
+            if unread < 0:
+                return  # the client left: closing the call ends the upstream request
+            if unread > unread_limit:
+                body.reset()  # a client too slow to read its stream
+                return
+        await body.end()
+    except NeutrinoError as err:
+        body.write(openai_error_events(err))
+        await body.end()
+    finally:
+        body.close()

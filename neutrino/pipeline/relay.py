@@ -1,0 +1,224 @@
+"""One request relayed to a passthrough upstream, from its answer's first byte to its end.
+
+The front end writes the upstream's bytes to its client as they come; this watches them
+pass (``Tally``: its SSE events, or the whole JSON answer) for what Neutrino reports of
+every request: the first token's time (the lifecycle's Generating), the tokens (the
+upstream's own usage when it sends one, else a count of the chunks that carry output),
+the finish reason, an error event. It ends the request once, as a generation ends:
+Complete, Failed (the upstream broke off or sent an error), Cancelled (the client left)
+or Failed by a deadline or a shutdown (``abort``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import orjson
+
+from neutrino.engine.client import Relayed
+from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.auth import Principal
+from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
+from neutrino.pipeline.history import HistoryEntry
+from neutrino.pipeline.observe import AttrValue, Observed
+from neutrino.pipeline.state import Lifecycle, State
+from neutrino.sse_decoder import SSEDecoder, SSEError
+
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+
+
+class Tally:
+    """What a relayed answer said of itself (sans-IO): feed its bytes, read the counts."""
+
+    def __init__(self, streamed: bool) -> None:
+        self._decoder = SSEDecoder(MAX_EVENT_BYTES) if streamed else None
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.cached_tokens = 0
+        self._usage = False  # the upstream's own usage was seen (it wins over the count)
+        self.finish_reason: str | None = None
+        self.error: NeutrinoError | None = None
+        self.output = False  # some output was seen (the first token's time is set)
+
+    def feed(self, chunk: bytes) -> None:
+        """A stream's next bytes (SSEError when an event breaks the format's bounds)."""
+        assert self._decoder is not None
+        for _kind, data in self._decoder.feed(chunk):
+            if data == "[DONE]":
+                continue
+            try:
+                doc = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                continue  # not ours to judge: the client gets it as sent
+            if isinstance(doc, dict):
+                self._event(doc)
+
+    def whole(self, body: bytes) -> None:
+        """A non-streamed answer, whole."""
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(doc, dict):
+            self._event(doc)
+            self.output = True
+
+    def _event(self, doc: dict[str, Any]) -> None:
+        err = doc.get("error")
+        if err is not None:
+            message = err.get("message") if isinstance(err, dict) else err
+            self.error = NeutrinoError(
+                ErrorKind.ENGINE_ERROR, f"the upstream failed: {str(message)[:300]}"
+            )
+        choices = doc.get("choices")
+        for choice in choices if isinstance(choices, list) else ():
+            if not isinstance(choice, dict):
+                continue
+            if _carries_output(choice):
+                self.output = True
+                if not self._usage:
+                    self.completion_tokens += 1
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str):
+                self.finish_reason = reason
+        usage = doc.get("usage")
+        if isinstance(usage, dict):
+            self._take_usage(usage)
+
+    def _take_usage(self, usage: dict[str, Any]) -> None:
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if type(prompt) is int and type(completion) is int:
+            self._usage = True
+            self.prompt_tokens, self.completion_tokens = prompt, completion
+            details = usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            self.cached_tokens = cached if type(cached) is int else 0
+
+
+def _carries_output(choice: dict[str, Any]) -> bool:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        return bool(
+            delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content")
+            or delta.get("reasoning")
+        )  # fmt: skip
+    return bool(choice.get("text") or choice.get("message"))
+
+
+class RelayCall:
+    """A relayed request at its upstream: the answer to pass on, and its one end."""
+
+    def __init__(
+        self,
+        *,
+        request_id: str,
+        model: str,
+        lifecycle: Lifecycle,
+        relayed: Relayed,
+        streamed: bool,
+        on_done: Callable[[RelayCall], None],
+    ) -> None:
+        self.request_id = request_id
+        self.model = model
+        self.lifecycle = lifecycle
+        self.content_type = relayed.content_type
+        self.streamed = streamed and relayed.content_type.startswith("text/event-stream")
+        self.tally = Tally(self.streamed)
+        self._relayed = relayed
+        self._on_done = on_done
+        self._error: NeutrinoError | None = None
+        self._timer: Deadline | None = None
+        self.principal: Principal | None = None
+        self.obs: Observed | None = None
+
+    def attach(self, timeout_s: float, deadlines: DeadlineWheel) -> None:
+        self._timer = deadlines.call_later(timeout_s, self._on_timeout)
+
+    @property
+    def error(self) -> NeutrinoError | None:
+        return self._error
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The streamed answer's bytes as they arrive (raises the request's error when
+        the upstream broke off, or when a deadline or a shutdown ended it)."""
+        tally = self.tally
+        try:
+            async for chunk in self._relayed.chunks():
+                if self.lifecycle.terminal:
+                    break
+                tally.feed(chunk)
+                if tally.output and self.lifecycle.state is State.PROCESSING:
+                    self.lifecycle.advance(State.GENERATING)
+                yield chunk
+        except (NeutrinoError, SSEError) as exc:
+            err = exc if isinstance(exc, NeutrinoError) else _malformed()
+            self._end(State.FAILED, err)
+        if self._error is not None:
+            raise self._error.fresh()
+        self._end(State.COMPLETE if tally.error is None else State.FAILED, tally.error)
+
+    async def body(self, limit: int) -> bytes:
+        """The non-streamed answer, whole (raises the request's error)."""
+        try:
+            data = await self._relayed.read(limit)
+        except NeutrinoError as err:
+            self._end(State.FAILED, err)
+            raise
+        if self.lifecycle.state is State.PROCESSING:
+            self.lifecycle.advance(State.GENERATING)
+        self.tally.whole(data)
+        self._end(State.COMPLETE, None)
+        return data
+
+    def close(self, reason: str = "client disconnected") -> None:
+        """The front end is done with it: if it has not ended, the client left."""
+        self._end(State.CANCELLED, NeutrinoError(ErrorKind.CANCELLED, "the request was cancelled"))
+
+    def abort(self, error: NeutrinoError, reason: str) -> None:
+        """Ended from the server's side (a deadline, a shutdown)."""
+        self._end(State.FAILED, error)
+
+    def _on_timeout(self) -> None:
+        self._timer = None
+        self.abort(NeutrinoError(ErrorKind.TIMEOUT, "the request timed out"), "timeout")
+
+    def _end(self, state: State, error: NeutrinoError | None) -> None:
+        if self.lifecycle.terminal:
+            return
+        self._error = error
+        self.lifecycle.advance(state)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._relayed.close()
+        self._on_done(self)
+
+    def usage(self) -> tuple[int, int, int, int]:
+        t = self.tally
+        return (t.prompt_tokens, t.completion_tokens, t.cached_tokens, 0)
+
+    def span_attributes(self) -> dict[str, AttrValue]:
+        out: dict[str, AttrValue] = {
+            "gen_ai.response.id": self.request_id,
+            "gen_ai.response.model": self.model,
+        }
+        if self.tally.finish_reason is not None:
+            out["gen_ai.response.finish_reasons"] = [self.tally.finish_reason]
+        return out
+
+    def history_entry(self) -> HistoryEntry:
+        t = self.tally
+        return HistoryEntry.of(
+            self.request_id,
+            self.model,
+            self.lifecycle,
+            t.prompt_tokens,
+            t.completion_tokens,
+            t.finish_reason,
+            self._error,
+        )
+
+
+def _malformed() -> NeutrinoError:
+    return NeutrinoError(ErrorKind.ENGINE_ERROR, "the upstream's stream broke the SSE format")

@@ -1,0 +1,104 @@
+"""llama.cpp's own HTTP server (``llama-server``, built by ``make llama-server``) as a
+real upstream for the HTTP-upstream tests, on the SmolLM2 GGUF that ``make install``
+keeps in the venv."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.support.procs import free_port
+
+BINARY = Path(sys.prefix) / "bin" / "llama-server"
+GGUF = Path(sys.prefix) / "share" / "neutrino" / "gguf" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL = "smollm2-135m-instruct"
+
+MISSING = (
+    f"{BINARY} is missing (make llama-server)"
+    if not BINARY.is_file()
+    else f"{GGUF} is missing (make install)"
+    if not GGUF.is_file()
+    else ""
+)
+
+
+class LlamaServer:
+    """One ``llama-server`` process serving SmolLM2 as ``MODEL`` on a free port (or the
+    given one: a test restarts it where Neutrino expects it)."""
+
+    def __init__(self, workdir: Path, *, port: int = 0, slots: int = 4, ctx: int = 1024) -> None:
+        self.port = port or free_port()
+        self.slots = slots
+        self.ctx = ctx
+        self.log_path = workdir / f"llama-server-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> LlamaServer:
+        argv = [
+            str(BINARY), "-m", str(GGUF), "--alias", MODEL,
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "-c", str(self.ctx * self.slots), "-np", str(self.slots), "-t", "1",
+            "--slots", "--no-webui",
+        ]  # fmt: skip
+        log = open(self.log_path, "ab")  # noqa: SIM115 - the child holds it
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while self.status("/health") != 200:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited with {self.proc.returncode}: {self.log()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"llama-server did not become ready: {self.log()}")
+            time.sleep(0.1)
+        return self
+
+    def status(self, path: str) -> int | None:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=2) as r:
+                code: int = r.status
+                return code
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:
+            return None
+
+    def get_json(self, path: str) -> Any:
+        with urllib.request.urlopen(self.url + path, timeout=10) as r:
+            return json.loads(r.read())
+
+    def busy_slots(self) -> int:
+        """Slots generating now (llama-server's ``/slots``)."""
+        return sum(1 for s in self.get_json("/slots") if s.get("is_processing"))
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """Killed at once (SIGKILL): what an upstream's crash looks like to its clients."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
