@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import sys
@@ -180,6 +181,9 @@ class Neutrino:
             pool.name: {"connections": len(pool.connections), **pool.stats.snapshot()}
             for pool in self.router.pools
         }
+        lifecycle = self.router.lifecycle.models
+        if lifecycle:
+            raw["lifecycle"] = {name: dataclasses.asdict(c) for name, c in lifecycle.items()}
         if self.processes.engines:
             raw["processes"] = {
                 m.name: {"state": m.state, "pid": m.pid, "restarts": m.restarts}
@@ -198,6 +202,9 @@ class Neutrino:
             extra["embedded_mock"] = {"pid": mock.pid, "restarts": mock.restarts}
         if self.registrars:
             extra["registration"] = [r.snapshot() for r in self.registrars]
+        lifecycle = self.router.lifecycle.models
+        if lifecycle:
+            extra["model_lifecycle"] = {n: dataclasses.asdict(c) for n, c in lifecycle.items()}
         if self.peers is not None:
             extra["worker"] = self.peers.index
             extra["workers"] = await self.peers.gather_state()

@@ -60,6 +60,10 @@ struct Envelope {
     detectQuery @18 :DetectQuery;
     detectResult @19 :DetectResult;
     tokenBatch @20 :TokenBatch;
+    loadModel @21 :ModelControl;        # client -> engine: load it; the reply carries this id
+    unloadModel @22 :ModelControl;      # client -> engine: unload it; the reply carries this id
+    modelsChanged @23 :ModelsChanged;   # engine -> client: its models now (a load's or unload's
+                                        # reply under that request's id; else id 0)
   }
 }
 
@@ -74,6 +78,7 @@ struct HelloAck {
   protocolVersion @1 :UInt16;
   models @2 :List(ModelInfo);
   capacity @3 :UInt32;        # concurrent requests the engine accepts
+  memoryBudget @4 :UInt64;    # bytes its loaded models may take (0: it loads and unloads none)
 }
 
 struct ModelInfo {
@@ -82,6 +87,8 @@ struct ModelInfo {
   maxOutputTokens @2 :UInt32; # 0 = bounded by context only
   capabilities @3 :List(Capability);  # empty = [generate]
   embeddingDimensions @4 :UInt32;     # native size of embed vectors (embed models)
+  state @5 :ModelState;               # loaded unless the engine loads models on demand
+  sizeBytes @6 :UInt64;               # what it takes loaded (against memoryBudget)
 }
 
 enum Capability {
@@ -305,4 +312,18 @@ struct Box {
 
 struct DetectResult {
   boxes @0 :List(Box);
+}
+
+enum ModelState {
+  loaded @0;
+  unloaded @1;                # known to the engine; a loadModel brings it in
+  loading @2;
+}
+
+struct ModelControl {
+  name @0 :Text;
+}
+
+struct ModelsChanged {
+  models @0 :List(ModelInfo); # every model the engine knows, with its state
 }

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from mocks.mock_ie.core import MockEngine, MockModel, Tokenizer, load_tokenizer
 from mocks.mock_ie.events import EventLog
+from mocks.mock_ie.memory import MockMemory
 from mocks.mock_ie.script import Script, ScriptError
 from mocks.mock_ie.server import MockServer
 from neutrino.engine.messages import Capability
@@ -119,6 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="permissions of the socket, in octal (default 600: the owner only; 660 adds "
         "the group)",
     )
+    p.add_argument(
+        "--memory-budget",
+        type=_at_least(0, int),
+        default=0,
+        help="bytes its loaded models may take: every model starts unloaded and is loaded "
+        "and unloaded on the client's request (0: all loaded, always)",
+    )
+    p.add_argument(
+        "--model-bytes", type=_at_least(1, int), default=1 << 30, help="each model's size"
+    )
+    p.add_argument("--load-ms", type=_at_least(0, float), default=50.0, help="time to load")
     p.add_argument("--script", default=None, help="JSON file of scripted replies")
     p.add_argument("--events", default=None, help="append one JSON line per event to this file")
     p.add_argument(
@@ -212,6 +224,10 @@ def main(argv: list[str] | None = None) -> None:
         )
     except ValueError as exc:
         raise SystemExit(f"mock_ie: {exc}") from None
+    if args.memory_budget:
+        engine.memory = MockMemory(
+            args.memory_budget, args.model_bytes, args.load_ms / 1000.0, [m.name for m in models]
+        )
     events = EventLog(args.events)
     server = MockServer(
         engine,

@@ -24,6 +24,7 @@ from typing import Literal, Protocol
 
 from mocks.mock_ie import corpus
 from mocks.mock_ie.json_instance import instance
+from mocks.mock_ie.memory import MockMemory
 from mocks.mock_ie.regex_instance import RegexTooHard, regex_instance
 from mocks.mock_ie.script import Rule, Script
 from neutrino.engine.arrays import pack_u32
@@ -38,6 +39,7 @@ from neutrino.engine.messages import (
     Message,
     ModalQuery,
     ModelInfo,
+    ModelState,
     TextQuery,
     TextResult,
 )
@@ -325,6 +327,7 @@ class MockEngine:
             if m.tokenizer not in self._tokenizers:
                 self._tokenizers[m.tokenizer] = load_tokenizer(m.tokenizer)
         self._pools: dict[str, tuple[int, ...]] = {}
+        self.memory: MockMemory | None = None  # models loaded on demand (--memory-budget)
 
     @property
     def models(self) -> list[MockModel]:
@@ -354,15 +357,33 @@ class MockEngine:
         return HelloAck(
             engine=ENGINE_NAME,
             protocol_version=PROTOCOL_VERSION,
-            models=[
-                ModelInfo(m.name, m.context_length, 0, m.capabilities, m.embedding_dimensions)
-                for m in self._models.values()
-            ],
+            models=self.model_infos(),
             capacity=self.capacity,
+            memory_budget=self.memory.budget if self.memory is not None else 0,
         )
+
+    def model_infos(self) -> list[ModelInfo]:
+        """Its models as the protocol lists them (with their states when they load on demand)."""
+        mem = self.memory
+        return [
+            ModelInfo(
+                m.name,
+                m.context_length,
+                0,
+                m.capabilities,
+                m.embedding_dimensions,
+                mem.state(m.name) if mem is not None else ModelState.LOADED,
+                mem.model_bytes if mem is not None else 0,
+            )
+            for m in self._models.values()
+        ]
 
     def start(self, query: TextQuery) -> MockGeneration | EngineError:
         """Validate ``query`` and return its generation, or the error a real engine would send."""
+        if self.memory is not None:
+            refused = self.memory.refuse(query.model)
+            if refused is not None:
+                return refused
         model = self._models.get(query.model)
         if model is None:
             served = ", ".join(self._models)

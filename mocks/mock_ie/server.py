@@ -17,6 +17,7 @@ from typing import Any
 
 from mocks.mock_ie.core import Fault, MockEngine, MockGeneration
 from mocks.mock_ie.events import EventLog
+from mocks.mock_ie.memory import MockMemory
 from mocks.mock_ie.modalities import modal_answer
 from neutrino.engine.inprocess import InProcessEngineClient
 from neutrino.engine.messages import (
@@ -29,14 +30,17 @@ from neutrino.engine.messages import (
     FinishReason,
     Hello,
     HelloAck,
+    LoadModel,
     Message,
     ModalQuery,
+    ModelsChanged,
     Ping,
     Pong,
     Query,
     RerankQuery,
     SpeechQuery,
     TextQuery,
+    UnloadModel,
 )
 from neutrino.engines.serve import ServerConnection, listen_unix, remove_socket
 from neutrino.engines.session import EngineHandler, Outlet
@@ -45,11 +49,12 @@ log = logging.getLogger("mock_ie")
 
 
 class _Request:
-    __slots__ = ("gen", "rid", "task")
+    __slots__ = ("gen", "model", "rid", "task")
 
-    def __init__(self, rid: int, gen: MockGeneration) -> None:
+    def __init__(self, rid: int, gen: MockGeneration, model: str) -> None:
         self.rid = rid
         self.gen = gen
+        self.model = model
         self.task: asyncio.Task[None] | None = None
 
 
@@ -124,11 +129,39 @@ class MockHandler(EngineHandler):
         started = server.engine.start(query)
         if isinstance(started, EngineError):
             return self._refuse(rid, started)
-        req = _Request(rid, started)
+        req = _Request(rid, started, query.model)
         self._requests[rid] = req
         server.active += 1
+        if server.engine.memory is not None:
+            server.engine.memory.began(query.model)
         req.task = asyncio.get_running_loop().create_task(self._stream(req))
         return None
+
+    def control(self, rid: int, msg: LoadModel | UnloadModel) -> EngineError | None:
+        memory = self._server.engine.memory
+        if memory is None:
+            return super().control(rid, msg)
+        self._modal[rid] = asyncio.get_running_loop().create_task(self._control(rid, msg, memory))
+        return None
+
+    async def _control(self, rid: int, msg: LoadModel | UnloadModel, memory: MockMemory) -> None:
+        """A load or unload, then its answer here and the new table on every connection."""
+        kind = "load" if isinstance(msg, LoadModel) else "unload"
+        try:
+            self._emit(kind + "_start", model=msg.name)
+            err = await (memory.load(msg.name) if kind == "load" else memory.unload(msg.name))
+            if err is not None:
+                self._send(rid, err)
+                self._emit(kind, model=msg.name, error=err.message)
+                return
+            infos = self._server.engine.model_infos()
+            self._send(rid, ModelsChanged(infos))
+            for other in self._server.connections:
+                if other.handler is not self:
+                    other.handler._send(0, ModelsChanged(infos))
+            self._emit(kind, model=msg.name, loaded=sorted(memory.loaded), peak=memory.peak)
+        finally:
+            self._modal.pop(rid, None)
 
     def _start_modal(self, rid: int, q: ModalQuery) -> EngineError | None:
         """A modality query: one result (speech: a stream of chunks) or an error."""
@@ -286,6 +319,8 @@ class MockHandler(EngineHandler):
             return
         del self._requests[req.rid]
         self._server.active -= 1
+        if self._server.engine.memory is not None:
+            self._server.engine.memory.ended(req.model)
         self._emit("finish", request_id=req.rid, finish_reason=reason, **fields)
 
     def _emit(self, event: str, **fields: Any) -> None:

@@ -122,6 +122,9 @@ class EngineConfig:
     capacity: int = 64  # requests in flight to it at once (its connection pool's limit)
     context_length: int = 0  # 0: as the upstream reports it (else 4096)
     refresh_s: float = 10.0  # how often its health and models are read
+    # Models an engine that loads on demand keeps loaded (loaded at its connection, never
+    # evicted to make room for another).
+    pinned: tuple[str, ...] = ()
 
     @property
     def managed(self) -> bool:
@@ -387,6 +390,7 @@ _ENGINE_KEYS: dict[str, Any] = {
     "capacity": 64,
     "context_length": 0,
     "refresh_s": 10.0,
+    "pinned": (),
 }
 
 

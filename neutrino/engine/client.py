@@ -25,6 +25,7 @@ from neutrino.engine.messages import (
     ErrorCode,
     ModalResult,
     ModelInfo,
+    ModelState,
     Query,
     TextResult,
 )
@@ -173,6 +174,28 @@ class EngineClient(Protocol):
 
     def submit(self, query: Query, sink: StreamSink) -> Submission:
         """Send ``query``; raises NeutrinoError (NO_ENGINE, MODEL_NOT_FOUND) if it cannot."""
+        ...
+
+    def ready(self, model: str) -> bool:
+        """Whether a query of ``model`` may be submitted now (else :meth:`wait_for` and
+        :meth:`ensure_loaded` first)."""
+        ...
+
+    async def ensure_loaded(self, model: str, timeout: float) -> None:
+        """Return once an engine serving ``model`` has it loaded (an engine that loads
+        models on demand loads it now; others hold theirs loaded)."""
+        ...
+
+    async def load(self, model: str, timeout: float) -> None:
+        """An operator's load of ``model`` (raises NeutrinoError)."""
+        ...
+
+    async def unload(self, model: str) -> None:
+        """An operator's unload of ``model`` (raises NeutrinoError)."""
+        ...
+
+    def model_engines(self, model: str) -> list[tuple[str, ModelState]]:
+        """Each engine serving ``model``, and the model's state there."""
         ...
 
     def passthrough(self, model: str) -> bool:

@@ -23,14 +23,18 @@ from neutrino.engine.messages import (
     GuidedMode,
     Hello,
     HelloAck,
+    LoadModel,
     Message,
     ModelInfo,
+    ModelsChanged,
+    ModelState,
     Ping,
     Pong,
     Sampling,
     TextQuery,
     TextResult,
     TokenBatch,
+    UnloadModel,
 )
 from neutrino.engine.modal_codec import fill_body, fill_image, read_body, read_image
 from neutrino.engine.reader import DecodeError as DecodeError
@@ -151,14 +155,12 @@ def encode_capnp(request_id: int, msg: Message) -> bytes:
         a.engine = msg.engine
         a.protocolVersion = msg.protocol_version
         a.capacity = msg.capacity
-        models = a.init("models", len(msg.models))
-        for i, m in enumerate(msg.models):
-            models[i].name = m.name
-            models[i].contextLength = m.context_length
-            models[i].maxOutputTokens = m.max_output_tokens
-            models[i].embeddingDimensions = m.embedding_dimensions
-            if m.capabilities:
-                models[i].capabilities = [_CAPABILITY_NAMES[c] for c in m.capabilities]
+        a.memoryBudget = msg.memory_budget
+        _fill_models(a.init("models", len(msg.models)), msg.models)
+    elif isinstance(msg, LoadModel | UnloadModel):
+        body.init("loadModel" if type(msg) is LoadModel else "unloadModel").name = msg.name
+    elif isinstance(msg, ModelsChanged):
+        _fill_models(body.init("modelsChanged").init("models", len(msg.models)), msg.models)
     elif fill_body(body, msg):
         pass
     else:  # pragma: no cover - exhaustive over Message
@@ -167,7 +169,40 @@ def encode_capnp(request_id: int, msg: Message) -> bytes:
     return data
 
 
+def _fill_models(out: Any, models: list[ModelInfo]) -> None:
+    for i, m in enumerate(models):
+        out[i].name = m.name
+        out[i].contextLength = m.context_length
+        out[i].maxOutputTokens = m.max_output_tokens
+        out[i].embeddingDimensions = m.embedding_dimensions
+        if m.capabilities:
+            out[i].capabilities = [_CAPABILITY_NAMES[c] for c in m.capabilities]
+        out[i].state = int(m.state)
+        out[i].sizeBytes = m.size_bytes
+
+
 # --------------------------------------------------------------------------- decode (pycapnp)
+
+
+def _models(models: Any) -> list[ModelInfo]:
+    out: list[ModelInfo] = []
+    for m in models:
+        try:
+            state = ModelState(m.state.raw)
+        except ValueError:
+            raise DecodeError(f"unknown model state {m.state.raw}") from None
+        out.append(
+            ModelInfo(
+                m.name,
+                m.contextLength,
+                m.maxOutputTokens,
+                tuple(Capability(c.raw) for c in m.capabilities),
+                m.embeddingDimensions,
+                state,
+                m.sizeBytes,
+            )
+        )
+    return out
 
 
 def _sampling(s: Any) -> Sampling:
@@ -252,18 +287,15 @@ def _slow_body(body: Any) -> Message:
         return HelloAck(
             engine=a.engine,
             protocol_version=a.protocolVersion,
-            models=[
-                ModelInfo(
-                    m.name,
-                    m.contextLength,
-                    m.maxOutputTokens,
-                    tuple(Capability(c.raw) for c in m.capabilities),
-                    m.embeddingDimensions,
-                )
-                for m in a.models
-            ],
+            models=_models(a.models),
             capacity=a.capacity,
+            memory_budget=a.memoryBudget,
         )
+    if kind in ("loadModel", "unloadModel"):
+        name = (body.loadModel if kind == "loadModel" else body.unloadModel).name
+        return LoadModel(name) if kind == "loadModel" else UnloadModel(name)
+    if kind == "modelsChanged":
+        return ModelsChanged(_models(body.modelsChanged.models))
     modal = read_body(kind, body)
     if modal is not None:
         return modal

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import cast
 
 from neutrino.engine.client import StreamSink
-from neutrino.engine.link import EngineLink, Handshaken, LinkEvent, Refused
-from neutrino.engine.messages import HelloAck, Query
+from neutrino.engine.link import EngineLink, Handshaken, LinkEvent, ModelsUpdated, Refused
+from neutrino.engine.messages import HelloAck, LoadModel, ModelInfo, Query, UnloadModel
 from neutrino.engine.schema import MAX_FRAME_BYTES
 from neutrino.engine.stats import EngineStats
 from neutrino.errors import ErrorKind, NeutrinoError
@@ -47,6 +47,8 @@ class EngineConnection(asyncio.Protocol):
         # The engine is not reading as fast as we write: the pool sends new queries to
         # another connection while it can (what is queued here is bounded by admission).
         self.write_paused = False
+        # Told the engine's models whenever they change (it loaded or unloaded one).
+        self.on_models: Callable[[list[ModelInfo]], None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -196,7 +198,27 @@ class EngineConnection(asyncio.Protocol):
         if t is not None and not t.is_closing():
             t.resume_reading()
 
+    async def control(self, msg: LoadModel | UnloadModel) -> None:
+        """Load or unload a model; returns once the engine did it (raises NeutrinoError:
+        the engine's refusal, or the connection lost)."""
+        loop = self._loop or asyncio.get_running_loop()
+        done: asyncio.Future[NeutrinoError | None] = loop.create_future()
+
+        def told(error: NeutrinoError | None) -> None:
+            if not done.done():
+                done.set_result(error)
+
+        self.link.control(msg, told)
+        self._flush_soon()
+        error = await done
+        if error is not None:
+            raise error
+
     def _on_event(self, event: LinkEvent) -> None:
+        if isinstance(event, ModelsUpdated):
+            if self.on_models is not None:
+                self.on_models(event.models)
+            return
         if isinstance(event, Handshaken):
             self._open = True
             if self._ack is not None and not self._ack.done():

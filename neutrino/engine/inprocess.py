@@ -24,6 +24,7 @@ from neutrino.engine.messages import (
     HelloAck,
     Message,
     ModelInfo,
+    ModelState,
     Query,
     TextQuery,
 )
@@ -114,6 +115,21 @@ class InProcessEngineClient:
 
     def passthrough(self, model: str) -> bool:
         return False
+
+    def ready(self, model: str) -> bool:
+        return model in self.models()
+
+    async def ensure_loaded(self, model: str, timeout: float) -> None:
+        return None
+
+    async def load(self, model: str, timeout: float) -> None:
+        raise NeutrinoError(ErrorKind.UNSUPPORTED, "the in-process engine loads no models")
+
+    async def unload(self, model: str) -> None:
+        raise NeutrinoError(ErrorKind.UNSUPPORTED, "the in-process engine loads no models")
+
+    def model_engines(self, model: str) -> list[tuple[str, ModelState]]:
+        return [("in-process", ModelState.LOADED)] if model in self.models() else []
 
     async def relay(self, model: str, path: str, doc: dict[str, Any], traceparent: str) -> Relayed:
         raise NeutrinoError(ErrorKind.MODEL_NOT_FOUND, f"no upstream relays {model!r}")

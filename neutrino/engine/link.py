@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import itertools
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from neutrino import __version__
@@ -35,13 +35,17 @@ from neutrino.engine.messages import (
     FinishReason,
     Hello,
     HelloAck,
+    LoadModel,
     Message,
     ModalResult,
+    ModelInfo,
+    ModelsChanged,
     Ping,
     Pong,
     Query,
     TextResult,
     TokenBatch,
+    UnloadModel,
     is_final,
 )
 from neutrino.engine.reader import decode_token_batch, decode_tokens
@@ -90,9 +94,18 @@ class Broken:
     reason: str
 
 
-LinkEvent = Handshaken | Refused | Broken
+@dataclass(frozen=True, slots=True)
+class ModelsUpdated:
+    """The engine's models changed (it loaded or unloaded one): every one, with its state."""
 
-Outgoing = Query | Cancel | Hello | Ping | Pong
+    models: list[ModelInfo]
+
+
+LinkEvent = Handshaken | Refused | Broken | ModelsUpdated
+
+Outgoing = Query | Cancel | Hello | Ping | Pong | LoadModel | UnloadModel
+# Told how a load or unload ended: None when the engine did it, else why not.
+ControlDone = Callable[[NeutrinoError | None], None]
 
 # Cancelled requests whose late frames are still counted (the oldest are forgotten).
 _CANCELLED_KEPT = 1024
@@ -121,6 +134,7 @@ class EngineLink:
         self.cancels_sent = 0
         self.stats = stats if stats is not None else EngineStats()
         self.streams: dict[int, StreamSink] = {}
+        self.controls: dict[int, ControlDone] = {}  # loads and unloads awaiting their answer
         # Requests cancelled while the engine was on them: whether their client was gone.
         self._cancelled: dict[int, bool] = {}
         self._decoder = FrameDecoder(max_frame_bytes)
@@ -173,6 +187,15 @@ class EngineLink:
         rid = next(self._ids)
         self.streams[rid] = sink
         self._send(rid, query)
+        return rid
+
+    def control(self, msg: LoadModel | UnloadModel, done: ControlDone) -> int:
+        """Queue a load or unload; ``done`` is told how it ended (once)."""
+        if self.state is not LinkState.READY:
+            raise NeutrinoError(ErrorKind.NO_ENGINE, "no engine connection is available")
+        rid = next(self._ids)
+        self.controls[rid] = done
+        self._send(rid, msg)
         return rid
 
     def cancel(self, rid: int, reason: str) -> bool:
@@ -243,6 +266,9 @@ class EngineLink:
             )
         for sink in streams.values():
             sink.on_error(lost_connection())
+        controls, self.controls = self.controls, {}
+        for done in controls.values():
+            done(lost_connection())
 
     def _broken(self, reason: str) -> Broken:
         """The engine broke the protocol: nothing more is sent or submitted; the
@@ -404,6 +430,8 @@ class EngineLink:
             self._send(0, Pong(nonce=msg.nonce))
         elif isinstance(msg, HelloAck):
             return self._on_ack(msg)
+        elif isinstance(msg, ModelsChanged):
+            return self._on_models(rid, msg)
         elif not isinstance(msg, Pong):  # a pong's read already counted as life
             log.warning("engine %s sent unexpected %s", self.name, type(msg).__name__)
         return None
@@ -445,7 +473,20 @@ class EngineLink:
         self.hello = ack
         return Handshaken(ack)
 
+    def _on_models(self, rid: int, msg: ModelsChanged) -> LinkEvent | None:
+        if self.hello is None:
+            return None
+        self.hello.models = msg.models
+        done = self.controls.pop(rid, None) if rid else None
+        if done is not None:
+            done(None)
+        return ModelsUpdated(msg.models)
+
     def _on_engine_error(self, rid: int, err: EngineError) -> LinkEvent | None:
+        done = self.controls.pop(rid, None) if rid else None
+        if done is not None:
+            done(classify_engine_error(err, self.name))
+            return None
         if rid == 0:
             log.error("engine %s reported: %s (%s)", self.name, err.message, err.code.name)
             if self.state is LinkState.HANDSHAKE:

@@ -45,6 +45,12 @@ class Capability(enum.IntEnum):
     DETECT = 6
 
 
+class ModelState(enum.IntEnum):
+    LOADED = 0
+    UNLOADED = 1  # known to its engine, which loads it when asked (LoadModel)
+    LOADING = 2
+
+
 @dataclass(slots=True)
 class ModelInfo:
     name: str
@@ -52,6 +58,8 @@ class ModelInfo:
     max_output_tokens: int = 0
     capabilities: tuple[Capability, ...] = ()  # empty: generation only
     embedding_dimensions: int = 0
+    state: ModelState = ModelState.LOADED
+    size_bytes: int = 0  # what it takes loaded, against its engine's memory budget
 
     def can(self, capability: Capability) -> bool:
         if not self.capabilities:
@@ -65,6 +73,28 @@ class HelloAck:
     protocol_version: int
     models: list[ModelInfo]
     capacity: int
+    memory_budget: int = 0  # bytes its loaded models may take (0: no loading on demand)
+
+
+@dataclass(slots=True)
+class LoadModel:
+    """Client to engine: load ``name``; the engine answers with ModelsChanged (or an
+    EngineError) under the same request id."""
+
+    name: str
+
+
+@dataclass(slots=True)
+class UnloadModel:
+    name: str
+
+
+@dataclass(slots=True)
+class ModelsChanged:
+    """Engine to client: every model it knows, with its state (request id 0 when it is
+    not the answer to a LoadModel or UnloadModel)."""
+
+    models: list[ModelInfo]
 
 
 @dataclass(slots=True)
@@ -307,7 +337,10 @@ ModalQuery = EmbedQuery | RerankQuery | AudioQuery | SpeechQuery | DetectQuery
 ModalResult = EmbedResult | RerankResult | AudioResult | SpeechResult | DetectResult
 MODAL_RESULTS = (EmbedResult, RerankResult, AudioResult, SpeechResult, DetectResult)
 Result = TextResult | EmbedResult | RerankResult | AudioResult | SpeechResult | DetectResult
-Message = Hello | HelloAck | Query | Result | TokenBatch | Cancel | EngineError | Ping | Pong
+Message = (
+    Hello | HelloAck | Query | Result | TokenBatch | Cancel | EngineError | Ping | Pong
+    | LoadModel | UnloadModel | ModelsChanged
+)  # fmt: skip
 MODAL_QUERIES = (EmbedQuery, RerankQuery, AudioQuery, SpeechQuery, DetectQuery)
 
 
@@ -318,4 +351,4 @@ def is_final(msg: Message) -> bool:
         return msg.finish_reason is not FinishReason.NONE
     if isinstance(msg, SpeechResult):
         return msg.final
-    return isinstance(msg, (EngineError, *MODAL_RESULTS))
+    return isinstance(msg, (EngineError, ModelsChanged, *MODAL_RESULTS))

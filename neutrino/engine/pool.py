@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable
@@ -11,8 +12,9 @@ from collections.abc import Callable
 from neutrino.backoff import Backoff
 from neutrino.config import EngineConfig, EngineLinkConfig
 from neutrino.engine.connection import EngineConnection
-from neutrino.engine.messages import HelloAck
+from neutrino.engine.messages import HelloAck, LoadModel, ModelInfo, UnloadModel
 from neutrino.engine.stats import EngineStats
+from neutrino.errors import ErrorKind, NeutrinoError
 
 log = logging.getLogger("neutrino.engine")
 
@@ -96,6 +98,18 @@ class EnginePool:
         if self._on_change is not None:
             self._on_change()
 
+    def _models_changed(self, models: list[ModelInfo]) -> None:
+        if self.hello is not None:
+            self.hello = dataclasses.replace(self.hello, models=models)
+        self._changed()
+
+    async def control(self, msg: LoadModel | UnloadModel) -> None:
+        """Have the engine load or unload a model (raises NeutrinoError)."""
+        conn = self.pick()
+        if conn is None:
+            raise NeutrinoError(ErrorKind.NO_ENGINE, f"the engine {self.name!r} is not connected")
+        await conn.control(msg)
+
     async def _maintain(self, slot: int) -> None:
         link = self._link
         backoff = Backoff(link.backoff_initial_s, link.backoff_max_s, jitter=False)
@@ -116,6 +130,7 @@ class EnginePool:
                 await asyncio.sleep(backoff.next())
                 continue
             backoff.reset()
+            conn.on_models = self._models_changed
             self.hello = conn.hello
             self._slots[slot] = conn
             log.info(

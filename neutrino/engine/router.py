@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from neutrino.config import EngineConfig, EngineLinkConfig
 from neutrino.engine.client import LinkSubmission, Relayed, RequestOwner, StreamSink
-from neutrino.engine.messages import HelloAck, ModelInfo, Query
+from neutrino.engine.lifecycle import LifecycleStats, ModelKeeper
+from neutrino.engine.messages import HelloAck, LoadModel, ModelInfo, ModelState, Query, UnloadModel
 from neutrino.engine.pool import EnginePool
 from neutrino.engine.stats import EngineStats
 from neutrino.engine.upstream.pool import UpstreamPool
 from neutrino.errors import ErrorKind, NeutrinoError
+
+log = logging.getLogger("neutrino.engine")
 
 
 class Connection(RequestOwner, Protocol):
@@ -44,6 +48,10 @@ class Pool(Protocol):
         """Requests are relayed to it as sent (``relay``), not submitted as queries."""
         ...
 
+    async def control(self, msg: LoadModel | UnloadModel) -> None:
+        """Have the engine load or unload a model (raises NeutrinoError)."""
+        ...
+
     def pick(self) -> Connection | None: ...
 
     async def start(self) -> None: ...
@@ -61,6 +69,33 @@ def _pool(cfg: EngineConfig, link: EngineLinkConfig, on_change: Callable[[], Non
     return EnginePool(cfg, link, on_change)
 
 
+class _Held(LinkSubmission):
+    """A submission to an engine that loads on demand: its model counts as in use until
+    the request ends (its one ``forget``, after any ``cancel``)."""
+
+    __slots__ = ("_keeper", "_model")
+
+    def __init__(self, owner: RequestOwner, rid: int, keeper: ModelKeeper, model: str) -> None:
+        super().__init__(owner, rid)
+        self._keeper: ModelKeeper | None = keeper
+        self._model = model
+        keeper.used(model)
+
+    def cancel(self, reason: str) -> bool:
+        sent = super().cancel(reason)
+        self._release()
+        return sent
+
+    def forget(self) -> None:
+        super().forget()
+        self._release()
+
+    def _release(self) -> None:
+        if self._keeper is not None:
+            self._keeper.released(self._model)
+            self._keeper = None
+
+
 def _load(pool: Pool) -> float:
     capacity = pool.hello.capacity if pool.hello else 1
     return pool.inflight / max(1, capacity)
@@ -74,6 +109,9 @@ class EngineRouter:
         self._models: dict[str, ModelInfo] = {}
         self._by_model: dict[str, list[Pool]] = {}
         self._relays: dict[str, list[UpstreamPool]] = {}  # passthrough upstreams by model
+        # Engines that load models on demand (a memory budget in their hello), by pool.
+        self.keepers: dict[int, ModelKeeper] = {}
+        self.lifecycle = LifecycleStats()
         self._known: set[str] = set()
         self._connected = False
         self._capacity = 0
@@ -87,8 +125,14 @@ class EngineRouter:
         for pool in self.pools:
             if not pool.connected or pool.hello is None:
                 continue
+            if pool.hello.memory_budget:
+                self._keeper_of(pool)
             for m in pool.hello.models:
-                models.setdefault(m.name, m)
+                known = models.get(m.name)
+                if known is None or (
+                    known.state is not ModelState.LOADED and m.state is ModelState.LOADED
+                ):
+                    models[m.name] = m  # loaded somewhere: shown loaded
                 if isinstance(pool, UpstreamPool) and pool.passthrough:
                     relays.setdefault(m.name, []).append(pool)
                 else:
@@ -105,6 +149,77 @@ class EngineRouter:
         self._changed = asyncio.Event()
         for listener in self.listeners:
             listener()
+
+    def _keeper_of(self, pool: Pool) -> ModelKeeper:
+        keeper = self.keepers.get(id(pool))
+        if keeper is None:
+            keeper = self.keepers[id(pool)] = ModelKeeper(
+                pool.name,
+                lambda: pool.hello,
+                pool.control,
+                frozenset(pool.cfg.pinned),
+                self.lifecycle,
+            )
+            for name in pool.cfg.pinned:  # loaded once it connects
+                asyncio.get_running_loop().create_task(self._pin(keeper, name))
+        return keeper
+
+    async def _pin(self, keeper: ModelKeeper, model: str) -> None:
+        try:
+            await keeper.ensure_loaded(model, asyncio.get_running_loop().time() + 600)
+        except (NeutrinoError, TimeoutError) as exc:
+            log.error("engine %s could not load its pinned model %s: %s", keeper.name, model, exc)
+
+    def ready(self, model: str) -> bool:
+        """Served, and loaded where it loads on demand with no load or unload waiting."""
+        if model not in self._models:
+            return False
+        if not self.keepers:
+            return True
+        keepers = [self.keepers.get(id(p)) for p in self._by_model.get(model, ())]
+        return not keepers or any(k is None or k.ready(model) for k in keepers)
+
+    async def ensure_loaded(self, model: str, timeout: float) -> None:
+        """Return once an engine serving ``model`` has it loaded (loading it if need be)."""
+        pools = self._by_model.get(model)
+        if not pools:
+            return  # not served: the request fails as it would have
+        keepers = [self.keepers.get(id(p)) for p in pools]
+        if any(k is None or k.ready(model) for k in keepers):
+            return
+        keeper = next(k for k in keepers if k is not None)
+        await keeper.ensure_loaded(model, asyncio.get_running_loop().time() + timeout)
+
+    async def load(self, model: str, timeout: float) -> None:
+        """An operator's load (admin route): as a request's, without the request."""
+        if model not in self._models:
+            raise NeutrinoError(ErrorKind.MODEL_NOT_FOUND, f"the model {model!r} does not exist")
+        if not any(id(p) in self.keepers for p in self._by_model.get(model, ())):
+            raise NeutrinoError(ErrorKind.UNSUPPORTED, f"no engine of {model!r} loads on demand")
+        await self.ensure_loaded(model, timeout)
+
+    async def unload(self, model: str) -> None:
+        """An operator's unload: every engine that loads on demand unloads ``model``."""
+        keepers = [
+            self.keepers[id(p)] for p in self._by_model.get(model, ()) if id(p) in self.keepers
+        ]
+        if not keepers:
+            raise NeutrinoError(ErrorKind.UNSUPPORTED, f"no engine of {model!r} loads on demand")
+        for keeper in keepers:
+            await keeper.unload(model)
+
+    def model_engines(self, model: str) -> list[tuple[str, ModelState]]:
+        """Each engine that serves ``model``, and the model's state there."""
+        out: list[tuple[str, ModelState]] = []
+        pools: list[Pool] = [*self._by_model.get(model, ()), *self._relays.get(model, ())]
+        for pool in pools:
+            hello = pool.hello
+            state = (
+                next((m.state for m in hello.models if m.name == model), None) if hello else None
+            )
+            if state is not None:
+                out.append((pool.name, state))
+        return out
 
     def _coming(self, model: str) -> bool:
         """Whether a managed engine that served ``model`` (or has not said yet what it
@@ -159,6 +274,7 @@ class EngineRouter:
     def submit(self, query: Query, sink: StreamSink) -> LinkSubmission:
         pools = self._by_model.get(query.model)
         conn: Connection | None = None
+        best: Pool | None = None
         if pools:
             best = pools[0] if len(pools) == 1 else min(pools, key=_load)
             conn = best.pick()
@@ -172,7 +288,11 @@ class EngineRouter:
                 f"the model {query.model!r} does not exist",
                 param="model",
             )
-        return LinkSubmission(conn, conn.submit(query, sink))
+        rid = conn.submit(query, sink)
+        keeper = self.keepers.get(id(best)) if self.keepers else None
+        if keeper is not None:
+            return _Held(conn, rid, keeper, query.model)
+        return LinkSubmission(conn, rid)
 
     def passthrough(self, model: str) -> bool:
         return model in self._relays and model not in self._by_model

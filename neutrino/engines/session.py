@@ -25,6 +25,7 @@ from neutrino.engine.messages import (
     FinishReason,
     Hello,
     HelloAck,
+    LoadModel,
     Message,
     Ping,
     Pong,
@@ -32,6 +33,7 @@ from neutrino.engine.messages import (
     TextQuery,
     TextResult,
     TokenBatch,
+    UnloadModel,
     is_final,
 )
 from neutrino.engine.schema import MAX_FRAME_BYTES, PROTOCOL_VERSION
@@ -77,6 +79,11 @@ class EngineHandler:
 
     def cancel(self, rid: int, reason: str) -> None:
         """Stop request ``rid`` (it is active); it may still send a final frame now."""
+
+    def control(self, rid: int, msg: LoadModel | UnloadModel) -> EngineError | None:
+        """Load or unload a model; answer with ``ModelsChanged`` under ``rid`` once done
+        (an engine that loads models on demand). An error returned is the answer."""
+        return EngineError(ErrorCode.UNSUPPORTED, "this engine does not load or unload models")
 
     def ping(self, rid: int, nonce: int) -> Pong | None:
         """The pong to send now (None: the handler sends one itself, later)."""
@@ -182,7 +189,7 @@ class EngineSession:
     def receive(self, rid: int, msg: Message) -> None:
         """One decoded frame from the client."""
         self.handler.received(rid, msg)
-        if isinstance(msg, (TextQuery, *MODAL_QUERIES)):
+        if isinstance(msg, (TextQuery, *MODAL_QUERIES, LoadModel, UnloadModel)):
             self._on_query(rid, msg)
         elif isinstance(msg, Cancel):
             if rid in self.active:
@@ -208,7 +215,7 @@ class EngineSession:
         self.token_batches = hello.token_batches and self.batch_tokens
         self._out.append((0, self.handler.hello_ack(hello)))
 
-    def _on_query(self, rid: int, query: Query) -> None:
+    def _on_query(self, rid: int, query: Query | LoadModel | UnloadModel) -> None:
         if not self.greeted:
             self._protocol_error(f"{type(query).__name__} before hello")
             return
@@ -226,7 +233,10 @@ class EngineSession:
             )
             return
         self.active.add(rid)
-        refused = self.handler.start(rid, query)
+        if isinstance(query, LoadModel | UnloadModel):
+            refused = self.handler.control(rid, query)
+        else:
+            refused = self.handler.start(rid, query)
         if refused is not None:
             self.send(rid, refused)
 

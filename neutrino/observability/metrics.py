@@ -233,6 +233,7 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     live: dict[str, float] = {}
     engines: dict[str, dict[str, float]] = {}
     processes: dict[str, dict[str, Any]] = {}
+    lifecycle: dict[str, dict[str, float]] = {}
     for raw in raws:
         for *labels, n in raw.get("requests", ()):
             key = tuple(labels)
@@ -254,12 +255,17 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             for k, v in stats.items():
                 mine[k] = mine.get(k, 0) + v
         processes.update(raw.get("processes", {}))  # one process runs each
+        for name, counts in raw.get("lifecycle", {}).items():
+            mine = lifecycle.setdefault(name, {})
+            for k, v in counts.items():
+                mine[k] = mine.get(k, 0) + v
     return {
         "requests": [[*k, n] for k, n in requests.items()],
         "models": models,
         "live": live,
         "engines": engines,
         "processes": processes,
+        "lifecycle": lifecycle,
     }
 
 
@@ -338,6 +344,27 @@ def _live_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
             fam.add_metric([engine], stats.get(key, 0))
         yield fam
     yield from _process_families(raw)
+    yield from _lifecycle_families(raw)
+
+
+# Models loaded on demand (engine/lifecycle.py): metric, help, key of its counts.
+LIFECYCLE_COUNTERS = (
+    ("model_loads_total", "Models loaded on demand (a request's, a pin's or an admin's).",
+     "loads"),
+    ("model_evictions_total", "Models unloaded to make room for another.", "evictions"),
+    ("model_load_seconds_total", "Time spent loading each model.", "load_seconds"),
+)  # fmt: skip
+
+
+def _lifecycle_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
+    models = sorted(raw.get("lifecycle", {}).items())
+    for name, help_text, key in LIFECYCLE_COUNTERS:
+        fam = CounterMetricFamily(
+            PREFIX + name.removesuffix("_total"), help_text, labels=("model",)
+        )
+        for model, counts in models:
+            fam.add_metric([model], counts.get(key, 0))
+        yield fam
 
 
 PROCESS_STATES = ("starting", "ready", "restarting", "stopped")

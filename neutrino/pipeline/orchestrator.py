@@ -146,8 +146,8 @@ class Orchestrator:
             if admission.closed or not admission.try_acquire():  # else a slot was free
                 await admission.enter(max(0.001, deadline - time.monotonic()), on_queued)
             admitted = True
-            if req.model not in self.engines.models():  # its engine died while it queued
-                await self.engines.wait_for(req.model, max(0.001, deadline - time.monotonic()))
+            if not self.engines.ready(req.model):  # its engine died, or it is not loaded
+                await self._ready(req.model, max(0.001, deadline - time.monotonic()))
             lifecycle.advance(State.PROCESSING)
             gen = generation(req, text, prompt, lifecycle, self.endings.done, tools)
             gen.obs = obs
@@ -197,6 +197,14 @@ class Orchestrator:
             raise self.endings.abort(
                 request_id, model, lifecycle, admitted, exc, origin.principal, counted, obs
             ) from None
+
+    async def _ready(self, model: str, timeout: float) -> None:
+        """Wait for ``model``'s engine (it died while the request queued) and for the
+        model to be loaded (an engine that loads on demand); nothing may await between
+        this and the request's submission, or the model could be unloaded again."""
+        if model not in self.engines.models():
+            await self.engines.wait_for(model, timeout)
+        await self.engines.ensure_loaded(model, timeout)
 
     def _begin(
         self,

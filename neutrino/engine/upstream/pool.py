@@ -33,7 +33,15 @@ from neutrino.engine.client import (
     lost_connection,
     sink_failure,
 )
-from neutrino.engine.messages import EngineError, HelloAck, ModelInfo, Query, TextQuery
+from neutrino.engine.messages import (
+    EngineError,
+    HelloAck,
+    LoadModel,
+    ModelInfo,
+    Query,
+    TextQuery,
+    UnloadModel,
+)
 from neutrino.engine.stats import EngineStats
 from neutrino.engine.upstream import llamacpp
 from neutrino.engine.upstream.errors import MAX_ERROR_BYTES, upstream_error
@@ -192,6 +200,9 @@ class UpstreamPool:
         req = self._requests.pop(rid, None)
         if req is not None and req.task is not None:
             req.task.cancel()
+
+    async def control(self, msg: LoadModel | UnloadModel) -> None:
+        raise NeutrinoError(ErrorKind.UNSUPPORTED, f"the upstream {self.name!r} loads no models")
 
     def _fail(self, rid: int, error: NeutrinoError) -> None:
         req = self._requests.pop(rid, None)

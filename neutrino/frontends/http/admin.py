@@ -83,6 +83,8 @@ class AdminRoutes:
             r.add_get("/neutrino/v1/app_state", guarded(self.app_state))
             r.add_get("/neutrino/v1/history", guarded(self.history))
             r.add_post("/neutrino/v1/reload", guarded(self.reload))
+            r.add_post("/neutrino/v1/models/{model:.+}/load", guarded(self.load_model))
+            r.add_post("/neutrino/v1/models/{model:.+}/unload", guarded(self.unload_model))
         r.add_route("*", "/{tail:.*}", guarded(self.not_found))
 
     def _admin(self, request: web.Request, changes_state: bool = False) -> None:
@@ -125,7 +127,36 @@ class AdminRoutes:
         }
         if ctx:  # 0: not known (a passthrough upstream that does not say)
             card["max_model_len"] = ctx
+        engines = self.orch.engines.model_engines(name)
+        states = {state.name.lower() for _, state in engines}
+        # Loaded where any engine holds it; else loading, else unloaded (loaded on demand).
+        if "loaded" in states or not states:
+            card["status"] = "loaded"
+        else:
+            card["status"] = "loading" if "loading" in states else "unloaded"
+        card["engines"] = [{"name": e, "status": state.name.lower()} for e, state in engines]
         return card
+
+    async def load_model(self, request: web.Request) -> web.Response:
+        """POST /neutrino/v1/models/{id}/load (admin): load it now, on an engine that loads
+        models on demand (evicting others as a request's load would)."""
+        self._admin(request, changes_state=True)
+        name = request.match_info["model"]
+        await self.orch.engines.load(name, self.orch.cfg.limits.request_timeout_s)
+        info = self.orch.engines.models()[name]
+        return json_response(self._model_card(info.name, info.context_length))
+
+    async def unload_model(self, request: web.Request) -> web.Response:
+        """POST /neutrino/v1/models/{id}/unload (admin): unload it (its requests end first)."""
+        self._admin(request, changes_state=True)
+        name = request.match_info["model"]
+        if name not in self.orch.engines.models():
+            raise NeutrinoError(
+                ErrorKind.MODEL_NOT_FOUND, f"the model {name!r} does not exist", param="model"
+            )
+        await self.orch.engines.unload(name)
+        info = self.orch.engines.models()[name]
+        return json_response(self._model_card(info.name, info.context_length))
 
     async def models(self, request: web.Request) -> web.Response:
         """The served models (those the caller's key may use)."""
