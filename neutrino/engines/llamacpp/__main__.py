@@ -17,11 +17,34 @@ def _positive(text: str) -> int:
     return value
 
 
+def _bytes(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    scale = units.get(text[-1:].upper(), 1)
+    try:
+        value = int(float(text[:-1] if scale > 1 else text) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m neutrino.engines.llamacpp", description=__doc__)
     p.add_argument("--socket", required=True, help="UNIX socket to listen on")
-    p.add_argument("--gguf", required=True, help="the model file (GGUF)")
-    p.add_argument("--model", required=True, help="the model's name, as clients ask for it")
+    p.add_argument("--gguf", help="the model file (GGUF)")
+    p.add_argument("--model", help="the model's name, as clients ask for it")
+    p.add_argument(
+        "--models-dir",
+        help="serve every GGUF file of this folder instead (each named by its file's stem), "
+        "loaded and unloaded on the client's request within --memory-budget",
+    )
+    p.add_argument(
+        "--memory-budget",
+        type=_bytes,
+        default=0,
+        help="with --models-dir: bytes of GGUF files loaded at once (e.g. 2G)",
+    )
     p.add_argument("--slots", type=_positive, default=4, help="sequences decoded together")
     p.add_argument("--threads", type=_positive, default=1, help="CPU threads for llama.cpp")
     p.add_argument("--ctx", type=_positive, default=2048, help="context per sequence (tokens)")
@@ -30,7 +53,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-waiting", type=int, default=256, help="queries queued beyond the slots")
     p.add_argument("--stats", default=None, help="write the engine's counters (JSON) here")
     p.add_argument("--log-level", default="info")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.models_dir is None and (args.gguf is None or args.model is None):
+        p.error("give --gguf and --model, or --models-dir and --memory-budget")
+    if args.models_dir is not None and not args.memory_budget:
+        p.error("--models-dir needs --memory-budget")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -49,6 +77,9 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
         raise SystemExit(1) from None
+    if args.models_dir is not None:
+        _serve_shelf(args)
+        return
     if not Path(args.gguf).is_file():
         print(f"--gguf: no such file {args.gguf!r}", file=sys.stderr)
         raise SystemExit(2)
@@ -68,6 +99,37 @@ def main(argv: list[str] | None = None) -> None:
         )
         await serve_until_signalled(str(Path(args.socket)), lambda: connection(engine), ready)
         await asyncio.to_thread(engine.stop)
+
+    asyncio.run(serve())
+
+
+def _serve_shelf(args: argparse.Namespace) -> None:
+    """--models-dir: every GGUF of the folder, loaded on demand (shelf.py)."""
+    from neutrino.engines.llamacpp.backend import Backend, BackendConfig
+    from neutrino.engines.llamacpp.handler import LlamaEngine
+    from neutrino.engines.llamacpp.shelf import Shelf, connection
+    from neutrino.engines.serve import serve_until_signalled
+
+    folder = Path(args.models_dir)
+    if not folder.is_dir():
+        print(f"--models-dir: no such folder {args.models_dir!r}", file=sys.stderr)
+        raise SystemExit(2)
+
+    def make(path: Path, name: str) -> LlamaEngine:
+        cfg = BackendConfig(
+            str(path), args.slots, args.threads, args.ctx, args.chunk, args.gpu_layers
+        )
+        return LlamaEngine(Backend(cfg), name, max_waiting=args.max_waiting)
+
+    shelf = Shelf(folder, args.memory_budget, args.ctx, args.slots, make)
+
+    async def serve() -> None:
+        ready = (
+            f"llamacpp ready socket={args.socket} models={','.join(shelf.files)} "
+            f"budget={args.memory_budget}"
+        )
+        await serve_until_signalled(str(Path(args.socket)), lambda: connection(shelf), ready)
+        await shelf.close()
 
     asyncio.run(serve())
 

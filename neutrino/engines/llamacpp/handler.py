@@ -78,6 +78,16 @@ class LlamaEngine:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    @property
+    def busy(self) -> bool:
+        """Requests of any connection are running or waiting."""
+        return bool(self._owners)
+
+    def close(self) -> None:
+        """Stop the decode thread and free the model (an unload)."""
+        self.stop()
+        self.backend.close()
+
     def hello_ack(self) -> HelloAck:
         info = ModelInfo(self.model, self.backend.n_ctx_seq, 0, (Capability.GENERATE,))
         return HelloAck(ENGINE_NAME, PROTOCOL_VERSION, [info], self.backend.cfg.slots)
