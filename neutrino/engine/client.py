@@ -203,9 +203,12 @@ class EngineClient(Protocol):
         to it as the client sent them, not submitted as queries)."""
         ...
 
-    async def relay(self, model: str, path: str, doc: dict[str, Any], traceparent: str) -> Relayed:
-        """POST ``doc`` (the client's body) to ``path`` of an upstream serving ``model`` in
-        passthrough mode; its answer when 200, else the NeutrinoError its error maps to."""
+    async def relay(
+        self, model: str, path: str, doc: dict[str, Any], raw: bytes, traceparent: str
+    ) -> Relayed:
+        """POST the client's body (``raw``, decoded: ``doc``) to ``path`` of an upstream
+        serving ``model`` in passthrough mode (re-encoded only where the model is renamed);
+        its answer when 200, else the NeutrinoError its error maps to."""
         ...
 
     def snapshot(self) -> list[dict[str, object]]:

@@ -131,7 +131,9 @@ class InProcessEngineClient:
     def model_engines(self, model: str) -> list[tuple[str, ModelState]]:
         return [("in-process", ModelState.LOADED)] if model in self.models() else []
 
-    async def relay(self, model: str, path: str, doc: dict[str, Any], traceparent: str) -> Relayed:
+    async def relay(
+        self, model: str, path: str, doc: dict[str, Any], raw: bytes, traceparent: str
+    ) -> Relayed:
         raise NeutrinoError(ErrorKind.MODEL_NOT_FOUND, f"no upstream relays {model!r}")
 
     def submit(self, query: Query, sink: StreamSink) -> LinkSubmission:

@@ -297,12 +297,14 @@ class EngineRouter:
     def passthrough(self, model: str) -> bool:
         return model in self._relays and model not in self._by_model
 
-    async def relay(self, model: str, path: str, doc: dict[str, Any], traceparent: str) -> Relayed:
+    async def relay(
+        self, model: str, path: str, doc: dict[str, Any], raw: bytes, traceparent: str
+    ) -> Relayed:
         pools = self._relays.get(model)
         if not pools:
             raise NeutrinoError(ErrorKind.NO_ENGINE, f"no upstream relaying {model!r} is connected")
         best = pools[0] if len(pools) == 1 else min(pools, key=_load)
-        return await best.relay(path, doc, traceparent)
+        return await best.relay(path, doc, raw, traceparent)
 
     def snapshot(self) -> list[dict[str, object]]:
         return [p.snapshot() for p in self.pools]

@@ -160,10 +160,17 @@ class Orchestrator:
             ) from None
 
     async def relay(
-        self, doc: dict[str, Any], path: str, route: str, origin: Origin, request_id: str
+        self,
+        doc: dict[str, Any],
+        raw: bytes,
+        path: str,
+        route: str,
+        origin: Origin,
+        request_id: str,
     ) -> RelayCall:
-        """Relay an OpenAI request (``doc``, the client's body) for a model of a passthrough
-        upstream to its ``path``, admitted, queued and ended as every request is."""
+        """Relay an OpenAI request (``raw``, the client's body, decoded: ``doc``) for a model
+        of a passthrough upstream to its ``path``, admitted, queued and ended as every
+        request is."""
         model: str = doc["model"]
         lifecycle = Lifecycle()
         admitted = counted = False
@@ -184,7 +191,7 @@ class Orchestrator:
                 await admission.enter(max(0.001, deadline - time.monotonic()), None)
             admitted = True
             lifecycle.advance(State.PROCESSING)
-            relayed = await self.engines.relay(model, path, doc, traceparent)
+            relayed = await self.engines.relay(model, path, doc, raw, traceparent)
             call = RelayCall(
                 request_id=request_id, model=model, lifecycle=lifecycle, relayed=relayed,
                 streamed=doc.get("stream") is True, on_done=self.endings.done,

@@ -84,6 +84,7 @@ class UpstreamPool:
         self._link = link
         self._on_change = on_change
         self._root = llamacpp.root_of(cfg.url)
+        self._base = cfg.url.rstrip("/")
         self._headers = {"Content-Type": "application/json"}
         if cfg.api_key:
             self._headers["Authorization"] = f"Bearer {cfg.api_key}"
@@ -266,21 +267,22 @@ class UpstreamPool:
         self._fail(rid, lost_connection())
         return True
 
-    async def relay(self, path: str, doc: dict[str, Any], traceparent: str) -> RelayedAnswer:
-        """POST the client's ``doc`` to ``path`` (under the base URL); the answer when its
+    async def relay(
+        self, path: str, doc: dict[str, Any], raw: bytes, traceparent: str
+    ) -> RelayedAnswer:
+        """POST the client's body to ``path`` (under the base URL): ``raw`` as sent, or
+        ``doc`` re-encoded with the upstream's name of its model; the answer when its
         status is 200, else the client's error for what the upstream answered."""
         model = doc.get("model")
         if isinstance(model, str) and model in self.cfg.upstream_names:
-            doc = {**doc, "model": self.cfg.upstream_names[model]}
+            raw = orjson.dumps({**doc, "model": self.cfg.upstream_names[model]})
         headers = self._headers
         if traceparent:
             headers = {**headers, "traceparent": traceparent}
         assert self._session is not None
         self._relays += 1
         try:
-            resp = await self._session.post(
-                self.cfg.url.rstrip("/") + path, data=orjson.dumps(doc), headers=headers
-            )
+            resp = await self._session.post(self._base + path, data=raw, headers=headers)
         except (aiohttp.ClientError, OSError) as exc:
             self._relays -= 1
             log.warning("upstream %s: request failed: %s", self.name, exc)

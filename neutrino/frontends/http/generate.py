@@ -68,6 +68,7 @@ class Passthrough:
     """An OpenAI request for a model of a passthrough upstream: relayed as it was sent."""
 
     doc: dict[str, Any]
+    raw: bytes  # as sent
     origin: Origin
     request_id: str
 
@@ -87,7 +88,7 @@ async def admit_or_relay(
         origin = Origin(principal, ex.protocol, "", received_ns, ex.header("traceparent"))
         request_id = ex.request_id = request_id_for(id_prefix, client_id)
         bind_request_id(request_id)
-        return Passthrough(doc, origin, request_id)
+        return Passthrough(doc, raw, origin, request_id)
     req = await off_loop(lambda: parse(doc, limits)) if large else parse(doc, limits)
     return _named(ex, req, principal, client_id, id_prefix, received_ns, "")
 

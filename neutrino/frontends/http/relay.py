@@ -22,7 +22,7 @@ MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a non-streamed answer relayed, at most
 async def relay_answer(ex: Exchange, orch: Orchestrator, req: Passthrough, route: str) -> None:
     """Relay ``req`` and answer ``ex`` with what the upstream answers (raises
     NeutrinoError before anything was sent)."""
-    call = await orch.relay(req.doc, _PATHS[route], route, req.origin, req.request_id)
+    call = await orch.relay(req.doc, req.raw, _PATHS[route], route, req.origin, req.request_id)
     try:
         if call.streamed:
             await _stream(ex, call, orch.cfg.limits.stream_buffer_bytes)
