@@ -64,6 +64,7 @@ class ModelKeeper:
         self.lock = asyncio.Lock()
         self.last_used: dict[str, float] = {}
         self.in_use: dict[str, int] = {}
+        self.pinning: set[str] = set()  # pinned models being loaded now
         self._idle = asyncio.Event()  # set (and replaced) whenever a model's last request ends
 
     # ------------------------------------------------------------------ the table

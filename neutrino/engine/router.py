@@ -126,7 +126,7 @@ class EngineRouter:
             if not pool.connected or pool.hello is None:
                 continue
             if pool.hello.memory_budget:
-                self._keeper_of(pool)
+                self._pin(self._keeper_of(pool), pool.hello)
             for m in pool.hello.models:
                 known = models.get(m.name)
                 if known is None or (
@@ -160,15 +160,26 @@ class EngineRouter:
                 frozenset(pool.cfg.pinned),
                 self.lifecycle,
             )
-            for name in pool.cfg.pinned:  # loaded once it connects
-                asyncio.get_running_loop().create_task(self._pin(keeper, name))
         return keeper
 
-    async def _pin(self, keeper: ModelKeeper, model: str) -> None:
+    def _pin(self, keeper: ModelKeeper, hello: HelloAck) -> None:
+        """Load the engine's pinned models that it does not hold (at its first connection,
+        and again after it restarted without them)."""
+        for m in hello.models:
+            name = m.name
+            if name in keeper.pinned and m.state is ModelState.UNLOADED:
+                if name in keeper.pinning:
+                    continue
+                keeper.pinning.add(name)
+                asyncio.get_running_loop().create_task(self._load_pinned(keeper, name))
+
+    async def _load_pinned(self, keeper: ModelKeeper, model: str) -> None:
         try:
             await keeper.ensure_loaded(model, asyncio.get_running_loop().time() + 600)
         except (NeutrinoError, TimeoutError) as exc:
             log.error("engine %s could not load its pinned model %s: %s", keeper.name, model, exc)
+        finally:
+            keeper.pinning.discard(model)
 
     def ready(self, model: str) -> bool:
         """Served, and loaded where it loads on demand with no load or unload waiting."""
