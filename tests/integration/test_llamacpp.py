@@ -25,6 +25,7 @@ import openai
 import pytest
 
 from tests.support.procs import NeutrinoProc, wait_for
+from tests.support.real_model import check_stop_string
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
 
@@ -222,17 +223,7 @@ def test_a_constraint_no_grammar_can_express_is_refused(client: openai.OpenAI) -
 
 
 def test_stop_string(client: openai.OpenAI) -> None:
-    messages: Any = [{"role": "user", "content": "Count from one to ten in words."}]
-    free = client.chat.completions.create(
-        model=MODEL, messages=messages, max_tokens=40, temperature=0
-    )
-    text = free.choices[0].message.content or ""
-    stop = next(w for w in (",", " ", "e") if w in text[1:])
-    cut = client.chat.completions.create(
-        model=MODEL, messages=messages, max_tokens=40, temperature=0, stop=[stop]
-    )
-    assert cut.choices[0].finish_reason == "stop"
-    assert cut.choices[0].message.content == text[: text.index(stop, 1)]
+    check_stop_string(client, MODEL)
 
 
 def test_prefix_reuse_is_reported(client: openai.OpenAI, server: NeutrinoProc) -> None:

@@ -26,6 +26,7 @@ import pytest
 
 from tests.support.llama_server import MISSING, MODEL, LlamaServer
 from tests.support.procs import NeutrinoProc, wait_for
+from tests.support.real_model import check_stop_string
 
 pytestmark = [pytest.mark.skipif(bool(MISSING), reason=MISSING), pytest.mark.timeout(180)]
 
@@ -185,24 +186,13 @@ def test_structured_output_and_logprobs(client: openai.OpenAI) -> None:
 
 
 def test_a_stop_string_is_applied_by_neutrino(client: openai.OpenAI) -> None:
-    messages: Any = [{"role": "user", "content": "Count from one to ten in words."}]
-    free = client.chat.completions.create(
-        model=MODEL, messages=messages, max_tokens=40, temperature=0
-    )
-    text = free.choices[0].message.content or ""
-    stop = next(w for w in (",", " ", "e") if w in text[1:])
-    cut = client.chat.completions.create(
-        model=MODEL, messages=messages, max_tokens=40, temperature=0, stop=[stop]
-    )
-    assert cut.choices[0].finish_reason == "stop"
-    assert cut.choices[0].message.content == text[: text.index(stop, 1)]
+    check_stop_string(client, MODEL)
 
 
-def test_a_client_disconnect_ends_the_upstream_request(
-    client: openai.OpenAI, upstream: LlamaServer
-) -> None:
+def _leave_a_long_stream(client: openai.OpenAI, model: str, upstream: LlamaServer) -> None:
+    """Start a long stream, read a few chunks, leave: the server's slot must free."""
     stream = client.chat.completions.create(
-        model=MODEL, max_tokens=900, temperature=1.0, stream=True,
+        model=model, max_tokens=900, temperature=1.0, stream=True,
         messages=[{"role": "user", "content": "Tell a very long story."}],
         extra_body={"ignore_eos": True},
     )  # fmt: skip
@@ -212,6 +202,12 @@ def test_a_client_disconnect_ends_the_upstream_request(
     assert upstream.busy_slots() == 1
     stream.close()
     assert wait_for(lambda: upstream.busy_slots() == 0, timeout=10), upstream.get_json("/slots")
+
+
+def test_a_client_disconnect_ends_the_upstream_request(
+    client: openai.OpenAI, upstream: LlamaServer
+) -> None:
+    _leave_a_long_stream(client, MODEL, upstream)
 
 
 # ---------------------------------------------------------------- the upstream fails
@@ -378,15 +374,5 @@ def test_passthrough_client_disconnect_ends_the_upstream_request(
     relay: NeutrinoProc, upstream: LlamaServer
 ) -> None:
     oc = openai.OpenAI(base_url=relay.base_url + "/v1", api_key="x", max_retries=0)
-    stream = oc.chat.completions.create(
-        model="smol", max_tokens=900, temperature=1.0, stream=True,
-        messages=[{"role": "user", "content": "Tell a very long story."}],
-        extra_body={"ignore_eos": True},
-    )  # fmt: skip
-    for i, _chunk in enumerate(stream):
-        if i == 5:
-            break
-    assert upstream.busy_slots() == 1
-    stream.close()
-    assert wait_for(lambda: upstream.busy_slots() == 0, timeout=10), upstream.get_json("/slots")
+    _leave_a_long_stream(oc, "smol", upstream)
     assert wait_for(lambda: relay.history()[0]["state"] == "cancelled", timeout=5)

@@ -1,0 +1,24 @@
+"""Checks that hold for any real model behind Neutrino (the llama.cpp engine, an HTTP
+upstream in token mode): what Neutrino itself does to a real model's answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+
+
+def check_stop_string(client: openai.OpenAI, model: str) -> None:
+    """A stop string cuts the greedy answer where it first occurs (after its first
+    character), and the choice ends with ``stop``: Neutrino applies stops itself."""
+    messages: Any = [{"role": "user", "content": "Count from one to ten in words."}]
+    free = client.chat.completions.create(
+        model=model, messages=messages, max_tokens=40, temperature=0
+    )
+    text = free.choices[0].message.content or ""
+    stop = next(w for w in (",", " ", "e") if w in text[1:])
+    cut = client.chat.completions.create(
+        model=model, messages=messages, max_tokens=40, temperature=0, stop=[stop]
+    )
+    assert cut.choices[0].finish_reason == "stop"
+    assert cut.choices[0].message.content == text[: text.index(stop, 1)]
