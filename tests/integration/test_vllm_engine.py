@@ -8,7 +8,9 @@ missing. The engine's own counters (``--stats``) show vLLM holding no cancelled 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ import jsonschema
 import openai
 import pytest
 
-from tests.support.procs import REPO, NeutrinoProc, wait_for
+from tests.support.procs import REPO, NeutrinoProc, free_port, wait_for
 
 VLLM_PY = REPO / ".venv-vllm" / "bin" / "python"
 MODEL = "smollm2-tiny-random"
@@ -29,14 +31,19 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeutrinoProc]:
-    work = tmp_path_factory.mktemp("vllm")
-    model = work / "model"
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("tiny") / "model"
     tokenizer = REPO / ".venv" / "share" / "neutrino" / "tokenizers" / "smollm2" / "tokenizer.json"
     subprocess.run(
-        [str(VLLM_PY), str(REPO / "tools" / "tiny_llama.py"), str(model), str(tokenizer)],
+        [str(VLLM_PY), str(REPO / "tools" / "tiny_llama.py"), str(folder), str(tokenizer)],
         check=True,
     )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeutrinoProc]:
+    work = tmp_path_factory.mktemp("vllm")
     stats = work / "stats.json"
     command = [
         str(VLLM_PY), "-m", "neutrino.engines.vllm", "--model-dir", str(model),
@@ -101,7 +108,7 @@ def test_logprobs_are_the_samplers_own(client: openai.OpenAI) -> None:
 def test_a_json_schema_answer_validates(client: openai.OpenAI) -> None:
     """A schema whose grammar leaves no room for whitespace: a random model's greedy
     choice would otherwise be whitespace until max_tokens (any schema of an object)."""
-    schema = {"type": "string", "enum": ["red", "green", "blue"]}
+    schema: dict[str, Any] = {"type": "string", "enum": ["red", "green", "blue"]}
     r = client.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "A colour as JSON."}],
         max_tokens=20, temperature=0,
@@ -133,3 +140,88 @@ def test_a_client_disconnect_aborts_the_request_in_vllm(
     stream.close()
     assert wait_for(lambda: stats(server)["cancelled"] == before["cancelled"] + 1, timeout=10)
     assert wait_for(lambda: stats(server)["unfinished"] == 0, timeout=10), stats(server)
+
+
+# ---------------------------------------------------------------- vLLM's own server
+
+
+@pytest.fixture(scope="module")
+def vllm_server(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """vLLM's OpenAI server on the same model: an HTTP upstream in token mode."""
+    port = free_port()
+    log = open(tmp_path_factory.mktemp("vllm-serve") / "serve.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [
+            str(VLLM_PY), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+            "--served-model-name", MODEL, "--host", "127.0.0.1", "--port", str(port),
+            "--max-model-len", "512", "--max-num-seqs", "4", "--enforce-eager",
+        ],
+        env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_for(lambda: _up(url) or proc.poll() is not None, timeout=240)
+        assert proc.poll() is None, "vLLM's server exited"
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+
+
+def _up(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=2) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def test_vllms_own_server_as_a_token_mode_upstream(vllm_server: str, tmp_path: Path) -> None:
+    config = f'[[engines]]\nname = "vllm-http"\nurl = "{vllm_server}/v1"\nmode = "tokens"\n'
+    server = NeutrinoProc(tmp_path, config=config).start(timeout=60)
+    try:
+        (up,) = server.get_json("/neutrino/v1/app_state")["engines"]
+        assert up["engine"].startswith("vLLM") and up["connected"] is True
+        assert up["models"] == [{"name": MODEL, "context_length": 512}]
+        oc = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+        messages: Any = [{"role": "user", "content": "Hello there"}]
+        whole = oc.chat.completions.create(
+            model=MODEL, messages=messages, max_tokens=10, temperature=0,
+            logprobs=True, top_logprobs=2, extra_body={"ignore_eos": True},
+        )  # fmt: skip
+        assert whole.usage is not None and whole.usage.completion_tokens == 10
+        content = whole.choices[0].logprobs.content  # type: ignore[union-attr]
+        assert content is not None and all(len(e.top_logprobs) == 2 for e in content)
+        stream = oc.chat.completions.create(
+            model=MODEL, messages=messages, max_tokens=10, temperature=0, stream=True,
+            extra_body={"ignore_eos": True},
+        )  # fmt: skip
+        parts = [c.choices[0].delta.content or "" for c in stream if c.choices]
+        assert "".join(parts) == whole.choices[0].message.content
+        # The same prompt ids straight to vLLM: the same ids back.
+        ids = [1, 2, 3, 4, 5, 6, 7, 8]
+        own = _post(
+            vllm_server + "/v1/completions",
+            {"model": MODEL, "prompt": ids, "max_tokens": 8, "temperature": 0,
+             "ignore_eos": True, "return_token_ids": True},
+        )  # fmt: skip
+        got = oc.completions.create(
+            model=MODEL, prompt=ids, max_tokens=8, temperature=0, logprobs=0,
+            extra_body={"ignore_eos": True},
+        )  # fmt: skip
+        assert got.usage is not None and got.usage.completion_tokens == 8
+        assert len(own["choices"][0]["token_ids"]) == 8
+        assert got.choices[0].text == own["choices"][0]["text"]
+    finally:
+        server.stop()
+
+
+def _post(url: str, doc: dict[str, Any]) -> Any:
+    req = urllib.request.Request(
+        url, data=json.dumps(doc).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())

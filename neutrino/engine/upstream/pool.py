@@ -43,7 +43,7 @@ from neutrino.engine.messages import (
     UnloadModel,
 )
 from neutrino.engine.stats import EngineStats
-from neutrino.engine.upstream import llamacpp
+from neutrino.engine.upstream import llamacpp, vllm
 from neutrino.engine.upstream.errors import MAX_ERROR_BYTES, upstream_error
 from neutrino.engine.upstream.relayed import RelayedAnswer
 from neutrino.errors import ErrorKind, NeutrinoError
@@ -84,6 +84,8 @@ class UpstreamPool:
         self._link = link
         self._on_change = on_change
         self._root = llamacpp.root_of(cfg.url)
+        # Token mode's dialect, as the probe found the server (llama.cpp's, or vLLM's).
+        self._dialect: Any = llamacpp
         self._base = cfg.url.rstrip("/")
         self._headers = {"Content-Type": "application/json"}
         if cfg.api_key:
@@ -211,7 +213,8 @@ class UpstreamPool:
             req.sink.on_error(error)
 
     async def _run(self, rid: int, query: TextQuery, req: _Request) -> None:
-        data = llamacpp.body(query, self._upstream_name(query.model))
+        dialect = self._dialect
+        data = dialect.body(query, self._upstream_name(query.model))
         if not isinstance(data, bytes):
             self._fail(rid, classify_engine_error(data, self.name))
             return
@@ -220,22 +223,29 @@ class UpstreamPool:
             headers = {**headers, "traceparent": query.traceparent}
         assert self._session is not None
         try:
-            async with self._session.post(
-                self._root + llamacpp.PATH, data=data, headers=headers
-            ) as resp:
+            async with self._session.post(self._generate_url(), data=data, headers=headers) as resp:
                 if resp.status != 200:
                     err = upstream_error(resp.status, await resp.content.read(MAX_ERROR_BYTES))
                     self._fail(rid, classify_engine_error(err, self.name))
                     return
-                if not await self._relay(rid, req, resp, llamacpp.Answer(query)):
+                if not await self._relay(rid, req, resp, dialect.Answer(query)):
                     resp.close()  # ended before the server's last event: stop it
         except (aiohttp.ClientError, OSError, SSEError) as exc:
             log.warning("upstream %s: request failed: %s", self.name, exc)
             self._fail(rid, lost_connection())
             self._probe_now.set()
 
+    def _generate_url(self) -> str:
+        if self._dialect is vllm:
+            return self._base + vllm.PATH  # under /v1
+        return self._root + llamacpp.PATH  # the server's native endpoint
+
     async def _relay(
-        self, rid: int, req: _Request, resp: aiohttp.ClientResponse, answer: llamacpp.Answer
+        self,
+        rid: int,
+        req: _Request,
+        resp: aiohttp.ClientResponse,
+        answer: llamacpp.Answer | vllm.Answer,
     ) -> bool:
         """Pass the answer's results to the sink, a flush per read; False if it ended
         before the server finished (a stop id, a failing sink)."""
@@ -375,18 +385,36 @@ class UpstreamPool:
                 for name in cfg.models or listed
             ]
             return HelloAck(f"passthrough to {cfg.url}", 0, models, cfg.capacity)
-        props = llamacpp.props_of(await self._get(self._root + "/props"))
-        if props is None:
+        props = llamacpp.props_of(await self._get_or_none(self._root + "/props"))
+        if props is not None:
+            self._dialect = llamacpp
+            n_ctx, slots = props
+            names = cfg.models or tuple(await self._models())
+            context = cfg.context_length or n_ctx or DEFAULT_CONTEXT
+            models = [ModelInfo(name, context) for name in names]
+            capacity = min(cfg.capacity, slots) if slots > 0 else cfg.capacity
+            return HelloAck(f"{llamacpp.DIALECT} at {self._root}", 0, models, capacity)
+        version = vllm.version_of(await self._get_or_none(self._root + "/version"))
+        if version is None:
             raise UpstreamDown(
-                f"{self._root} is not llama.cpp's server (GET /props): token mode needs it;"
-                ' for another OpenAI-compatible server use mode = "passthrough"'
+                f"{self._root} is neither llama.cpp's server (GET /props) nor vLLM's (GET"
+                " /version): token mode needs one of them; for another OpenAI-compatible"
+                ' server use mode = "passthrough"'
             )
-        n_ctx, slots = props
-        names = cfg.models or tuple(await self._models())
-        context = cfg.context_length or n_ctx or DEFAULT_CONTEXT
-        models = [ModelInfo(name, context) for name in names]
-        capacity = min(cfg.capacity, slots) if slots > 0 else cfg.capacity
-        return HelloAck(f"{llamacpp.DIALECT} at {self._root}", 0, models, capacity)
+        self._dialect = vllm
+        listed = await self._models()
+        models = [
+            ModelInfo(name, cfg.context_length or listed.get(name, 0) or DEFAULT_CONTEXT)
+            for name in cfg.models or listed
+        ]
+        return HelloAck(f"{vllm.DIALECT} {version} at {self._root}", 0, models, cfg.capacity)
+
+    async def _get_or_none(self, url: str) -> Any:
+        """``_get``, None when the server answers with an error status or not JSON."""
+        try:
+            return await self._get(url)
+        except UpstreamDown:
+            return None
 
     async def _models(self) -> dict[str, int]:
         """The upstream's ``/models``: each model's name and context (0: not said; vLLM
