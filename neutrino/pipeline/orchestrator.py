@@ -175,8 +175,8 @@ class Orchestrator:
         lifecycle = Lifecycle()
         admitted = counted = False
         obs, traceparent = self._begin(
-            lifecycle, origin.protocol, route, origin.received_ns, model, _OPERATIONS[route],
-            origin.traceparent,
+            lifecycle, origin.protocol, route, origin.received_ns, model,
+            _OPERATIONS.get(route, "chat"), origin.traceparent,
             lambda: {"neutrino.request_id": request_id},
         )  # fmt: skip
         try:

@@ -1,4 +1,5 @@
-"""One request relayed to a passthrough upstream, from its answer's first byte to its end.
+"""One request relayed to a passthrough upstream, from its answer's first byte to its end
+(OpenAI's chat and completions, Anthropic's messages).
 
 The front end writes the upstream's bytes to its client as they come; this watches them
 pass (``Tally``: its SSE events, or the whole JSON answer) for what Neutrino reports of
@@ -65,6 +66,10 @@ class Tally:
             self.output = True
 
     def _event(self, doc: dict[str, Any]) -> None:
+        kind = doc.get("type")
+        if isinstance(kind, str) and kind != "error":  # Anthropic's Messages API
+            self._anthropic(kind, doc)
+            return
         err = doc.get("error")
         if err is not None:
             message = err.get("message") if isinstance(err, dict) else err
@@ -85,6 +90,32 @@ class Tally:
         usage = doc.get("usage")
         if isinstance(usage, dict):
             self._take_usage(usage)
+
+    def _anthropic(self, kind: str, doc: dict[str, Any]) -> None:
+        """An event of a Messages stream, or a whole message."""
+        if kind == "content_block_delta":
+            self.output = True
+            if not self._usage:
+                self.completion_tokens += 1
+            return
+        message = doc.get("message") if kind == "message_start" else doc
+        usage = message.get("usage") if isinstance(message, dict) else None
+        if isinstance(usage, dict):
+            prompt, completion = usage.get("input_tokens"), usage.get("output_tokens")
+            if type(prompt) is int:
+                self.prompt_tokens = prompt
+            if type(completion) is int and kind != "message_start":
+                self._usage = True
+                self.completion_tokens = completion
+            cached = usage.get("cache_read_input_tokens")
+            if type(cached) is int:
+                self.cached_tokens = cached
+        delta = doc.get("delta") if kind == "message_delta" else doc
+        reason = delta.get("stop_reason") if isinstance(delta, dict) else None
+        if isinstance(reason, str):
+            self.finish_reason = reason
+        if kind == "message" and doc.get("content"):
+            self.output = True
 
     def _take_usage(self, usage: dict[str, Any]) -> None:
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")

@@ -15,8 +15,8 @@ def model_info(engines: EngineClient, model: str) -> ModelInfo:
         if engines.passthrough(model):
             raise NeutrinoError(
                 ErrorKind.UNSUPPORTED,
-                f"the model {model!r} is served by a passthrough upstream: only the OpenAI"
-                " routes /v1/chat/completions and /v1/completions reach it",
+                f"the model {model!r} is served by a passthrough upstream: only the routes it"
+                " relays reach it (/v1/chat/completions, /v1/completions, /v1/messages)",
                 param="model",
             )
         if not info.can(Capability.GENERATE):

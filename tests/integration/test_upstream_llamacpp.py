@@ -363,10 +363,25 @@ def test_passthrough_upstream_errors_keep_their_status(relay: NeutrinoProc) -> N
     assert "engine error" in str(info.value)
 
 
-def test_passthrough_models_refuse_other_protocols_clearly(relay: NeutrinoProc) -> None:
+def test_passthrough_relays_the_anthropic_api_too(relay: NeutrinoProc) -> None:
+    """Anthropic's Messages API goes to the upstream's own /v1/messages, streamed and not;
+    other APIs (here the Responses API) are refused clearly."""
     ac = anthropic.Anthropic(base_url=relay.base_url, api_key="x", max_retries=0)
-    with pytest.raises(anthropic.BadRequestError) as info:
-        ac.messages.create(model="smol", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+    ask: Any = [{"role": "user", "content": "Name a colour."}]
+    msg = ac.messages.create(
+        model="smol", max_tokens=12, messages=ask, extra_body={"temperature": 0}
+    )
+    whole = "".join(b.text for b in msg.content if b.type == "text")
+    assert whole.strip() and msg.usage.output_tokens > 0
+    with ac.messages.stream(
+        model="smol", max_tokens=12, messages=ask, extra_body={"temperature": 0}
+    ) as stream:
+        assert "".join(stream.text_stream) == whole
+    (entry, *_) = relay.history()
+    assert entry["state"] == "complete" and entry["model"] == "smol"
+    oc = openai.OpenAI(base_url=relay.base_url + "/v1", api_key="x", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as info:
+        oc.responses.create(model="smol", input="hi")
     assert "passthrough" in str(info.value)
 
 

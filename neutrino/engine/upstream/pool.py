@@ -178,7 +178,8 @@ class UpstreamPool:
             raise NeutrinoError(
                 ErrorKind.UNSUPPORTED,
                 f"the model {query.model!r} is served by a passthrough upstream: only the"
-                " OpenAI routes /v1/chat/completions and /v1/completions reach it",
+                " routes it relays reach it (/v1/chat/completions, /v1/completions,"
+                " /v1/messages)",
             )
         if type(query) is not TextQuery:
             raise NeutrinoError(

@@ -24,8 +24,16 @@ from neutrino.frontends.http.anthropic_parse import parse_count, parse_messages
 from neutrino.frontends.http.anthropic_render import error_body, error_events, message
 from neutrino.frontends.http.anthropic_stream import MessageWriter
 from neutrino.frontends.http.exchange import AiohttpExchange, Exchange
-from neutrino.frontends.http.generate import StartPush, admit, run_all, run_stream
+from neutrino.frontends.http.generate import (
+    Passthrough,
+    StartPush,
+    admit,
+    admit_or_relay,
+    run_all,
+    run_stream,
+)
 from neutrino.frontends.http.guard import guarded
+from neutrino.frontends.http.relay import relay_answer
 from neutrino.frontends.http.sse import SSEStream
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.orchestrator import Orchestrator
@@ -88,7 +96,10 @@ class AnthropicRoutes:
         """Answer one Messages request on ``ex``, streamed or not."""
         received = time.monotonic_ns()
         try:
-            req = await admit(ex, self.orch, parse_messages, "msg", received, ROUTE)
+            req = await admit_or_relay(ex, self.orch, parse_messages, "msg", received, ROUTE)
+            if isinstance(req, Passthrough):
+                await relay_answer(ex, self.orch, req, ROUTE, error_events)
+                return
             log.debug("messages request for %s (stream: %s)", req.model, req.stream)
             stops = frozenset(req.stops.strings)
             if req.stream:

@@ -74,10 +74,16 @@ class Passthrough:
 
 
 async def admit_or_relay(
-    ex: Exchange, orch: Orchestrator, parse: Parse, id_prefix: str, received_ns: int
+    ex: Exchange,
+    orch: Orchestrator,
+    parse: Parse,
+    id_prefix: str,
+    received_ns: int,
+    route: str = "",
 ) -> GenerateRequest | Passthrough:
-    """:func:`admit`, for the OpenAI routes: a request whose model a passthrough upstream
-    serves is not parsed but relayed (its body must be a JSON object naming the model)."""
+    """:func:`admit`, for the routes a passthrough upstream also serves (OpenAI's chat
+    and completions, Anthropic's messages): a request whose model such an upstream serves
+    is not parsed but relayed (its body must be a JSON object naming the model)."""
     raw, principal, client_id = await _read(ex, orch)
     limits = orch.cfg.limits
     large = len(raw) > limits.offload_bytes or _has_schema(raw)
@@ -90,7 +96,7 @@ async def admit_or_relay(
         bind_request_id(request_id)
         return Passthrough(doc, raw, origin, request_id)
     req = await off_loop(lambda: parse(doc, limits)) if large else parse(doc, limits)
-    return _named(ex, req, principal, client_id, id_prefix, received_ns, "")
+    return _named(ex, req, principal, client_id, id_prefix, received_ns, route)
 
 
 async def _read(ex: Exchange, orch: Orchestrator) -> tuple[bytes, Principal | None, str]:

@@ -1,12 +1,15 @@
-"""The OpenAI routes' answer for a model of a passthrough upstream: the upstream's own
-answer, passed on as it comes (a stream's bytes as they arrive, or the whole body).
+"""The answer for a model of a passthrough upstream (OpenAI's chat and completions,
+Anthropic's messages): the upstream's own answer to the same route, passed on as it comes
+(a stream's bytes as they arrive, or the whole body).
 
-An error before the answer starts is Neutrino's (its status and JSON); one in the middle
-of a stream is an SSE error event and ``[DONE]``, as for every stream. A client that
-leaves, or reads too slowly, ends the upstream request (``RelayCall.close``).
+An error before the answer starts is Neutrino's (its status, in the route's protocol);
+one in the middle of a stream is the protocol's error event, as for every stream. A
+client that leaves, or reads too slowly, ends the upstream request (``RelayCall.close``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.exchange import Exchange
@@ -15,24 +18,35 @@ from neutrino.frontends.http.sse import openai_error_events
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.relay import RelayCall
 
-_PATHS = {"chat": "/chat/completions", "completion": "/completions"}
+# The upstream's path (under its base URL, ".../v1") for each route relayed.
+_PATHS = {"chat": "/chat/completions", "completion": "/completions", "messages": "/messages"}
+ErrorEvents = Callable[[NeutrinoError], bytes]
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a non-streamed answer relayed, at most
 
 
-async def relay_answer(ex: Exchange, orch: Orchestrator, req: Passthrough, route: str) -> None:
+async def relay_answer(
+    ex: Exchange,
+    orch: Orchestrator,
+    req: Passthrough,
+    route: str,
+    error_events: ErrorEvents = openai_error_events,
+) -> None:
     """Relay ``req`` and answer ``ex`` with what the upstream answers (raises
-    NeutrinoError before anything was sent)."""
+    NeutrinoError before anything was sent; ``error_events``: a stream's error, as the
+    route's protocol writes it)."""
     call = await orch.relay(req.doc, req.raw, _PATHS[route], route, req.origin, req.request_id)
     try:
         if call.streamed:
-            await _stream(ex, call, orch.cfg.limits.stream_buffer_bytes)
+            await _stream(ex, call, orch.cfg.limits.stream_buffer_bytes, error_events)
         else:
             ex.reply(200, await call.body(MAX_ANSWER_BYTES))
     finally:
         call.close()
 
 
-async def _stream(ex: Exchange, call: RelayCall, unread_limit: int) -> None:
+async def _stream(
+    ex: Exchange, call: RelayCall, unread_limit: int, error_events: ErrorEvents
+) -> None:
     body = await ex.open_stream()
     try:
         async for chunk in call.chunks():
@@ -44,7 +58,7 @@ async def _stream(ex: Exchange, call: RelayCall, unread_limit: int) -> None:
                 return
         await body.end()
     except NeutrinoError as err:
-        body.write(openai_error_events(err))
+        body.write(error_events(err))
         await body.end()
     finally:
         body.close()
