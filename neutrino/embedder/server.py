@@ -28,8 +28,8 @@ from neutrino.engine.messages import (
     RerankResult,
 )
 from neutrino.engine.schema import PROTOCOL_VERSION
-from neutrino.engines.serve import ServerConnection
-from neutrino.engines.session import EngineHandler
+from neutrino.engines.serve import RequestTasks, ServerConnection
+from neutrino.engines.session import EngineHandler, not_served
 
 log = logging.getLogger("neutrino.embedder")
 ENGINE_NAME = "neutrino-embedder/0.1.0"
@@ -90,30 +90,24 @@ class EmbedderHandler(EngineHandler):
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
         self.conn: ServerConnection | None = None
-        self._running: dict[int, asyncio.Task[None]] = {}
+        self._running = RequestTasks()
 
     def hello_ack(self, hello: Hello) -> HelloAck:
         return self.embedder.hello_ack()
 
     def start(self, rid: int, query: Query) -> EngineError | None:
         if not isinstance(query, EmbedQuery | RerankQuery):
-            return EngineError(
-                ErrorCode.UNSUPPORTED, f"{type(query).__name__} is not served by this engine"
-            )
+            return not_served(query)
         if len(self._running) >= self.embedder.capacity:
             return EngineError(ErrorCode.OVERLOADED, "at capacity")
-        self._running[rid] = asyncio.get_running_loop().create_task(self._answer(rid, query))
+        self._running.start(rid, self._answer(rid, query))
         return None
 
     def cancel(self, rid: int, reason: str) -> None:
-        task = self._running.pop(rid, None)
-        if task is not None:
-            task.cancel()
+        self._running.cancel(rid)
 
     def lost(self) -> None:
-        for task in self._running.values():
-            task.cancel()
-        self._running.clear()
+        self._running.cancel_all()
 
     async def _answer(self, rid: int, q: EmbedQuery | RerankQuery) -> None:
         work = self.embedder.embed if isinstance(q, EmbedQuery) else self.embedder.rerank
@@ -122,7 +116,7 @@ class EmbedderHandler(EngineHandler):
         except Exception as exc:
             log.exception("query %d failed", rid)
             result = EngineError(ErrorCode.INTERNAL, f"embedder failed: {type(exc).__name__}")
-        if self._running.pop(rid, None) is not None and self.conn is not None:
+        if self._running.finish(rid) and self.conn is not None:
             self.conn.send(rid, result)
 
 

@@ -15,8 +15,8 @@ import signal
 import socket
 import stat
 import sys
-from collections.abc import Callable
-from typing import cast
+from collections.abc import Callable, Coroutine
+from typing import Any, cast
 
 from neutrino.engine.messages import Message
 from neutrino.engines.session import EngineHandler, EngineSession
@@ -165,3 +165,31 @@ async def serve_until_signalled(
     await stop.wait()
     server.close()
     remove_socket(path, inode)
+
+
+class RequestTasks:
+    """The task answering each request of one connection, for an engine whose requests
+    are coroutines (the embedder, vLLM): a cancel or a lost connection cancels them."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def start(self, rid: int, coro: Coroutine[Any, Any, None]) -> None:
+        self._tasks[rid] = asyncio.get_running_loop().create_task(coro)
+
+    def finish(self, rid: int) -> bool:
+        """Forget a request that is answering now; False if it was cancelled meanwhile."""
+        return self._tasks.pop(rid, None) is not None
+
+    def cancel(self, rid: int) -> None:
+        task = self._tasks.pop(rid, None)
+        if task is not None:
+            task.cancel()
+
+    def cancel_all(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        self._tasks.clear()

@@ -62,6 +62,13 @@ class Outlet(Protocol):
     async def writable(self) -> None: ...
 
 
+def not_served(query: Query) -> EngineError:
+    """The answer to a query of a kind this engine does not serve."""
+    return EngineError(
+        ErrorCode.UNSUPPORTED, f"{type(query).__name__} is not served by this engine"
+    )
+
+
 class EngineHandler:
     """An engine's callbacks; subclass and implement ``hello_ack`` and ``start``."""
 

@@ -31,7 +31,7 @@ from neutrino.engine.schema import PROTOCOL_VERSION
 from neutrino.engines.llamacpp.backend import Backend
 from neutrino.engines.llamacpp.scheduler import Frames, Scheduler
 from neutrino.engines.serve import ServerConnection
-from neutrino.engines.session import EngineHandler
+from neutrino.engines.session import EngineHandler, not_served
 
 log = logging.getLogger("neutrino.engines.llamacpp")
 
@@ -162,9 +162,7 @@ class LlamaHandler(EngineHandler):
 
     def start(self, rid: int, query: Query) -> EngineError | None:
         if not isinstance(query, TextQuery):
-            return EngineError(
-                ErrorCode.UNSUPPORTED, f"{type(query).__name__} is not served by this engine"
-            )
+            return not_served(query)
         refused = self.engine.check(query)
         if refused is not None:
             return refused

@@ -33,7 +33,7 @@ from neutrino.engine.messages import (
 from neutrino.engine.schema import PROTOCOL_VERSION
 from neutrino.engines.llamacpp.handler import ENGINE_NAME, LlamaEngine
 from neutrino.engines.serve import ServerConnection
-from neutrino.engines.session import EngineHandler
+from neutrino.engines.session import EngineHandler, not_served
 
 log = logging.getLogger("neutrino.engines.llamacpp")
 
@@ -137,9 +137,7 @@ class ShelfHandler(EngineHandler):
 
     def start(self, rid: int, query: Query) -> EngineError | None:
         if not isinstance(query, TextQuery):
-            return EngineError(
-                ErrorCode.UNSUPPORTED, f"{type(query).__name__} is not served by this engine"
-            )
+            return not_served(query)
         engine = self.shelf.engine_for(query.model)
         if isinstance(engine, EngineError):
             return engine

@@ -30,8 +30,8 @@ from neutrino.engine.messages import (
     TextQuery,
 )
 from neutrino.engine.schema import PROTOCOL_VERSION
-from neutrino.engines.serve import ServerConnection
-from neutrino.engines.session import EngineHandler
+from neutrino.engines.serve import RequestTasks, ServerConnection
+from neutrino.engines.session import EngineHandler, not_served
 from neutrino.engines.vllm.mapping import result_of, sampling_kwargs, structured_kwargs
 
 log = logging.getLogger("neutrino.engines.vllm")
@@ -113,54 +113,35 @@ class VllmHandler(EngineHandler):
         self.engine = engine
         self.conn_id = conn_id
         self.conn: ServerConnection | None = None
-        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._tasks = RequestTasks()
 
     def hello_ack(self, hello: Hello) -> HelloAck:
         return self.engine.hello_ack()
 
     def start(self, rid: int, query: Query) -> EngineError | None:
         if not isinstance(query, TextQuery):
-            return EngineError(
-                ErrorCode.UNSUPPORTED, f"{type(query).__name__} is not served by this engine"
-            )
+            return not_served(query)
         refused = self.engine.check(query)
         if refused is not None:
             return refused
         if len(self._tasks) >= self.engine.capacity:
             return EngineError(ErrorCode.OVERLOADED, "the engine is at capacity")
-        task = asyncio.get_running_loop().create_task(self._run(rid, query))
+        self._tasks.start(rid, self._run(rid, query))
         self.engine.count("queries")
-        self._tasks[rid] = task
-        task.add_done_callback(lambda _t: self._tasks.pop(rid, None))
         return None
 
     async def _run(self, rid: int, query: TextQuery) -> None:
         from vllm.exceptions import VLLMValidationError
         from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import (
-            RequestOutputKind,
-            SamplingParams,
-            StructuredOutputsParams,
-        )
 
         conn = self.conn
         assert conn is not None
-        structured = structured_kwargs(query)
-        try:
-            params = SamplingParams(
-                **sampling_kwargs(query),
-                output_kind=RequestOutputKind.DELTA,
-                structured_outputs=StructuredOutputsParams(**structured) if structured else None,
-            )
-        except (ValueError, TypeError) as exc:
-            conn.send(rid, EngineError(ErrorCode.INVALID_REQUEST, str(exc)))
-            return
         top = query.sampling.top_logprobs if query.sampling.logprobs else 0
         generated = 0
-        request_id = f"{self.conn_id}-{rid}"
         prompt = TokensPrompt(prompt_token_ids=query.prompt_tokens)
         try:
-            async for out in self.engine.llm.generate(prompt, params, request_id):
+            params = _params(query)
+            async for out in self.engine.llm.generate(prompt, params, f"{self.conn_id}-{rid}"):
                 result = result_of(out, top, generated)
                 generated += len(result.tokens)
                 conn.send(rid, result)
@@ -171,20 +152,30 @@ class VllmHandler(EngineHandler):
             # vLLM's generate aborts the request as the cancel passes through it.
             asyncio.get_running_loop().call_soon(self.engine.count, "cancelled")
             raise
-        except (ValueError, VLLMValidationError) as exc:
+        except (ValueError, TypeError, VLLMValidationError) as exc:
             self.engine.count("errors")
             conn.send(rid, EngineError(ErrorCode.INVALID_REQUEST, str(exc)))
         except Exception as exc:
             log.exception("request %d on connection %d failed", rid, self.conn_id)
             self.engine.count("errors")
             conn.send(rid, EngineError(ErrorCode.INTERNAL, f"vLLM failed: {exc}"))
+        finally:
+            self._tasks.finish(rid)
 
     def cancel(self, rid: int, reason: str) -> None:
-        task = self._tasks.pop(rid, None)
-        if task is not None:
-            task.cancel()
+        self._tasks.cancel(rid)
 
     def lost(self) -> None:
-        for task in self._tasks.values():
-            task.cancel()
-        self._tasks.clear()
+        self._tasks.cancel_all()
+
+
+def _params(query: TextQuery) -> Any:
+    """vLLM's ``SamplingParams`` for ``query``: delta outputs, ids only."""
+    from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
+
+    structured = structured_kwargs(query)
+    return SamplingParams(
+        **sampling_kwargs(query),
+        output_kind=RequestOutputKind.DELTA,
+        structured_outputs=StructuredOutputsParams(**structured) if structured else None,
+    )
