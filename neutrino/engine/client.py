@@ -198,10 +198,9 @@ class EngineClient(Protocol):
         """Each engine serving ``model``, and the model's state there."""
         ...
 
-    def passthrough(self, model: str) -> bool:
-        """Whether ``model`` is served by a passthrough upstream (requests are relayed
-        to it as the client sent them, not submitted as queries)."""
-        ...
+    # The models served by passthrough upstreams only: their requests are relayed as the
+    # client sent them, not submitted as queries (read on every request: a set, no call).
+    relayed: frozenset[str]
 
     async def relay(
         self, model: str, path: str, doc: dict[str, Any], raw: bytes, traceparent: str

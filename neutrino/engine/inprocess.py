@@ -113,8 +113,7 @@ class InProcessEngineClient:
     def capacity(self) -> int:
         return self.hello.capacity if self.connected else 0
 
-    def passthrough(self, model: str) -> bool:
-        return False
+    relayed: frozenset[str] = frozenset()
 
     def ready(self, model: str) -> bool:
         return model in self.models()

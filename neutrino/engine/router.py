@@ -109,6 +109,7 @@ class EngineRouter:
         self._models: dict[str, ModelInfo] = {}
         self._by_model: dict[str, list[Pool]] = {}
         self._relays: dict[str, list[UpstreamPool]] = {}  # passthrough upstreams by model
+        self.relayed: frozenset[str] = frozenset()  # models only passthrough upstreams serve
         # Engines that load models on demand (a memory budget in their hello), by pool.
         self.keepers: dict[int, ModelKeeper] = {}
         self.lifecycle = LifecycleStats()
@@ -140,6 +141,7 @@ class EngineRouter:
         self._models = models
         self._by_model = by_model
         self._relays = relays
+        self.relayed = frozenset(relays.keys() - by_model.keys())
         self._connected = any(p.connected for p in self.pools)
         self._capacity = sum(
             p.hello.capacity for p in self.pools if p.connected and p.hello is not None
@@ -305,8 +307,6 @@ class EngineRouter:
             return _Held(conn, rid, keeper, query.model)
         return LinkSubmission(conn, rid)
 
-    def passthrough(self, model: str) -> bool:
-        return model in self._relays and model not in self._by_model
 
     async def relay(
         self, model: str, path: str, doc: dict[str, Any], raw: bytes, traceparent: str

@@ -12,7 +12,7 @@ def model_info(engines: EngineClient, model: str) -> ModelInfo:
     connected, MODEL_NOT_FOUND when none serves it."""
     info = engines.models().get(model)
     if info is not None:
-        if engines.passthrough(model):
+        if model in engines.relayed:
             raise NeutrinoError(
                 ErrorKind.UNSUPPORTED,
                 f"the model {model!r} is served by a passthrough upstream: only the routes it"

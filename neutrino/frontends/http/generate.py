@@ -89,8 +89,9 @@ async def admit_or_relay(
     large = len(raw) > limits.offload_bytes or _has_schema(raw)
     cap = limits.max_json_containers
     doc = await off_loop(lambda: jsonbody.decode_large(raw, cap)) if large else jsonbody.decode(raw)
-    model = doc.get("model") if isinstance(doc, dict) else None
-    if isinstance(model, str) and isinstance(doc, dict) and orch.engines.passthrough(model):
+    relayed = orch.engines.relayed
+    model = doc.get("model") if relayed and isinstance(doc, dict) else None
+    if isinstance(model, str) and isinstance(doc, dict) and model in relayed:
         origin = Origin(principal, ex.protocol, "", received_ns, ex.header("traceparent"))
         request_id = ex.request_id = request_id_for(id_prefix, client_id)
         bind_request_id(request_id)
