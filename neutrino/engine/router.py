@@ -307,7 +307,6 @@ class EngineRouter:
             return _Held(conn, rid, keeper, query.model)
         return LinkSubmission(conn, rid)
 
-
     async def relay(
         self, model: str, path: str, doc: dict[str, Any], raw: bytes, traceparent: str
     ) -> Relayed:
