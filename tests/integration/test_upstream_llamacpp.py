@@ -26,7 +26,7 @@ import pytest
 
 from tests.support.llama_server import MISSING, MODEL, LlamaServer
 from tests.support.procs import NeutrinoProc, wait_for
-from tests.support.real_model import check_stop_string
+from tests.support.real_model import check_stop_string, post_json
 
 pytestmark = [pytest.mark.skipif(bool(MISSING), reason=MISSING), pytest.mark.timeout(180)]
 
@@ -64,14 +64,6 @@ def client(server: NeutrinoProc) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
 
 
-def _post(url: str, doc: dict[str, Any]) -> Any:
-    req = urllib.request.Request(
-        url, data=json.dumps(doc).encode(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.loads(r.read())
-
-
 def test_the_upstream_serves_its_model_with_its_context(server: NeutrinoProc) -> None:
     models = {m["id"] for m in server.get_json("/v1/models")["data"]}
     assert MODEL in models
@@ -102,8 +94,10 @@ def test_chat_answers_whole_and_streamed(client: openai.OpenAI) -> None:
 
 def test_greedy_ids_are_the_servers_own(client: openai.OpenAI, upstream: LlamaServer) -> None:
     """The same prompt ids through Neutrino and straight to the server: the same ids back."""
-    ids = _post(upstream.url + "/tokenize", {"content": "The three primary colours are"})["tokens"]
-    own = _post(
+    ids = post_json(upstream.url + "/tokenize", {"content": "The three primary colours are"})[
+        "tokens"
+    ]
+    own = post_json(
         upstream.url + "/completion",
         {
             "prompt": ids,
@@ -314,7 +308,7 @@ def test_passthrough_answers_whole_with_the_upstreams_usage(
         model="smol", messages=messages, max_tokens=16, temperature=0
     )
     answer = got.parse()
-    own = _post(
+    own = post_json(
         upstream.url + "/v1/chat/completions",
         {"model": MODEL, "messages": messages, "max_tokens": 16, "temperature": 0},
     )

@@ -20,6 +20,7 @@ import openai
 import pytest
 
 from tests.support.procs import REPO, NeutrinoProc, free_port, wait_for
+from tests.support.real_model import post_json
 
 VLLM_PY = REPO / ".venv-vllm" / "bin" / "python"
 MODEL = "smollm2-tiny-random"
@@ -203,7 +204,7 @@ def test_vllms_own_server_as_a_token_mode_upstream(vllm_server: str, tmp_path: P
         assert "".join(parts) == whole.choices[0].message.content
         # The same prompt ids straight to vLLM: the same ids back.
         ids = [1, 2, 3, 4, 5, 6, 7, 8]
-        own = _post(
+        own = post_json(
             vllm_server + "/v1/completions",
             {"model": MODEL, "prompt": ids, "max_tokens": 8, "temperature": 0,
              "ignore_eos": True, "return_token_ids": True},
@@ -217,11 +218,3 @@ def test_vllms_own_server_as_a_token_mode_upstream(vllm_server: str, tmp_path: P
         assert got.choices[0].text == own["choices"][0]["text"]
     finally:
         server.stop()
-
-
-def _post(url: str, doc: dict[str, Any]) -> Any:
-    req = urllib.request.Request(
-        url, data=json.dumps(doc).encode(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.loads(r.read())

@@ -3,6 +3,8 @@ upstream in token mode): what Neutrino itself does to a real model's answers."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from typing import Any
 
 import openai
@@ -22,3 +24,12 @@ def check_stop_string(client: openai.OpenAI, model: str) -> None:
     )
     assert cut.choices[0].finish_reason == "stop"
     assert cut.choices[0].message.content == text[: text.index(stop, 1)]
+
+
+def post_json(url: str, doc: dict[str, Any]) -> Any:
+    """POST ``doc`` to a server (an upstream, straight) and decode its JSON answer."""
+    req = urllib.request.Request(
+        url, data=json.dumps(doc).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())
