@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from neutrino.config import EngineConfig, EngineLinkConfig
@@ -91,6 +91,31 @@ class _Held(LinkSubmission):
         self._release()
 
     def _release(self) -> None:
+        if self._keeper is not None:
+            self._keeper.released(self._model)
+            self._keeper = None
+
+
+class _HeldRelay:
+    """A relayed answer from an upstream that loads on demand: its model counts as in
+    use until the answer is closed."""
+
+    __slots__ = ("_answer", "_keeper", "_model", "content_type")
+
+    def __init__(self, answer: Relayed, keeper: ModelKeeper, model: str) -> None:
+        self._answer = answer
+        self._keeper: ModelKeeper | None = keeper
+        self._model = model
+        self.content_type = answer.content_type
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        return self._answer.chunks()
+
+    async def read(self, limit: int) -> bytes:
+        return await self._answer.read(limit)
+
+    def close(self) -> None:
+        self._answer.close()
         if self._keeper is not None:
             self._keeper.released(self._model)
             self._keeper = None
@@ -183,18 +208,23 @@ class EngineRouter:
         finally:
             keeper.pinning.discard(model)
 
+    def _serving(self, model: str) -> Sequence[Pool]:
+        """The engines that answer ``model``'s requests: those it is submitted to, else
+        the passthrough upstreams that relay it."""
+        return self._by_model.get(model) or self._relays.get(model) or ()
+
     def ready(self, model: str) -> bool:
         """Served, and loaded where it loads on demand with no load or unload waiting."""
         if model not in self._models:
             return False
         if not self.keepers:
             return True
-        keepers = [self.keepers.get(id(p)) for p in self._by_model.get(model, ())]
+        keepers = [self.keepers.get(id(p)) for p in self._serving(model)]
         return not keepers or any(k is None or k.ready(model) for k in keepers)
 
     async def ensure_loaded(self, model: str, timeout: float) -> None:
         """Return once an engine serving ``model`` has it loaded (loading it if need be)."""
-        pools = self._by_model.get(model)
+        pools = self._serving(model)
         if not pools:
             return  # not served: the request fails as it would have
         keepers = [self.keepers.get(id(p)) for p in pools]
@@ -207,15 +237,13 @@ class EngineRouter:
         """An operator's load (admin route): as a request's, without the request."""
         if model not in self._models:
             raise NeutrinoError(ErrorKind.MODEL_NOT_FOUND, f"the model {model!r} does not exist")
-        if not any(id(p) in self.keepers for p in self._by_model.get(model, ())):
+        if not any(id(p) in self.keepers for p in self._serving(model)):
             raise NeutrinoError(ErrorKind.UNSUPPORTED, f"no engine of {model!r} loads on demand")
         await self.ensure_loaded(model, timeout)
 
     async def unload(self, model: str) -> None:
         """An operator's unload: every engine that loads on demand unloads ``model``."""
-        keepers = [
-            self.keepers[id(p)] for p in self._by_model.get(model, ()) if id(p) in self.keepers
-        ]
+        keepers = [self.keepers[id(p)] for p in self._serving(model) if id(p) in self.keepers]
         if not keepers:
             raise NeutrinoError(ErrorKind.UNSUPPORTED, f"no engine of {model!r} loads on demand")
         for keeper in keepers:
@@ -314,7 +342,16 @@ class EngineRouter:
         if not pools:
             raise NeutrinoError(ErrorKind.NO_ENGINE, f"no upstream relaying {model!r} is connected")
         best = pools[0] if len(pools) == 1 else min(pools, key=_load)
-        return await best.relay(path, doc, raw, traceparent)
+        keeper = self.keepers.get(id(best)) if self.keepers else None
+        if keeper is None:
+            return await best.relay(path, doc, raw, traceparent)
+        keeper.used(model)  # at once: the model is not unloaded while it is relayed
+        try:
+            answer = await best.relay(path, doc, raw, traceparent)
+        except BaseException:
+            keeper.released(model)
+            raise
+        return _HeldRelay(answer, keeper, model)
 
     def snapshot(self) -> list[dict[str, object]]:
         return [p.snapshot() for p in self.pools]

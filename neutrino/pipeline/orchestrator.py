@@ -190,6 +190,8 @@ class Orchestrator:
             if admission.closed or not admission.try_acquire():
                 await admission.enter(max(0.001, deadline - time.monotonic()), None)
             admitted = True
+            if not self.engines.ready(model):  # it is not loaded (an upstream that loads)
+                await self._ready(model, max(0.001, deadline - time.monotonic()))
             lifecycle.advance(State.PROCESSING)
             relayed = await self.engines.relay(model, path, doc, raw, traceparent)
             call = RelayCall(

@@ -31,12 +31,25 @@ MISSING = (
 
 class LlamaServer:
     """One ``llama-server`` process serving SmolLM2 as ``MODEL`` on a free port (or the
-    given one: a test restarts it where Neutrino expects it)."""
+    given one: a test restarts it where Neutrino expects it); or, given ``models_dir``,
+    in router mode: a process per loaded model of that folder, at most ``models_max`` at
+    once, loaded only when asked (``POST /models/load``)."""
 
-    def __init__(self, workdir: Path, *, port: int = 0, slots: int = 4, ctx: int = 1024) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        port: int = 0,
+        slots: int = 4,
+        ctx: int = 1024,
+        models_dir: Path | None = None,
+        models_max: int = 1,
+    ) -> None:
         self.port = port or free_port()
         self.slots = slots
         self.ctx = ctx
+        self.models_dir = models_dir
+        self.models_max = models_max
         self.log_path = workdir / f"llama-server-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -45,8 +58,14 @@ class LlamaServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> LlamaServer:
+        served = (
+            ["-m", str(GGUF), "--alias", MODEL]
+            if self.models_dir is None
+            else ["--models-dir", str(self.models_dir), "--models-max", str(self.models_max),
+                  "--no-models-autoload"]
+        )  # fmt: skip
         argv = [
-            str(BINARY), "-m", str(GGUF), "--alias", MODEL,
+            str(BINARY), *served,
             "--host", "127.0.0.1", "--port", str(self.port),
             "-c", str(self.ctx * self.slots), "-np", str(self.slots), "-t", "1",
             "--slots", "--no-webui",
@@ -102,3 +121,7 @@ class LlamaServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+    def states(self) -> dict[str, str]:
+        """Router mode: each model's state as the server lists it."""
+        return {m["id"]: m["status"]["value"] for m in self.get_json("/models")["data"]}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -38,12 +39,13 @@ from neutrino.engine.messages import (
     HelloAck,
     LoadModel,
     ModelInfo,
+    ModelState,
     Query,
     TextQuery,
     UnloadModel,
 )
 from neutrino.engine.stats import EngineStats
-from neutrino.engine.upstream import llamacpp, vllm
+from neutrino.engine.upstream import listing, llamacpp, vllm
 from neutrino.engine.upstream.errors import MAX_ERROR_BYTES, upstream_error
 from neutrino.engine.upstream.relayed import RelayedAnswer
 from neutrino.errors import ErrorKind, NeutrinoError
@@ -66,6 +68,13 @@ class _Request:
     def __init__(self, sink: StreamSink) -> None:
         self.sink = sink
         self.task: asyncio.Task[None] | None = None
+
+
+def _model_entry(m: ModelInfo, states: bool) -> dict[str, object]:
+    entry: dict[str, object] = {"name": m.name, "context_length": m.context_length}
+    if states:
+        entry["state"] = m.state.name.lower()
+    return entry
 
 
 class UpstreamPool:
@@ -94,6 +103,8 @@ class UpstreamPool:
         self._requests: dict[int, _Request] = {}
         self._next_rid = 0
         self._relays = 0  # relayed requests not yet closed (passthrough)
+        self._loads_models = False  # a server that loads its models on demand (control)
+        self._contexts: dict[str, int] = {}  # such a server's models' contexts, once loaded
         self._up = False
         self.problem = "not probed yet"  # why it is down, for the status page
         self.hello: HelloAck | None = None
@@ -166,9 +177,9 @@ class UpstreamPool:
             "stats": self.stats.snapshot(),
             "engine": hello.engine if hello else None,
             "capacity": hello.capacity if hello else 0,
-            "models": [{"name": m.name, "context_length": m.context_length} for m in hello.models]
-            if hello
-            else [],
+            "models": [_model_entry(m, self._loads_models) for m in hello.models] if hello else [],
+            "loads_models": self._loads_models,
+            "models_max": hello.memory_budget if hello and self._loads_models else 0,
         }
 
     # ------------------------------------------------------------------ queries
@@ -206,7 +217,53 @@ class UpstreamPool:
             req.task.cancel()
 
     async def control(self, msg: LoadModel | UnloadModel) -> None:
-        raise NeutrinoError(ErrorKind.UNSUPPORTED, f"the upstream {self.name!r} loads no models")
+        """Have a server that loads on demand load or unload a model, and return once
+        its listing says it did (the hello says so too by then)."""
+        if not self._loads_models:
+            raise NeutrinoError(
+                ErrorKind.UNSUPPORTED, f"the upstream {self.name!r} loads no models"
+            )
+        load = isinstance(msg, LoadModel)
+        try:
+            await self._await_state(self._upstream_name(msg.name), load, msg.name)
+            self._set_up(await self._probe())
+        except (aiohttp.ClientError, OSError, TimeoutError, UpstreamDown) as exc:
+            self._probe_now.set()
+            raise NeutrinoError(
+                ErrorKind.NO_ENGINE,
+                f"the upstream {self.name!r} did not answer while it"
+                f" {'loaded' if load else 'unloaded'} {msg.name!r}: {exc or type(exc).__name__}",
+            ) from None
+
+    async def _await_state(self, model: str, load: bool, name: str) -> None:
+        path = listing.LOAD_PATH if load else listing.UNLOAD_PATH
+        status, body = await self._post(self._root + path, {"model": model})
+        want = ModelState.LOADED if load else ModelState.UNLOADED
+        delay = 0.05
+        while True:
+            entry = (await self._models()).get(model)
+            if entry is None:
+                raise NeutrinoError(
+                    ErrorKind.MODEL_NOT_FOUND, f"the upstream {self.name!r} does not list {name!r}"
+                )
+            if entry.state is want:
+                return
+            if status != 200 and entry.state is not ModelState.LOADING:
+                raise classify_engine_error(upstream_error(status, body), self.name)
+            if load and entry.failed:
+                raise NeutrinoError(
+                    ErrorKind.ENGINE_ERROR,
+                    f"the upstream {self.name!r} could not load {name!r}: {entry.failed}",
+                )
+            await asyncio.sleep(delay)
+            delay = min(0.5, delay * 2)
+
+    async def _post(self, url: str, doc: dict[str, Any]) -> tuple[int, bytes]:
+        assert self._session is not None
+        async with asyncio.timeout(self._link.connect_timeout_s * 2):
+            data = orjson.dumps(doc)
+            async with self._session.post(url, data=data, headers=self._headers) as resp:
+                return resp.status, await resp.content.read(MAX_ERROR_BYTES)
 
     def _fail(self, rid: int, error: NeutrinoError) -> None:
         req = self._requests.pop(rid, None)
@@ -381,12 +438,22 @@ class UpstreamPool:
         cfg = self.cfg
         if self.passthrough:
             listed = await self._models()
+            if listing.loads_on_demand(listed):
+                return await self._on_demand(listed, None, f"passthrough to {cfg.url}")
             models = [
-                ModelInfo(name, cfg.context_length or listed.get(name, 0))
+                ModelInfo(
+                    name, cfg.context_length or (listed[name].context if name in listed else 0)
+                )
                 for name in cfg.models or listed
             ]
             return HelloAck(f"passthrough to {cfg.url}", 0, models, cfg.capacity)
-        props = llamacpp.props_of(await self._get_or_none(self._root + "/props"))
+        props_doc = await self._get_or_none(self._root + "/props")
+        most = listing.router_max(props_doc)
+        if most is not None:
+            self._dialect = llamacpp
+            engine = f"{llamacpp.DIALECT} router at {self._root}"
+            return await self._on_demand(await self._models(), most, engine)
+        props = llamacpp.props_of(props_doc)
         if props is not None:
             self._dialect = llamacpp
             n_ctx, slots = props
@@ -405,10 +472,43 @@ class UpstreamPool:
         self._dialect = vllm
         listed = await self._models()
         models = [
-            ModelInfo(name, cfg.context_length or listed.get(name, 0) or DEFAULT_CONTEXT)
+            ModelInfo(
+                name,
+                cfg.context_length or (listed[name].context if name in listed else 0)
+                or DEFAULT_CONTEXT,
+            )
             for name in cfg.models or listed
-        ]
+        ]  # fmt: skip
         return HelloAck(f"{vllm.DIALECT} {version} at {self._root}", 0, models, cfg.capacity)
+
+    async def _on_demand(
+        self, listed: dict[str, listing.Listed], most: int | None, engine: str
+    ) -> HelloAck:
+        """The hello of a server that loads its models on demand (llama.cpp's router):
+        each model with its state, weighing one against a budget of ``most`` models."""
+        if most is None:
+            most = listing.router_max(await self._get_or_none(self._root + "/props")) or 0
+        cfg = self.cfg
+        models: list[ModelInfo] = []
+        for name in cfg.models or listed:
+            entry = listed.get(self._upstream_name(name))
+            if entry is None:
+                continue  # configured, but the server cannot load it
+            state = entry.state if entry.state is not None else ModelState.LOADED
+            if state is ModelState.LOADED and name not in self._contexts and not cfg.context_length:
+                self._contexts[name] = await self._context_of(name)
+            context = cfg.context_length or self._contexts.get(name) or entry.context
+            models.append(ModelInfo(name, context or DEFAULT_CONTEXT, state=state, size_bytes=1))
+        if not models:
+            raise UpstreamDown(f"{cfg.url}/models lists none of the models {list(cfg.models)}")
+        self._loads_models = True
+        return HelloAck(engine, 0, models, cfg.capacity, memory_budget=most or len(models))
+
+    async def _context_of(self, name: str) -> int:
+        """A loaded model's context per slot, from its own ``/props`` (0: not said)."""
+        query = urllib.parse.urlencode({"model": self._upstream_name(name)})
+        props = llamacpp.props_of(await self._get_or_none(f"{self._root}/props?{query}"))
+        return props[0] if props is not None else 0
 
     async def _get_or_none(self, url: str) -> Any:
         """``_get``, None when the server answers with an error status or not JSON."""
@@ -417,16 +517,9 @@ class UpstreamPool:
         except UpstreamDown:
             return None
 
-    async def _models(self) -> dict[str, int]:
-        """The upstream's ``/models``: each model's name and context (0: not said; vLLM
-        says ``max_model_len``)."""
-        doc = await self._get(self.cfg.url.rstrip("/") + "/models")
-        data = doc.get("data") if isinstance(doc, dict) else None
-        models: dict[str, int] = {}
-        for m in data if isinstance(data, list) else ():
-            if isinstance(m, dict) and isinstance(m.get("id"), str):
-                ctx = m.get("max_model_len")
-                models[m["id"]] = ctx if type(ctx) is int and ctx > 0 else 0
+    async def _models(self) -> dict[str, listing.Listed]:
+        """The upstream's ``/models`` (UpstreamDown when it lists none)."""
+        models = listing.models_of(await self._get(self.cfg.url.rstrip("/") + "/models"))
         if not models:
             raise UpstreamDown(f"{self.cfg.url}/models lists no model")
         return models

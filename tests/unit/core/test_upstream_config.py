@@ -61,8 +61,11 @@ def test_bad_upstreams_are_refused(engine: dict[str, object], message: str) -> N
         from_mapping({"engines": [engine]})
 
 
-@pytest.mark.parametrize("name", ["upstream-tokens.toml", "upstream-passthrough.toml"])
+@pytest.mark.parametrize(
+    "name", ["upstream-tokens.toml", "upstream-passthrough.toml", "upstream-router.toml"]
+)
 def test_the_readme_examples_load(name: str) -> None:
     (up,) = load_file(str(Path(__file__).parents[3] / "examples" / name)).engines
     assert up.upstream and up.url == "http://127.0.0.1:8080/v1"
-    assert up.mode == name.removeprefix("upstream-").removesuffix(".toml")
+    mode = name.removeprefix("upstream-").removesuffix(".toml")
+    assert up.mode == ("tokens" if mode == "router" else mode)
