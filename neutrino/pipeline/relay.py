@@ -66,30 +66,51 @@ class Tally:
             self.output = True
 
     def _event(self, doc: dict[str, Any]) -> None:
+        choices = doc.get("choices")
+        if choices.__class__ is list:  # an OpenAI chunk (or answer): the common case
+            for choice in choices:
+                if choice.__class__ is dict:
+                    self._choice(choice)
+            usage = doc.get("usage")
+            if usage.__class__ is dict:
+                self._take_usage(usage)
+            if "error" in doc:
+                self._error(doc["error"])
+            return
         kind = doc.get("type")
         if isinstance(kind, str) and kind != "error":  # Anthropic's Messages API
             self._anthropic(kind, doc)
             return
-        err = doc.get("error")
-        if err is not None:
-            message = err.get("message") if isinstance(err, dict) else err
-            self.error = NeutrinoError(
-                ErrorKind.ENGINE_ERROR, f"the upstream failed: {str(message)[:300]}"
-            )
-        choices = doc.get("choices")
-        for choice in choices if isinstance(choices, list) else ():
-            if not isinstance(choice, dict):
-                continue
-            if _carries_output(choice):
-                self.output = True
-                if not self._usage:
-                    self.completion_tokens += 1
-            reason = choice.get("finish_reason")
-            if isinstance(reason, str):
-                self.finish_reason = reason
+        if doc.get("error") is not None:
+            self._error(doc["error"])
         usage = doc.get("usage")
         if isinstance(usage, dict):
             self._take_usage(usage)
+
+    def _choice(self, choice: dict[str, Any]) -> None:
+        delta = choice.get("delta")
+        if delta.__class__ is dict:
+            out = (
+                delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content")
+                or delta.get("reasoning")
+            )  # fmt: skip
+        else:
+            out = choice.get("text") or choice.get("message")
+        if out:
+            self.output = True
+            if not self._usage:
+                self.completion_tokens += 1
+        reason = choice.get("finish_reason")
+        if reason.__class__ is str:
+            self.finish_reason = reason
+
+    def _error(self, err: Any) -> None:
+        if err is None:
+            return
+        message = err.get("message") if isinstance(err, dict) else err
+        self.error = NeutrinoError(
+            ErrorKind.ENGINE_ERROR, f"the upstream failed: {str(message)[:300]}"
+        )
 
     def _anthropic(self, kind: str, doc: dict[str, Any]) -> None:
         """An event of a Messages stream, or a whole message."""
@@ -125,16 +146,6 @@ class Tally:
             details = usage.get("prompt_tokens_details")
             cached = details.get("cached_tokens") if isinstance(details, dict) else None
             self.cached_tokens = cached if type(cached) is int else 0
-
-
-def _carries_output(choice: dict[str, Any]) -> bool:
-    delta = choice.get("delta")
-    if isinstance(delta, dict):
-        return bool(
-            delta.get("content") or delta.get("tool_calls") or delta.get("reasoning_content")
-            or delta.get("reasoning")
-        )  # fmt: skip
-    return bool(choice.get("text") or choice.get("message"))
 
 
 class RelayCall:

@@ -96,7 +96,7 @@ class Answer:
     ``done`` once the answer ended: the server said so, a stop id arrived, or it failed.
     """
 
-    __slots__ = ("_logprobs", "_stops", "_top", "done", "sent")
+    __slots__ = ("_logprobs", "_stops", "_top", "cut", "done", "sent")
 
     def __init__(self, query: TextQuery) -> None:
         s = query.sampling
@@ -104,6 +104,7 @@ class Answer:
         self._logprobs = s.logprobs
         self._top = s.top_logprobs
         self.done = False
+        self.cut = False  # ended here, at a stop id, while the server generates on
         self.sent = 0  # tokens passed on
 
     def event(self, data: str | bytes) -> TextResult | EngineError | None:
@@ -130,6 +131,7 @@ class Answer:
             del tokens[at + 1 :]
             result.finish_reason = FinishReason.STOP
             result.stop_token_id = tokens[at]
+            self.cut = True
         if self._logprobs:
             _add_logprobs(result, doc.get("completion_probabilities"), self._top, len(tokens))
         self.sent += len(tokens)

@@ -23,7 +23,6 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
 import orjson
 
 from neutrino.backoff import Backoff
@@ -47,6 +46,7 @@ from neutrino.engine.messages import (
 from neutrino.engine.stats import EngineStats
 from neutrino.engine.upstream import listing, llamacpp, vllm
 from neutrino.engine.upstream.errors import MAX_ERROR_BYTES, upstream_error
+from neutrino.engine.upstream.http1 import HTTP1Pool, Response
 from neutrino.engine.upstream.relayed import RelayedAnswer
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.sse_decoder import SSEDecoder, SSEError
@@ -77,10 +77,18 @@ def _model_entry(m: ModelInfo, states: bool) -> dict[str, object]:
     return entry
 
 
+async def _drain(resp: Response) -> None:
+    """Read what is left of an answer the server has ended (its last chunk's framing)."""
+    with contextlib.suppress(TimeoutError, OSError):
+        async with asyncio.timeout(1.0):
+            async for _ in resp.chunks():
+                pass
+
+
 class UpstreamPool:
     """One HTTP upstream (``[[engines]] url``), kept probed; it is its own connection."""
 
-    write_paused = False  # never: aiohttp queues what its pool cannot send at once
+    write_paused = False  # never: a request is one write, queued by its transport
 
     def __init__(
         self,
@@ -99,7 +107,14 @@ class UpstreamPool:
         self._headers = {"Content-Type": "application/json"}
         if cfg.api_key:
             self._headers["Authorization"] = f"Bearer {cfg.api_key}"
-        self._session: aiohttp.ClientSession | None = None
+        parts = urllib.parse.urlsplit(self._root)
+        self._origin = f"{parts.scheme}://{parts.netloc}"  # every URL here starts with it
+        self._http = HTTP1Pool(
+            self._origin,
+            limit=cfg.capacity,
+            connect_timeout=link.connect_timeout_s,
+            headers=self._headers,
+        )
         self._requests: dict[int, _Request] = {}
         self._next_rid = 0
         self._relays = 0  # relayed requests not yet closed (passthrough)
@@ -116,12 +131,6 @@ class UpstreamPool:
     # ------------------------------------------------------------------ pool side
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=self.cfg.capacity, keepalive_timeout=30)
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(total=None, connect=self._link.connect_timeout_s),
-            auto_decompress=False,
-        )
         self._task = asyncio.get_running_loop().create_task(
             self._maintain(), name=f"upstream-{self.name}"
         )
@@ -139,8 +148,7 @@ class UpstreamPool:
                 await self._task
         for rid in list(self._requests):
             self.cancel(rid, "shutdown")
-        if self._session is not None:
-            await self._session.close()
+        await self._http.close()
 
     @property
     def connected(self) -> bool:
@@ -227,7 +235,7 @@ class UpstreamPool:
         try:
             await self._await_state(self._upstream_name(msg.name), load, msg.name)
             self._set_up(await self._probe())
-        except (aiohttp.ClientError, OSError, TimeoutError, UpstreamDown) as exc:
+        except (OSError, UpstreamDown) as exc:
             self._probe_now.set()
             raise NeutrinoError(
                 ErrorKind.NO_ENGINE,
@@ -258,12 +266,17 @@ class UpstreamPool:
             await asyncio.sleep(delay)
             delay = min(0.5, delay * 2)
 
+    def _request(self, method: str, url: str, body: bytes = b"", traceparent: str = "") -> Any:
+        """An HTTP request to ``url`` (under the upstream's origin): its Response."""
+        return self._http.request(method, url[len(self._origin) :] or "/", body, traceparent)
+
     async def _post(self, url: str, doc: dict[str, Any]) -> tuple[int, bytes]:
-        assert self._session is not None
         async with asyncio.timeout(self._link.connect_timeout_s * 2):
-            data = orjson.dumps(doc)
-            async with self._session.post(url, data=data, headers=self._headers) as resp:
-                return resp.status, await resp.content.read(MAX_ERROR_BYTES)
+            resp: Response = await self._request("POST", url, orjson.dumps(doc))
+            try:
+                return resp.status, (await resp.read(MAX_ERROR_BYTES))[:MAX_ERROR_BYTES]
+            finally:
+                resp.close()
 
     def _fail(self, rid: int, error: NeutrinoError) -> None:
         req = self._requests.pop(rid, None)
@@ -276,19 +289,22 @@ class UpstreamPool:
         if not isinstance(data, bytes):
             self._fail(rid, classify_engine_error(data, self.name))
             return
-        headers = self._headers
-        if query.traceparent:
-            headers = {**headers, "traceparent": query.traceparent}
-        assert self._session is not None
         try:
-            async with self._session.post(self._generate_url(), data=data, headers=headers) as resp:
+            resp: Response = await self._request(
+                "POST", self._generate_url(), data, query.traceparent
+            )
+            try:
                 if resp.status != 200:
-                    err = upstream_error(resp.status, await resp.content.read(MAX_ERROR_BYTES))
+                    err = upstream_error(resp.status, await resp.read(MAX_ERROR_BYTES))
                     self._fail(rid, classify_engine_error(err, self.name))
                     return
-                if not await self._relay(rid, req, resp, dialect.Answer(query)):
-                    resp.close()  # ended before the server's last event: stop it
-        except (aiohttp.ClientError, OSError, SSEError) as exc:
+                answer = dialect.Answer(query)
+                await self._relay(rid, req, resp, answer)
+                if answer.done and not answer.cut and not resp.complete:
+                    await _drain(resp)  # the end of the body: the connection is kept
+            finally:
+                resp.close()  # before the server's last event (a stop id): it stops
+        except (OSError, SSEError) as exc:
             log.warning("upstream %s: request failed: %s", self.name, exc)
             self._fail(rid, lost_connection())
             self._probe_now.set()
@@ -302,14 +318,14 @@ class UpstreamPool:
         self,
         rid: int,
         req: _Request,
-        resp: aiohttp.ClientResponse,
+        resp: Response,
         answer: llamacpp.Answer | vllm.Answer,
     ) -> bool:
         """Pass the answer's results to the sink, a flush per read; False if it ended
         before the server finished (a stop id, a failing sink)."""
         decoder = SSEDecoder(MAX_EVENT_BYTES)
         sink = req.sink
-        async for chunk in resp.content.iter_any():
+        async for chunk in resp.chunks():
             flush = False
             for _kind, data in decoder.feed(chunk):
                 out = answer.event(data)
@@ -344,14 +360,10 @@ class UpstreamPool:
         model = doc.get("model")
         if isinstance(model, str) and model in self.cfg.upstream_names:
             raw = orjson.dumps({**doc, "model": self.cfg.upstream_names[model]})
-        headers = self._headers
-        if traceparent:
-            headers = {**headers, "traceparent": traceparent}
-        assert self._session is not None
         self._relays += 1
         try:
-            resp = await self._session.post(self._base + path, data=raw, headers=headers)
-        except (aiohttp.ClientError, OSError) as exc:
+            resp: Response = await self._request("POST", self._base + path, raw, traceparent)
+        except OSError as exc:
             self._relays -= 1
             log.warning("upstream %s: request failed: %s", self.name, exc)
             self._probe_now.set()
@@ -363,8 +375,8 @@ class UpstreamPool:
             return RelayedAnswer(resp, self._relay_closed)
         self._relays -= 1
         try:
-            body = await resp.content.read(MAX_ERROR_BYTES)
-        except (aiohttp.ClientError, OSError):
+            body = (await resp.read(MAX_ERROR_BYTES))[:MAX_ERROR_BYTES]
+        except OSError:
             body = b""
         finally:
             resp.close()
@@ -386,7 +398,7 @@ class UpstreamPool:
         while True:
             try:
                 hello = await self._probe()
-            except (aiohttp.ClientError, OSError, TimeoutError, UpstreamDown) as exc:
+            except (OSError, UpstreamDown) as exc:
                 self._set_down(str(exc) or type(exc).__name__)
                 await self._wait(backoff.next())
                 continue
@@ -422,12 +434,16 @@ class UpstreamPool:
             self._on_change()
 
     async def _get(self, url: str) -> Any:
-        assert self._session is not None
         async with asyncio.timeout(self._link.connect_timeout_s * 2):
-            async with self._session.get(url, headers=self._headers) as resp:
-                body = await resp.content.read(MAX_PROBE_BYTES)
-                if resp.status != 200:
-                    raise UpstreamDown(f"GET {url}: HTTP status {resp.status}")
+            resp: Response = await self._request("GET", url)
+            try:
+                body = await resp.read(MAX_PROBE_BYTES)
+            finally:
+                resp.close()
+        if resp.status != 200:
+            raise UpstreamDown(f"GET {url}: HTTP status {resp.status}")
+        if len(body) > MAX_PROBE_BYTES:
+            raise UpstreamDown(f"GET {url}: longer than {MAX_PROBE_BYTES} bytes")
         try:
             return orjson.loads(body)
         except orjson.JSONDecodeError:

@@ -87,6 +87,8 @@ class Answer:
 
     __slots__ = ("_final", "_logprobs", "_top", "done", "sent")
 
+    cut = False  # never ended here: the server applies the stop ids itself
+
     def __init__(self, query: TextQuery) -> None:
         self._logprobs = query.sampling.logprobs
         self._top = query.sampling.top_logprobs

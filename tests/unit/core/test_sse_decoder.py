@@ -37,3 +37,20 @@ def test_an_event_over_the_limit() -> None:
     with pytest.raises(SSEError):
         dec.feed(b"data: " + b"y" * 60)
     assert SSEDecoder(max_event_bytes=100).feed(b"data: " + b"x" * 60 + b"\n\n")
+
+
+def test_whole_events_at_once_match_the_same_stream_line_by_line() -> None:
+    blocks = [b'data: {"i": %d}\n\n' % i for i in range(50)]
+    blocks[7] = b"event: x\ndata: seven\n\n"
+    blocks[9] = b": comment\n\n"
+    blocks[11] = b"data: a\ndata: b\n\n"
+    blocks[13] = b"data: crlf\r\n\r\n"
+    blocks[15] = b"\n\n\ndata:\n\n"  # blank lines, then an empty data line: an event of ""
+    stream = b"".join(blocks) + b"data: unfinished"
+    whole = SSEDecoder().feed(stream)
+    dec = SSEDecoder()
+    byte_by_byte = [ev for i in range(len(stream)) for ev in dec.feed(stream[i : i + 1])]
+    assert whole == byte_by_byte
+    assert ("x", "seven") in whole and ("message", "a\nb") in whole
+    assert ("message", "crlf") in whole and ("message", "") in whole
+    assert len(whole) == 49 and whole[-1] == ("message", '{"i": 49}')
