@@ -27,7 +27,7 @@ import ssl
 import time
 import urllib.parse
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httptools
 
@@ -70,9 +70,10 @@ class Response:
         """The whole body has arrived."""
         return self._eof
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self, broken: Callable[[], Exception] | None = None) -> AsyncIterator[bytes]:
         """The body's bytes as they arrive (what arrived together, joined);
-        UpstreamHTTPError when the connection breaks before its end."""
+        UpstreamHTTPError (or what ``broken`` makes) when the connection breaks before
+        its end."""
         while True:
             buf = self._buf
             if buf:
@@ -83,6 +84,8 @@ class Response:
             elif self._eof:
                 return
             elif self._error is not None:
+                if broken is not None:
+                    raise broken() from None
                 raise self._error
             else:
                 await self._wait()

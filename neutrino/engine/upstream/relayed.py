@@ -20,14 +20,10 @@ class RelayedAnswer:
         self._on_close: Callable[[], None] | None = on_close
         self.content_type = resp.content_type
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    def chunks(self) -> AsyncIterator[bytes]:
         """The body's bytes as they arrive; NeutrinoError (engine disconnected) when the
         connection breaks before the body's end."""
-        try:
-            async for chunk in self._resp.chunks():
-                yield chunk
-        except OSError:
-            raise lost_connection() from None
+        return self._resp.chunks(lost_connection)
 
     async def read(self, limit: int) -> bytes:
         try:
