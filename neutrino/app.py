@@ -70,7 +70,7 @@ class Neutrino:
     def _build(self, cfg: Config) -> None:
         engines = (mock_engine(cfg.mock),) if cfg.embedded_mock else cfg.engines
         self.cfg = cfg = replace(cfg, engines=self.processes.resolve(engines))
-        self.router = EngineRouter(cfg.engines, cfg.engine_link)
+        self.router = EngineRouter(cfg.engines, cfg.engine_link, cfg.routing)
         self.texts = ModelTexts(cfg.model)
         self.history = History(cfg.limits.history_size, cfg.limits.history_bytes)
         router = self.router
@@ -184,6 +184,8 @@ class Neutrino:
         lifecycle = self.router.lifecycle.models
         if lifecycle:
             raw["lifecycle"] = {name: dataclasses.asdict(c) for name, c in lifecycle.items()}
+        if self.router.routing.models:
+            raw["routing"] = self.router.routing.counts()
         if self.processes.engines:
             raw["processes"] = {
                 m.name: {"state": m.state, "pid": m.pid, "restarts": m.restarts}
@@ -202,6 +204,8 @@ class Neutrino:
             extra["embedded_mock"] = {"pid": mock.pid, "restarts": mock.restarts}
         if self.registrars:
             extra["registration"] = [r.snapshot() for r in self.registrars]
+        if self.router.routing.models:
+            extra["routing"] = self.router.routing.snapshot()
         lifecycle = self.router.lifecycle.models
         if lifecycle:
             extra["model_lifecycle"] = {n: dataclasses.asdict(c) for n, c in lifecycle.items()}
@@ -397,8 +401,9 @@ class Neutrino:
         """The running router if the engines did not change; else a new one, connected
         (ConfigError if none of its engines connects in time)."""
         if new.engines == self.cfg.engines and new.engine_link == self.cfg.engine_link:
+            self.router.configure_routing(new.routing)
             return self.router
-        router = EngineRouter(new.engines, new.engine_link)
+        router = EngineRouter(new.engines, new.engine_link, new.routing)
         await router.start()
         if not await router.wait_ready(_RELOAD_ENGINES_S):
             await router.close()

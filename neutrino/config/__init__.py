@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from neutrino.config.checks import ConfigError as ConfigError
 from neutrino.config.checks import check, shown, split_address, typed
 from neutrino.config.keys import AuthConfig, KeyConfig, auth_section
+from neutrino.config.routing import RoutingConfig, routing_section
 
 if TYPE_CHECKING:
     from neutrino.text.tiktoken_files import TiktokenFile
 
-__all__ = ["AuthConfig", "ConfigError", "KeyConfig"]
+__all__ = ["AuthConfig", "ConfigError", "KeyConfig", "RoutingConfig"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,6 +329,7 @@ class Config:
     discovery: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     responses: ResponsesConfig = field(default_factory=ResponsesConfig)
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
 
     @property
     def log_level(self) -> str:
@@ -478,12 +480,14 @@ def from_mapping(data: Mapping[str, object]) -> Config:
             _unique_engine_names(updates["engines"])
         elif key == "auth":
             updates["auth"] = auth_section(raw)
+        elif key == "routing":
+            updates["routing"] = routing_section(raw)
         elif key == "model":
             updates[key] = _model_section(raw)
         elif key in _SECTIONS:
             updates[key] = _coerce(_SECTIONS[key], key, raw)
         else:
-            known = ", ".join(["engines", *_SECTIONS, "auth"])
+            known = ", ".join(["engines", *_SECTIONS, "auth", "routing"])
             raise ConfigError(f"unknown section [{key}] (known: {known})")
     return _checked(replace(cfg, **updates))
 

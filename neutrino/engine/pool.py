@@ -76,6 +76,11 @@ class EnginePool:
         return any(c is not None and c.is_open for c in self._slots)
 
     @property
+    def capacity(self) -> int:
+        """Requests it takes at once, as its handshake said (1 before it)."""
+        return self.hello.capacity if self.hello is not None else 1
+
+    @property
     def inflight(self) -> int:
         return sum(c.inflight for c in self.connections)
 

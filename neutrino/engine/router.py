@@ -7,11 +7,20 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from neutrino.config import EngineConfig, EngineLinkConfig
+from neutrino.config import EngineConfig, EngineLinkConfig, RoutingConfig
 from neutrino.engine.client import LinkSubmission, Relayed, RequestOwner, StreamSink
 from neutrino.engine.lifecycle import LifecycleStats, ModelKeeper
-from neutrino.engine.messages import HelloAck, LoadModel, ModelInfo, ModelState, Query, UnloadModel
+from neutrino.engine.messages import (
+    HelloAck,
+    LoadModel,
+    ModelInfo,
+    ModelState,
+    Query,
+    TextQuery,
+    UnloadModel,
+)
 from neutrino.engine.pool import EnginePool
+from neutrino.engine.routing import Routing
 from neutrino.engine.stats import EngineStats
 from neutrino.engine.upstream.pool import UpstreamPool
 from neutrino.errors import ErrorKind, NeutrinoError
@@ -42,6 +51,9 @@ class Pool(Protocol):
 
     @property
     def inflight(self) -> int: ...
+
+    @property
+    def capacity(self) -> int: ...
 
     @property
     def passthrough(self) -> bool:
@@ -121,16 +133,17 @@ class _HeldRelay:
             self._keeper = None
 
 
-def _load(pool: Pool) -> float:
-    capacity = pool.hello.capacity if pool.hello else 1
-    return pool.inflight / max(1, capacity)
-
-
 class EngineRouter:
     """Picks, per model, the least-loaded connected engine and connection."""
 
-    def __init__(self, engines: Sequence[EngineConfig], link: EngineLinkConfig) -> None:
+    def __init__(
+        self,
+        engines: Sequence[EngineConfig],
+        link: EngineLinkConfig,
+        routing: RoutingConfig | None = None,
+    ) -> None:
         self.pools = [_pool(e, link, self._refresh) for e in engines]
+        self.routing = Routing(routing or RoutingConfig())
         self._models: dict[str, ModelInfo] = {}
         self._by_model: dict[str, list[Pool]] = {}
         self._relays: dict[str, list[UpstreamPool]] = {}  # passthrough upstreams by model
@@ -317,7 +330,11 @@ class EngineRouter:
         conn: Connection | None = None
         best: Pool | None = None
         if pools:
-            best = pools[0] if len(pools) == 1 else min(pools, key=_load)
+            if len(pools) == 1:
+                best = pools[0]
+            else:
+                prompt = query.prompt_tokens if type(query) is TextQuery else ()
+                best = self.routing.choose(query.model, pools, prompt)
             conn = best.pick()
         if conn is None:
             if not self.has_engine() or query.model in self._known:
@@ -341,7 +358,7 @@ class EngineRouter:
         pools = self._relays.get(model)
         if not pools:
             raise NeutrinoError(ErrorKind.NO_ENGINE, f"no upstream relaying {model!r} is connected")
-        best = pools[0] if len(pools) == 1 else min(pools, key=_load)
+        best = pools[0] if len(pools) == 1 else self.routing.choose(model, pools, ())
         keeper = self.keepers.get(id(best)) if self.keepers else None
         if keeper is None:
             return await best.relay(path, doc, raw, traceparent)
@@ -355,3 +372,8 @@ class EngineRouter:
 
     def snapshot(self) -> list[dict[str, object]]:
         return [p.snapshot() for p in self.pools]
+
+    def configure_routing(self, cfg: RoutingConfig) -> None:
+        """A reload's routing settings (what was learned is kept when they are the same)."""
+        if cfg != self.routing.cfg:
+            self.routing = Routing(cfg)

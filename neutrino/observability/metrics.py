@@ -234,6 +234,7 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     engines: dict[str, dict[str, float]] = {}
     processes: dict[str, dict[str, Any]] = {}
     lifecycle: dict[str, dict[str, float]] = {}
+    routing: dict[str, dict[str, Any]] = {}
     for raw in raws:
         for *labels, n in raw.get("requests", ()):
             key = tuple(labels)
@@ -259,6 +260,7 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             mine = lifecycle.setdefault(name, {})
             for k, v in counts.items():
                 mine[k] = mine.get(k, 0) + v
+        _merge_routing(routing, raw.get("routing", {}))
     return {
         "requests": [[*k, n] for k, n in requests.items()],
         "models": models,
@@ -266,7 +268,19 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "engines": engines,
         "processes": processes,
         "lifecycle": lifecycle,
+        "routing": routing,
     }
+
+
+def _merge_routing(into: dict[str, dict[str, Any]], raw: Mapping[str, Any]) -> None:
+    for model, counts in raw.items():
+        mine = into.setdefault(model, {"picks": {}})
+        for k, v in counts.items():
+            if k == "picks":
+                for engine, n in v.items():
+                    mine["picks"][engine] = mine["picks"].get(engine, 0) + n
+            else:
+                mine[k] = mine.get(k, 0) + v
 
 
 # ---------------------------------------------------------------------- exposition
@@ -345,6 +359,7 @@ def _live_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
         yield fam
     yield from _process_families(raw)
     yield from _lifecycle_families(raw)
+    yield from _routing_families(raw)
 
 
 # Models loaded on demand (engine/lifecycle.py): metric, help, key of its counts.
@@ -365,6 +380,39 @@ def _lifecycle_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
         for model, counts in models:
             fam.add_metric([model], counts.get(key, 0))
         yield fam
+
+
+# Routing over replicas (engine/routing.py): metric, help, key of its counts.
+ROUTING_COUNTERS = (
+    ("routing_prefix_hits_total",
+     "Requests routed to the replica that took their prompt's prefix before.", "prefix_hits"),
+    ("routing_prefix_misses_total",
+     "Requests of the prefix policy whose prefix had no replica that could take them.",
+     "prefix_misses"),
+    ("routing_fallbacks_total",
+     "Times the routing self-check found a model's routing skewed and fell back to power of"
+     " two choices.", "fallbacks"),
+)  # fmt: skip
+
+
+def _routing_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
+    models = sorted(raw.get("routing", {}).items())
+    for name, help_text, key in ROUTING_COUNTERS:
+        fam = CounterMetricFamily(
+            PREFIX + name.removesuffix("_total"), help_text, labels=("model",)
+        )
+        for model, counts in models:
+            fam.add_metric([model], counts.get(key, 0))
+        yield fam
+    picks = CounterMetricFamily(
+        PREFIX + "routing_decisions",
+        "Requests of a model routed to each of its replicas (models served by two or more).",
+        labels=("model", "engine"),
+    )
+    for model, counts in models:
+        for engine, n in sorted(counts.get("picks", {}).items()):
+            picks.add_metric([model, engine], n)
+    yield picks
 
 
 PROCESS_STATES = ("starting", "ready", "restarting", "stopped")

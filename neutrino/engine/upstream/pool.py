@@ -159,6 +159,11 @@ class UpstreamPool:
         return [self] if self._up else []
 
     @property
+    def capacity(self) -> int:
+        """Requests it takes at once, as its handshake said (1 before it)."""
+        return self.hello.capacity if self.hello is not None else 1
+
+    @property
     def inflight(self) -> int:
         return len(self._requests) + self._relays
 

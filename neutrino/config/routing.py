@@ -1,0 +1,98 @@
+"""The ``[routing]`` section: how a model's requests are spread over the engines (replicas)
+that serve it, and how a failing replica is kept out of the way.
+
+::
+
+    [routing]
+    policy = "prefix"            # prefix | round_robin | least_outstanding | power_of_two
+    balance_factor = 1.25        # prefix: a replica over factor x the mean load is passed by
+    block_tokens = 64            # prefix: the prompt's ids are keyed at 1, 2, 4, ... blocks
+    prefix_tokens = 2048         # prefix: of at most this many first ids
+    max_prefixes = 65536         # prefix keys remembered (least recently used forgotten)
+    self_check_window = 200      # a model's last decisions the self-check looks at
+    self_check_skew = 0.5        # a replica's share past fair + skew x (1 - fair) is skewed
+    self_check_cooldown_s = 60   # how long a skewed model is routed by power of two choices
+
+    [routing.models."qwen2.5-7b"]
+    policy = "round_robin"       # this model's own policy
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from neutrino.config.checks import ConfigError, Range, shown, typed
+
+POLICIES = ("prefix", "round_robin", "least_outstanding", "power_of_two")
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingConfig:
+    policy: str = "prefix"
+    balance_factor: float = 1.25
+    block_tokens: int = 64
+    prefix_tokens: int = 2048
+    max_prefixes: int = 65536
+    self_check_window: int = 200
+    self_check_skew: float = 0.5
+    self_check_cooldown_s: float = 60.0
+    models: Mapping[str, str] = field(default_factory=dict)  # model -> its own policy
+
+    def policy_of(self, model: str) -> str:
+        return self.models.get(model, self.policy)
+
+
+_RULES: dict[str, Any] = {
+    "balance_factor": Range(1, 100),
+    "block_tokens": Range(1, 65536),
+    "prefix_tokens": Range(1, 1 << 20),
+    "max_prefixes": Range(1, 1 << 24),
+    "self_check_window": Range(10, 1 << 20),
+    "self_check_skew": Range(0, 1, above=True),
+    "self_check_cooldown_s": Range(0, above=True),
+}
+
+
+def _policy(value: Any, where: str) -> str:
+    if value not in POLICIES:
+        raise ConfigError(
+            f"{where} must be one of {', '.join(map(repr, POLICIES))}, got {shown(value)}"
+        )
+    return str(value)
+
+
+def routing_section(raw: Any) -> RoutingConfig:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"[routing] must be a table, got {shown(raw)}")
+    defaults = RoutingConfig()
+    known = [f.name for f in fields(RoutingConfig)]
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        where = f"[routing].{key}"
+        if key == "models":
+            values["models"] = _models(value)
+        elif key == "policy":
+            values["policy"] = _policy(value, where)
+        elif key in known:
+            value = typed(getattr(defaults, key), value, where)
+            problem = _RULES[key](value)
+            if problem is not None:
+                raise ConfigError(f"{where} {problem}, got {shown(value)}")
+            values[key] = value
+        else:
+            raise ConfigError(f"unknown key {where} (known: {', '.join(known)})")
+    return RoutingConfig(**values)
+
+
+def _models(raw: Any) -> dict[str, str]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"[routing.models] must be a table of tables, got {shown(raw)}")
+    out: dict[str, str] = {}
+    for model, table in raw.items():
+        where = f'[routing.models."{model}"]'
+        if not isinstance(table, Mapping) or set(table) != {"policy"}:
+            raise ConfigError(f"{where} must be a table with one key, policy")
+        out[model] = _policy(table["policy"], f"{where}.policy")
+    return out
