@@ -68,7 +68,7 @@ def _pool(url: str, **kw: Any) -> HTTP1Pool:
 
 
 def run(coro: Awaitable[None]) -> None:
-    asyncio.run(asyncio.wait_for(coro, 10))  # type: ignore[arg-type]
+    asyncio.run(asyncio.wait_for(coro, 10))
 
 
 def test_a_request_is_sent_whole_and_its_connection_kept() -> None:
