@@ -186,6 +186,12 @@ class Neutrino:
             raw["lifecycle"] = {name: dataclasses.asdict(c) for name, c in lifecycle.items()}
         if self.router.routing.models:
             raw["routing"] = self.router.routing.counts()
+            budget = self.router.budget
+            raw["failover"] = {
+                "retries": budget.retries,
+                "retries_refused": budget.refused,
+                "ejections": {n: h.ejected_total for n, h in self.router.outliers.health.items()},
+            }
         if self.processes.engines:
             raw["processes"] = {
                 m.name: {"state": m.state, "pid": m.pid, "restarts": m.restarts}
@@ -205,7 +211,10 @@ class Neutrino:
         if self.registrars:
             extra["registration"] = [r.snapshot() for r in self.registrars]
         if self.router.routing.models:
-            extra["routing"] = self.router.routing.snapshot()
+            extra["routing"] = {
+                **self.router.routing.snapshot(),
+                "failover": self.router.failover_snapshot(),
+            }
         lifecycle = self.router.lifecycle.models
         if lifecycle:
             extra["model_lifecycle"] = {n: dataclasses.asdict(c) for n, c in lifecycle.items()}

@@ -1,5 +1,6 @@
 """The ``[routing]`` section: how a model's requests are spread over the engines (replicas)
-that serve it, and how a failing replica is kept out of the way.
+that serve it, how a failing replica is kept out of the way, and how a request that
+failed before its first token is retried on another.
 
 ::
 
@@ -12,6 +13,12 @@ that serve it, and how a failing replica is kept out of the way.
     self_check_window = 200      # a model's last decisions the self-check looks at
     self_check_skew = 0.5        # a replica's share past fair + skew x (1 - fair) is skewed
     self_check_cooldown_s = 60   # how long a skewed model is routed by power of two choices
+    retry_budget = 0.1           # a request that failed before its first token is retried on
+    retry_burst = 20             #   another replica, within this share of the requests
+    eject_after = 5              # failures in a row that take a replica out of rotation
+    eject_base_s = 5             #   for this long, doubled each time after, at most
+    eject_max_s = 300            #   this long (never the last replica of a model)
+    overload_skip_s = 1          # a replica that said "overloaded" is passed by this long
 
     [routing.models."qwen2.5-7b"]
     policy = "round_robin"       # this model's own policy
@@ -38,6 +45,12 @@ class RoutingConfig:
     self_check_window: int = 200
     self_check_skew: float = 0.5
     self_check_cooldown_s: float = 60.0
+    retry_budget: float = 0.1  # retries per request routed among replicas (0: none)
+    retry_burst: int = 20  # retries saved up at most
+    eject_after: int = 5  # failures in a row that take a replica out of rotation
+    eject_base_s: float = 5.0  # its first time out; doubled each time after
+    eject_max_s: float = 300.0
+    overload_skip_s: float = 1.0  # a replica that said "overloaded" is passed by this long
     models: Mapping[str, str] = field(default_factory=dict)  # model -> its own policy
 
     def policy_of(self, model: str) -> str:
@@ -52,6 +65,12 @@ _RULES: dict[str, Any] = {
     "self_check_window": Range(10, 1 << 20),
     "self_check_skew": Range(0, 1, above=True),
     "self_check_cooldown_s": Range(0, above=True),
+    "retry_budget": Range(0, 1),
+    "retry_burst": Range(1, 1 << 20),
+    "eject_after": Range(1, 1 << 20),
+    "eject_base_s": Range(0, above=True),
+    "eject_max_s": Range(0, above=True),
+    "overload_skip_s": Range(0),
 }
 
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from neutrino.config import EngineConfig, EngineLinkConfig, RoutingConfig
-from neutrino.engine.client import LinkSubmission, Relayed, RequestOwner, StreamSink
+from neutrino.engine.client import LinkSubmission, Relayed, RequestOwner, StreamSink, Submission
+from neutrino.engine.failover import RETRYABLE, Failover, Outliers, RetryBudget
 from neutrino.engine.lifecycle import LifecycleStats, ModelKeeper
 from neutrino.engine.messages import (
     HelloAck,
@@ -20,7 +22,7 @@ from neutrino.engine.messages import (
     UnloadModel,
 )
 from neutrino.engine.pool import EnginePool
-from neutrino.engine.routing import Routing
+from neutrino.engine.routing import Routing, load
 from neutrino.engine.stats import EngineStats
 from neutrino.engine.upstream.pool import UpstreamPool
 from neutrino.errors import ErrorKind, NeutrinoError
@@ -143,7 +145,10 @@ class EngineRouter:
         routing: RoutingConfig | None = None,
     ) -> None:
         self.pools = [_pool(e, link, self._refresh) for e in engines]
-        self.routing = Routing(routing or RoutingConfig())
+        routing = routing or RoutingConfig()
+        self.routing = Routing(routing)
+        self.outliers = Outliers(routing)
+        self.budget = RetryBudget(routing.retry_budget, routing.retry_burst)
         self._models: dict[str, ModelInfo] = {}
         self._by_model: dict[str, list[Pool]] = {}
         self._relays: dict[str, list[UpstreamPool]] = {}  # passthrough upstreams by model
@@ -325,7 +330,7 @@ class EngineRouter:
     def capacity(self) -> int:
         return self._capacity
 
-    def submit(self, query: Query, sink: StreamSink) -> LinkSubmission:
+    def submit(self, query: Query, sink: StreamSink) -> Submission:
         pools = self._by_model.get(query.model)
         conn: Connection | None = None
         best: Pool | None = None
@@ -333,8 +338,11 @@ class EngineRouter:
             if len(pools) == 1:
                 best = pools[0]
             else:
+                pools = self._in_rotation(pools)
                 prompt = query.prompt_tokens if type(query) is TextQuery else ()
                 best = self.routing.choose(query.model, pools, prompt)
+                if self.budget.ratio and not self.keepers:
+                    return self._failover(query, sink, best)
             conn = best.pick()
         if conn is None:
             if not self.has_engine() or query.model in self._known:
@@ -351,6 +359,74 @@ class EngineRouter:
         if keeper is not None:
             return _Held(conn, rid, keeper, query.model)
         return LinkSubmission(conn, rid)
+
+    # ------------------------------------------------------------------ failover
+
+    def _in_rotation(self, pools: list[Pool]) -> list[Pool]:
+        """The replicas not ejected nor skipped (all of them if none is left)."""
+        outliers = self.outliers
+        if not outliers.health:
+            return pools
+        now = time.monotonic()
+        usable = [p for p in pools if outliers.usable(p.name, now)]
+        return usable or pools
+
+    def _failover(self, query: Query, sink: StreamSink, pool: Pool) -> Failover:
+        """Submit to ``pool`` a request that another replica takes if this one fails
+        before its first token (see engine/failover.py)."""
+        self.budget.earn()
+        attempt = Failover(query, sink, self._resend, self.outliers.succeeded)
+        self._send(attempt, pool)
+        return attempt
+
+    def _send(self, attempt: Failover, pool: Pool) -> None:
+        conn = pool.pick()
+        if conn is None:
+            raise NeutrinoError(
+                ErrorKind.NO_ENGINE, f"no engine serving {attempt.query.model!r} is connected"
+            )
+        n = attempt.begin(pool.name)
+        attempt.bind(pool.name, conn, conn.submit(attempt.query, attempt), n)
+
+    def _resend(self, attempt: Failover, error: NeutrinoError) -> bool:
+        """An attempt failed: record it against its replica; send the request to another
+        replica if it failed before its first token, by the replica's fault, within the
+        budget (True), else let it end."""
+        name, model = attempt.pool_name, attempt.query.model
+        self.outliers.failed(name, error.kind, lambda: self._others_in_rotation(name))
+        if attempt.live or error.kind not in RETRYABLE or len(attempt.tried) > 1:
+            return False
+        others = [
+            p for p in self._in_rotation(self._by_model.get(model, []))
+            if p.name not in attempt.tried and p.connected
+        ]  # fmt: skip
+        if not others or not self.budget.spend():
+            return False
+        target = min(others, key=load)
+        try:
+            self._send(attempt, target)
+        except NeutrinoError:
+            return False
+        log.info("request for %s failed on %s (%s): sent to %s", model, name, error.kind.name,
+                 target.name)  # fmt: skip
+        return True
+
+    def _others_in_rotation(self, name: str) -> bool:
+        """Whether every model the engine ``name`` serves has another replica in rotation."""
+        now = time.monotonic()
+        for pools in self._by_model.values():
+            if any(p.name == name for p in pools) and not any(
+                p.name != name and self.outliers.usable(p.name, now) for p in pools
+            ):
+                return False
+        return True
+
+    def failover_snapshot(self) -> dict[str, object]:
+        return {
+            "retries": self.budget.retries,
+            "retries_refused": self.budget.refused,
+            "engines": self.outliers.snapshot(),
+        }
 
     async def relay(
         self, model: str, path: str, doc: dict[str, Any], raw: bytes, traceparent: str
@@ -377,3 +453,5 @@ class EngineRouter:
         """A reload's routing settings (what was learned is kept when they are the same)."""
         if cfg != self.routing.cfg:
             self.routing = Routing(cfg)
+            self.outliers = Outliers(cfg)
+            self.budget = RetryBudget(cfg.retry_budget, cfg.retry_burst)

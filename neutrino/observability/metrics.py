@@ -235,6 +235,7 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     processes: dict[str, dict[str, Any]] = {}
     lifecycle: dict[str, dict[str, float]] = {}
     routing: dict[str, dict[str, Any]] = {}
+    failover: dict[str, Any] = {"ejections": {}}
     for raw in raws:
         for *labels, n in raw.get("requests", ()):
             key = tuple(labels)
@@ -261,6 +262,7 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             for k, v in counts.items():
                 mine[k] = mine.get(k, 0) + v
         _merge_routing(routing, raw.get("routing", {}))
+        _merge_failover(failover, raw.get("failover", {}))
     return {
         "requests": [[*k, n] for k, n in requests.items()],
         "models": models,
@@ -269,7 +271,17 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "processes": processes,
         "lifecycle": lifecycle,
         "routing": routing,
+        "failover": failover,
     }
+
+
+def _merge_failover(into: dict[str, Any], raw: Mapping[str, Any]) -> None:
+    for k, v in raw.items():
+        if k == "ejections":
+            for engine, n in v.items():
+                into["ejections"][engine] = into["ejections"].get(engine, 0) + n
+        else:
+            into[k] = into.get(k, 0) + v
 
 
 def _merge_routing(into: dict[str, dict[str, Any]], raw: Mapping[str, Any]) -> None:
@@ -413,6 +425,25 @@ def _routing_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
         for engine, n in sorted(counts.get("picks", {}).items()):
             picks.add_metric([model, engine], n)
     yield picks
+    failover = raw.get("failover", {})
+    yield CounterMetricFamily(
+        PREFIX + "routing_retries",
+        "Requests sent to another replica after theirs failed before the first token.",
+        value=failover.get("retries", 0),
+    )
+    yield CounterMetricFamily(
+        PREFIX + "routing_retries_refused",
+        "Retries the retry budget did not allow (the request failed with its error).",
+        value=failover.get("retries_refused", 0),
+    )
+    ejections = CounterMetricFamily(
+        PREFIX + "engine_ejections",
+        "Times an engine was taken out of rotation for failing requests in a row.",
+        labels=("engine",),
+    )
+    for engine, n in sorted(failover.get("ejections", {}).items()):
+        ejections.add_metric([engine], n)
+    yield ejections
 
 
 PROCESS_STATES = ("starting", "ready", "restarting", "stopped")
