@@ -5,8 +5,11 @@ are plain objects with a name, requests in flight and a capacity: all a policy r
 from __future__ import annotations
 
 import random
+import re
+import tomllib
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -170,3 +173,12 @@ def test_the_routing_section() -> None:
     ]:
         with pytest.raises(ConfigError, match=message):
             from_mapping({"routing": bad})
+
+
+def test_the_readme_routing_section_loads_as_written() -> None:
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    at = readme.index("### Replicas: routing and failover")
+    block = re.search(r"```toml\n(.*?)```", readme[at:], re.S)
+    assert block is not None
+    cfg = from_mapping(tomllib.loads(block.group(1))).routing
+    assert cfg == RoutingConfig(models={"qwen2.5-7b": "round_robin"})  # the defaults, shown
