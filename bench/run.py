@@ -604,6 +604,7 @@ def main() -> None:
     p.add_argument("--real-tokens", type=int, default=128, help="tokens per real-engine request")
     p.add_argument("--no-loop-hold", action="store_true", help="skip the loop-hold table")
     p.add_argument("--no-decode", action="store_true", help="skip the typed-request section")
+    p.add_argument("--no-routing", action="store_true", help="skip the routing section")
     p.add_argument(
         "--loop-hold-before",
         type=Path,
@@ -619,6 +620,12 @@ def main() -> None:
 
         report["decode"] = measure_decode()
         print_decode(report["decode"])
+    if not args.no_routing:
+        from bench.routing import measure as measure_routing
+        from bench.routing import print_routing
+
+        report["routing"] = measure_routing()
+        print_routing(report["routing"])
     if not args.no_real:
         from bench.real_engine import Workload, measure, print_real
 
