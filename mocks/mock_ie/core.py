@@ -471,11 +471,19 @@ class MockEngine:
     ) -> list[int]:
         """The reply the model 'wants' to give, before max_tokens and stop ids apply.
 
-        Guided decoding wins over a scripted reply, as a grammar would over a model's wish.
+        Guided decoding wins over a scripted reply, as a grammar would over a model's wish
+        (a scripted reply that is one of a guided choice's options is allowed by it).
         """
         guided = query.guided
         if rule is not None and rule.unguided:
             guided = None  # an engine that ignores the requested format
+        if (
+            guided is not None
+            and guided.mode is GuidedMode.CHOICE
+            and rule is not None
+            and rule.reply in guided.choices
+        ):
+            return tok.encode(rule.reply)  # a scripted reply the constraint allows
         if guided is not None and guided.mode is not GuidedMode.NONE:  # "constrained decoding"
             offset = int.from_bytes(key[0:8], "little") % len(corpus.WORDS)
             words = [w.strip(".,;:!?") for w in corpus.passage(offset, 6).split()]

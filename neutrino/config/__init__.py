@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from neutrino.config.checks import ConfigError as ConfigError
 from neutrino.config.checks import check, shown, split_address, typed
 from neutrino.config.keys import AuthConfig, KeyConfig, auth_section
+from neutrino.config.routes import RouteConfig, routes_section
 from neutrino.config.routing import RoutingConfig, routing_section
 
 if TYPE_CHECKING:
     from neutrino.text.tiktoken_files import TiktokenFile
 
-__all__ = ["AuthConfig", "ConfigError", "KeyConfig", "RoutingConfig"]
+__all__ = ["AuthConfig", "ConfigError", "KeyConfig", "RouteConfig", "RoutingConfig"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +331,7 @@ class Config:
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     responses: ResponsesConfig = field(default_factory=ResponsesConfig)
     routing: RoutingConfig = field(default_factory=RoutingConfig)
+    routes: tuple[RouteConfig, ...] = ()  # manifest routes: aliases for a router model
 
     @property
     def log_level(self) -> str:
@@ -482,12 +484,14 @@ def from_mapping(data: Mapping[str, object]) -> Config:
             updates["auth"] = auth_section(raw)
         elif key == "routing":
             updates["routing"] = routing_section(raw)
+        elif key == "routes":
+            updates["routes"] = routes_section(raw)
         elif key == "model":
             updates[key] = _model_section(raw)
         elif key in _SECTIONS:
             updates[key] = _coerce(_SECTIONS[key], key, raw)
         else:
-            known = ", ".join(["engines", *_SECTIONS, "auth", "routing"])
+            known = ", ".join(["engines", *_SECTIONS, "auth", "routing", "routes"])
             raise ConfigError(f"unknown section [{key}] (known: {known})")
     return _checked(replace(cfg, **updates))
 

@@ -104,6 +104,7 @@ class Generation:
         "principal",
         "prompt_tokens",
         "request_id",
+        "route",
     )
 
     def __init__(
@@ -130,6 +131,7 @@ class Generation:
         self.engine_cancels = 0
         self.principal: Principal | None = None  # the API key it counts against
         self.obs: Observed | None = None  # its labels and span, for metrics and tracing
+        self.route = ""  # how a manifest route sent it here (pipeline/routes.py Hop)
         self._stream = stream
         self._on_done = on_done
         self._parser = parser
@@ -433,12 +435,14 @@ class Generation:
         }
         if self._outcome is not None:
             attrs["gen_ai.response.finish_reasons"] = [self._outcome.finish_reason]
+        if self.route:
+            attrs["neutrino.route"] = self.route
         return attrs
 
     def history_entry(self) -> HistoryEntry:
         """This request's history entry (call once terminal)."""
         out = self._outcome
-        return HistoryEntry.of(
+        entry = HistoryEntry.of(
             self.request_id,
             self.model,
             self.lifecycle,
@@ -447,3 +451,6 @@ class Generation:
             out.finish_reason if out else None,
             self._error,
         )
+        if self.route:
+            entry.route = self.route
+        return entry

@@ -42,6 +42,7 @@ class HistoryEntry:
     error_kind: str | None = None
     error_message: str | None = None
     key: str | None = None  # the name of the API key that made it (never the key)
+    route: str | None = None  # how a manifest route sent it (alias; intent; model)
 
     @classmethod
     def of(
@@ -73,6 +74,7 @@ class HistoryEntry:
     def nbytes(self) -> int:
         """What this entry holds, roughly: its objects and its strings."""
         text = len(self.request_id) + len(self.model) + len(self.error_message or "")
+        text += len(self.route or "")
         return _ENTRY_BYTES + 48 * len(self.times) + text
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,6 +93,7 @@ class HistoryEntry:
             "completion_tokens": self.completion_tokens,
             "finish_reason": self.finish_reason,
             "key": self.key,
+            "route": self.route,
             "error": {"kind": self.error_kind, "message": self.error_message}
             if self.error_kind is not None
             else None,

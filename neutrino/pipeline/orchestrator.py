@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from neutrino.config import Config
+from neutrino.config import Config, RouteConfig
 from neutrino.engine.client import EngineClient, Submission
 from neutrino.engine.messages import Capability, ModalQuery, Query, TextQuery
 from neutrino.errors import ErrorKind, NeutrinoError
@@ -33,10 +34,14 @@ from neutrino.pipeline.modalities import ModalJob
 from neutrino.pipeline.models import ModelText, ModelTexts
 from neutrino.pipeline.observe import AttrValue, Observed, Observer
 from neutrino.pipeline.prompt import PromptBuilder, model_text
+from neutrino.pipeline.pull import collect
 from neutrino.pipeline.relay import RelayCall
 from neutrino.pipeline.request import GenerateRequest, Origin, tool_guided
+from neutrino.pipeline.routes import Routes
 from neutrino.pipeline.served import capable, model_info
 from neutrino.pipeline.state import Lifecycle, State
+
+log = logging.getLogger("neutrino.pipeline")
 
 # Routes -> the GenAI semantic conventions' operation names.
 _OPERATIONS = {"chat": "chat", "completion": "text_completion", "embed": "embeddings"}
@@ -83,12 +88,15 @@ class Orchestrator:
         self.started = 0
         self.counters = Counters()  # events beside requests, shown in app_state
         self.keys = KeyRing(cfg.auth.keys, bool(cfg.admin.address), self.counters)
+        self.routes = Routes(cfg.routes)
 
     def swap(self, cfg: Config, engines: EngineClient, texts: ModelTexts) -> None:
         """A reload: requests from now on use these; those in flight keep theirs."""
         self.cfg = cfg
         self.engines = engines
         self.texts = texts
+        if cfg.routes != tuple(self.routes.by_name.values()):
+            self.routes = Routes(cfg.routes)
         self.prompts = PromptBuilder(cfg.tokenizer.offload_chars)
         self.admission.max_queue = cfg.limits.max_queue
         self.admission.wake()
@@ -122,6 +130,9 @@ class Orchestrator:
         ``on_queued`` is awaited when the request has to wait for an engine slot
         (after every validation), so a streaming front end can open its stream.
         """
+        routes = self.routes.by_name
+        if routes and req.model in routes:  # a manifest route: its router, then its pick
+            return await self._start_routed(routes[req.model], req, on_queued)
         lifecycle = Lifecycle()
         admitted = counted = False  # holds an engine slot; its key counts it in flight
         origin = req.origin
@@ -206,6 +217,40 @@ class Orchestrator:
             raise self.endings.abort(
                 request_id, model, lifecycle, admitted, exc, origin.principal, counted, obs
             ) from None
+
+    async def _start_routed(
+        self,
+        route: RouteConfig,
+        req: GenerateRequest,
+        on_queued: Callable[[], Awaitable[None]] | None,
+    ) -> Generation:
+        """``req`` for a manifest route: its router names the intent, the intent's model
+        answers (pipeline/routes.py)."""
+        if req.prompt.kind != "chat":
+            raise NeutrinoError(
+                ErrorKind.BAD_REQUEST,
+                f"the model {req.model!r} is a route: it answers chats only",
+                param="model",
+            )
+        principal = req.origin.principal
+        if principal is not None and not principal.allows(req.model):
+            raise NeutrinoError(
+                ErrorKind.PERMISSION_DENIED,
+                f"this API key may not use the model {req.model!r}",
+                param="model",
+                code="model_not_allowed",
+            )
+        self.routes.warm(route, self.engines.ensure_loaded)
+        answer: str | None = None
+        try:
+            answer, _ = await collect(await self.start(self.routes.router_request(route, req)))
+        except NeutrinoError as exc:
+            log.warning("route %s: its router %s failed (%s): %s", route.name, route.router,
+                        exc.kind.name, exc.message)  # fmt: skip
+        hop = self.routes.hop(route, answer)
+        gen = await self.start(req.replace(model=hop.model), on_queued)
+        gen.route = hop.header()
+        return gen
 
     async def _ready(self, model: str, timeout: float) -> None:
         """Wait for ``model``'s engine (it died while the request queued) and for the

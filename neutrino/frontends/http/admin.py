@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from neutrino import __version__
-from neutrino.config import ConfigError
+from neutrino.config import ConfigError, RouteConfig
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.frontends.http.browsers import foreign_origin, preflighted
 from neutrino.frontends.http.exchange import json_response
@@ -167,7 +167,24 @@ class AdminRoutes:
             for m in models.values()
             if principal is None or principal.allows(m.name)
         ]
+        data += [
+            self._route_card(route)
+            for route in self.orch.routes.by_name.values()
+            if principal is None or principal.allows(route.name)
+        ]
         return json_response({"object": "list", "data": data})
+
+    def _route_card(self, route: RouteConfig) -> dict[str, Any]:
+        """A manifest route as a model: its router and the models it may pick."""
+        return {
+            "id": route.name,
+            "object": "model",
+            "created": int(self._started),
+            "owned_by": "neutrino",
+            "status": "loaded",
+            "route": {"router": route.router, "intents": dict(route.intents),
+                      "fallback": route.fallback},
+        }  # fmt: skip
 
     async def model(self, request: web.Request) -> web.Response:
         principal = caller(self.orch.keys, request)

@@ -108,6 +108,7 @@ class AnthropicRoutes:
                 return
             gens, results = await run_all(self.orch, req)
             text, outcome = results[0]
+            ex.route = gens[0].route
             ex.reply(200, orjson.dumps(message(gens[0], text, outcome, stops)))
         except NeutrinoError as err:
             self.orch.observe.refused(ex.protocol, ROUTE, err)

@@ -46,6 +46,8 @@ class Exchange(Protocol):
 
     # The X-Request-Id of the answer ("": none), set by the route before it answers.
     request_id: str
+    # How a manifest route answered it (X-Neutrino-Route; "": not routed).
+    route: str
     # The transport, as metrics label it: "http" (HTTP/1.1) or "quic" (HTTP/3).
     protocol: str
 
@@ -75,7 +77,7 @@ class Exchange(Protocol):
 class AiohttpExchange:
     """An :class:`Exchange` over an aiohttp request; ``response`` is what to return."""
 
-    __slots__ = ("request", "request_id", "response", "send_timeout_s")
+    __slots__ = ("request", "request_id", "response", "route", "send_timeout_s")
     protocol = "http"
 
     def __init__(self, request: web.Request, send_timeout_s: float = 60.0) -> None:
@@ -83,10 +85,13 @@ class AiohttpExchange:
         self.response: web.StreamResponse | None = None
         self.send_timeout_s = send_timeout_s
         self.request_id = ""
+        self.route = ""
 
     def _tag(self, response: web.StreamResponse) -> web.StreamResponse:
         if self.request_id:
             response.headers["X-Request-Id"] = self.request_id
+        if self.route:
+            response.headers["X-Neutrino-Route"] = self.route
         return response
 
     def header(self, name: str) -> str:

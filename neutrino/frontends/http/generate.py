@@ -224,6 +224,8 @@ async def run_stream(
     try:
         if not await _start_choices(orch, req, lazy, gens):
             return
+        if gens and gens[0].route:  # (a stream opened while queued has its head sent)
+            ex.route = gens[0].route
         opened = await lazy.open()
         start_push(opened, gens)
         await opened.done

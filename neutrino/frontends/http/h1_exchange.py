@@ -37,7 +37,7 @@ class H1Exchange:
     """One request served by :class:`~neutrino.frontends.http.h1.H1Protocol` (an
     ``Exchange`` of the routes)."""
 
-    __slots__ = ("_conn", "body", "close", "ended", "headers", "request_id", "streaming")
+    __slots__ = ("_conn", "body", "close", "ended", "headers", "request_id", "route", "streaming")
     protocol = "http"
 
     def __init__(self, conn: Connection, headers: dict[bytes, bytes], close: bool) -> None:
@@ -48,10 +48,14 @@ class H1Exchange:
         self.streaming = False
         self.ended = False
         self.request_id = ""
+        self.route = ""  # how a manifest route answered it (X-Neutrino-Route)
 
     def _tag(self) -> bytes:
         rid = self.request_id
-        return b"X-Request-Id: %b\r\n" % rid.encode() if rid else b""
+        tag = b"X-Request-Id: %b\r\n" % rid.encode() if rid else b""
+        if self.route:
+            tag += b"X-Neutrino-Route: %b\r\n" % self.route.encode("latin-1", "replace")
+        return tag
 
     def header(self, name: str) -> str:
         value = self.headers.get(name.lower().encode())

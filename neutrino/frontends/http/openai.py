@@ -89,6 +89,7 @@ class OpenAIRoutes:
                 await run_stream(ex, self.orch, req, self._start_push(req), self._keepalive)
                 return
             gens, results = await run_all(self.orch, req)
+            ex.route = gens[0].route
             answer = render(gens, results, self.cfg.http.reasoning_field)
             if isinstance(answer, bytes):
                 ex.reply(200, answer)

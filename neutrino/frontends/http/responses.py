@@ -99,6 +99,7 @@ class ResponsesRoutes:
                 await run_stream(ex, self.orch, req, start, self._keepalive, events.failed)
                 return
             gens, results = await run_all(self.orch, req)
+            ex.route = gens[0].route
             text, outcome = results[0]
             model = gens[0].model
             columns = outcome.logprobs

@@ -39,13 +39,16 @@ class Stream(Protocol):
 class H3Exchange:
     """One HTTP/3 request served by a generation route."""
 
-    __slots__ = ("_body", "_error", "_stream", "answered", "head", "request_id", "streaming")
+    __slots__ = (
+        "_body", "_error", "_stream", "answered", "head", "request_id", "route", "streaming",
+    )  # fmt: skip
     protocol = "quic"
 
     def __init__(self, stream: Stream, head: RequestHead) -> None:
         self._stream = stream
         self.head = head
         self.request_id = ""
+        self.route = ""
         self._body: asyncio.Future[bytes] = running_loop().create_future()
         self._error: NeutrinoError | None = None
         self.answered = False  # a response head went out
@@ -82,6 +85,8 @@ class H3Exchange:
     def _fields(self, status: int, extra: list[tuple[str, str]]) -> Fields:
         if self.request_id:
             extra.append(("x-request-id", self.request_id))
+        if self.route:
+            extra.append(("x-neutrino-route", self.route))
         return response_fields(status, extra)
 
     def reply(self, status: int, body: bytes) -> None:
