@@ -39,6 +39,7 @@ class Rep:
     name: str
     inflight: int = 0
     capacity: int = 64
+    reported: int = 0  # what its engine says it holds, from every client
 
 
 def workload(seed: int = 1) -> list[tuple[int, list[int]]]:

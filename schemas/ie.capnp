@@ -215,6 +215,12 @@ struct Ping {
 
 struct Pong {
   nonce @0 :UInt64;
+  # The engine's load as it sees it, from every client (0: not reported): requests it is
+  # running, requests waiting for a slot, and the share of its KV cache in use (0 to 1).
+  # The router adds them to its own counts (an engine shared by several front ends).
+  running @1 :UInt32;
+  waiting @2 :UInt32;
+  cacheUsage @3 :Float32;
 }
 
 # ----------------------------------------------------------------------------- modalities

@@ -205,10 +205,11 @@ class MockHandler(EngineHandler):
         return False
 
     def ping(self, rid: int, nonce: int) -> Pong | None:
+        pong = Pong(nonce, running=self._server.active)  # its load, from every client
         delay = self._server.pong_delay_s
         if delay <= 0:
-            return Pong(nonce)
-        asyncio.get_running_loop().call_later(delay, self._send, rid, Pong(nonce))
+            return pong
+        asyncio.get_running_loop().call_later(delay, self._send, rid, pong)
         return None
 
     def protocol_error(self, message: str) -> None:

@@ -144,7 +144,11 @@ def encode_capnp(request_id: int, msg: Message) -> bytes:
     elif isinstance(msg, Ping):
         body.init("ping").nonce = msg.nonce
     elif isinstance(msg, Pong):
-        body.init("pong").nonce = msg.nonce
+        p = body.init("pong")
+        p.nonce = msg.nonce
+        p.running = msg.running
+        p.waiting = msg.waiting
+        p.cacheUsage = msg.cache_usage
     elif isinstance(msg, Hello):
         h = body.init("hello")
         h.client = msg.client
@@ -276,7 +280,8 @@ def _slow_body(body: Any) -> Message:
     if kind == "ping":
         return Ping(nonce=body.ping.nonce)
     if kind == "pong":
-        return Pong(nonce=body.pong.nonce)
+        p = body.pong
+        return Pong(p.nonce, p.running, p.waiting, p.cacheUsage)
     if kind == "hello":
         h = body.hello
         return Hello(

@@ -142,6 +142,7 @@ class EngineLink:
         self._ids = itertools.count(1)
         self._nonces = itertools.count(1)
         self._reads = 0  # reads from the engine so far: each is a sign of life
+        self.reported: Pong | None = None  # the engine's own load, from its last pong
         self._alive: Liveness | None = None
         self._send(0, Hello(f"neutrino/{__version__}", PROTOCOL_VERSION, token_batches=True))
 
@@ -426,13 +427,15 @@ class EngineLink:
             self._on_modal(rid, msg)
         elif isinstance(msg, EngineError):
             return self._on_engine_error(rid, msg)
+        elif isinstance(msg, Pong):
+            self.reported = msg  # the engine's own load (a pong's read counted as life)
         elif isinstance(msg, Ping):
             self._send(0, Pong(nonce=msg.nonce))
         elif isinstance(msg, HelloAck):
             return self._on_ack(msg)
         elif isinstance(msg, ModelsChanged):
             return self._on_models(rid, msg)
-        elif not isinstance(msg, Pong):  # a pong's read already counted as life
+        else:
             log.warning("engine %s sent unexpected %s", self.name, type(msg).__name__)
         return None
 

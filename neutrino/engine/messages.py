@@ -220,6 +220,9 @@ class Ping:
 @dataclass(slots=True)
 class Pong:
     nonce: int
+    running: int = 0  # the engine's own load, from every client (0: not reported)
+    waiting: int = 0
+    cache_usage: float = 0.0
 
 
 # ----------------------------------------------------------------------------- modalities

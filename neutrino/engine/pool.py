@@ -84,6 +84,17 @@ class EnginePool:
     def inflight(self) -> int:
         return sum(c.inflight for c in self.connections)
 
+    @property
+    def reported(self) -> int:
+        """Requests the engine says it is running or holding, from every client (its
+        last pong on any connection; 0 when it does not say)."""
+        most = 0
+        for c in self.connections:
+            pong = c.link.reported
+            if pong is not None and pong.running + pong.waiting > most:
+                most = pong.running + pong.waiting
+        return most
+
     def pick(self) -> EngineConnection | None:
         """The open connection with the fewest requests in flight, preferring one whose
         writes are not paused (an engine slow to read a connection's queries)."""

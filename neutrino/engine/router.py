@@ -58,6 +58,11 @@ class Pool(Protocol):
     def capacity(self) -> int: ...
 
     @property
+    def reported(self) -> int:
+        """Requests the engine itself says it holds, from every client (0: not said)."""
+        ...
+
+    @property
     def passthrough(self) -> bool:
         """Requests are relayed to it as sent (``relay``), not submitted as queries."""
         ...

@@ -14,10 +14,12 @@ Policies (``[routing] policy``, or per model):
   replica at its first block's place on a hash ring, or the next one on the ring under
   the bound. Keys are remembered in least-recently-used order, at most ``max_prefixes``.
 
-Load is requests in flight for the replica's capacity. The self-check counts each
-model's last ``self_check_window`` decisions: when one replica took a share far above its
-fair one while it is loaded and another replica is idle, the model is routed by power of
-two choices for ``self_check_cooldown_s`` (a fallback: logged, counted, shown).
+Load is requests in flight for the replica's capacity: Neutrino's own, or what the
+engine reports in its pongs when that is more (an engine shared by several front ends).
+The self-check counts each model's last ``self_check_window`` decisions: when one replica
+took a share far above its fair one while it is loaded and another replica is idle, the
+model is routed by power of two choices for ``self_check_cooldown_s`` (a fallback:
+logged, counted, shown).
 """
 
 from __future__ import annotations
@@ -49,12 +51,24 @@ class Replica(Protocol):
     @property
     def capacity(self) -> int: ...
 
+    @property
+    def reported(self) -> int:
+        """What the engine says it holds, from every client (0: not said)."""
+        ...
+
 
 R = TypeVar("R", bound=Replica)
 
 
+def busy(r: Replica) -> int:
+    """Requests on ``r``: ours in flight, or what its engine reports when more (other
+    front ends share it)."""
+    ours, theirs = r.inflight, r.reported
+    return ours if ours >= theirs else theirs
+
+
 def load(r: Replica) -> float:
-    return r.inflight / max(1, r.capacity)
+    return busy(r) / max(1, r.capacity)
 
 
 def prefix_keys(prompt: Sequence[int], block: int, most: int) -> list[int]:
@@ -178,7 +192,7 @@ class Routing:
         keys = prefix_keys(prompt, cfg.block_tokens, cfg.prefix_tokens)
         if not keys:
             return self._two(replicas)  # shorter than a block: nothing worth keeping
-        total = sum(r.inflight for r in replicas) + 1
+        total = sum(busy(r) for r in replicas) + 1
         room = cfg.balance_factor * total / sum(max(1, r.capacity) for r in replicas)
         by_name = {r.name: r for r in replicas}
         chosen: R | None = None
@@ -262,7 +276,7 @@ class Routing:
         if state.fallback_until > now:
             return
         others = [r for r in replicas if r is not hot]
-        if hot.inflight < 2 or not any(r.inflight == 0 for r in others):
+        if busy(hot) < 2 or not any(busy(r) == 0 for r in others):
             return
         mean = sum(load(r) for r in others) / len(others)
         if load(hot) <= 2 * mean:
@@ -274,7 +288,7 @@ class Routing:
             " flight while another replica is idle; routing it by power of two choices for"
             " %g s",
             model, hot.name, 100 * state.shares[hot.name] / len(state.window),
-            len(state.window), hot.inflight, self.cfg.self_check_cooldown_s,
+            len(state.window), busy(hot), self.cfg.self_check_cooldown_s,
         )  # fmt: skip
 
     def counts(self) -> dict[str, dict[str, object]]:
@@ -291,4 +305,4 @@ class Routing:
 
 def _fits(r: Replica, room: float) -> bool:
     """Whether ``r`` may take one more request: at most ``room`` per unit of capacity."""
-    return r.inflight + 1 <= math.ceil(room * max(1, r.capacity))
+    return busy(r) + 1 <= math.ceil(room * max(1, r.capacity))

@@ -13,6 +13,8 @@ replica's own event log (the queries it received).
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.support.procs import MockIE, NeutrinoProc, free_port
+from tests.support.procs import MockIE, NeutrinoProc, free_port, wait_for
 
 MODELS = ("alpha", "beta", "gamma")
 WORDS = [
@@ -78,7 +80,9 @@ def server(mocks: list[MockIE], tmp_path_factory: pytest.TempPathFactory) -> Ite
         proc.stop()
 
 
-def _ask_all(base_url: str, model: str, prompts: list[tuple[str, str]]) -> None:
+def _ask_all(
+    base_url: str, model: str, prompts: list[tuple[str, str]], max_tokens: int = 2
+) -> None:
     """Send every (system, user) chat at once; each must be answered."""
 
     async def run() -> None:
@@ -88,7 +92,7 @@ def _ask_all(base_url: str, model: str, prompts: list[tuple[str, str]]) -> None:
 
             async def one(system: str, user: str) -> None:
                 r = await client.chat.completions.create(
-                    model=model, max_tokens=2,
+                    model=model, max_tokens=max_tokens,
                     messages=[{"role": "system", "content": system},
                               {"role": "user", "content": user}],
                 )  # fmt: skip
@@ -177,3 +181,48 @@ def test_a_rigged_imbalance_fires_the_self_check(mocks: list[MockIE], tmp_path: 
         assert "skewed" in server.log()
     finally:
         server.stop()
+
+
+def test_an_engine_shared_with_another_front_end_reports_its_load(tmp_path: Path) -> None:
+    """Another Neutrino keeps replica 0 busy with long streams; this one, which has
+    nothing in flight itself, reads the load in replica 0's pongs and sends its requests
+    to replica 1 (least outstanding: without the pongs, the tie goes to replica 0)."""
+    args = ["--model", "alpha:qwen2:32768", "--itl-ms", "50", "--reply-tokens", "400"]
+    busy, idle = (MockIE(tmp_path, *args, name=f"shared{i}").start() for i in range(2))
+    other = NeutrinoProc(tmp_path, config=_config([busy]))
+    ours = NeutrinoProc(
+        tmp_path,
+        config=_config([busy, idle], 'policy = "least_outstanding"\n')
+        + "[engine_link]\nheartbeat_interval_s = 0.2\n",
+    )
+    stop = threading.Event()
+    try:
+        other.start(timeout=30)
+        ours.start(timeout=30)
+        streams = [threading.Thread(target=_long_stream, args=(other, stop)) for _ in range(6)]
+        for t in streams:
+            t.start()
+        assert wait_for(lambda: len(busy.events("query")) >= 6, timeout=10)
+        time.sleep(0.5)  # a pong or two reports them
+        before = _count([busy, idle], "alpha")
+        for i in range(10):
+            _ask_all(ours.base_url, "alpha", [(_system(1), f"Short {i}?")], max_tokens=2)
+        assert _spread([busy, idle], "alpha", before) == [0, 10]
+    finally:
+        stop.set()
+        ours.stop()
+        other.stop()
+        busy.stop()
+        idle.stop()
+
+
+def _long_stream(server: NeutrinoProc, stop: threading.Event) -> None:
+    """A long stream on ``server``, read until ``stop``."""
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+    stream = client.chat.completions.create(
+        model="alpha", stream=True, messages=[{"role": "user", "content": "A long story."}]
+    )
+    for _ in stream:
+        if stop.is_set():
+            break
+    stream.close()

@@ -163,6 +163,8 @@ class UpstreamPool:
         """Requests it takes at once, as its handshake said (1 before it)."""
         return self.hello.capacity if self.hello is not None else 1
 
+    reported = 0  # an HTTP server says nothing of its load here
+
     @property
     def inflight(self) -> int:
         return len(self._requests) + self._relays

@@ -24,6 +24,7 @@ from neutrino.engine.messages import (
     Hello,
     HelloAck,
     ModelInfo,
+    Pong,
     Query,
     TextQuery,
 )
@@ -156,6 +157,14 @@ class LlamaHandler(EngineHandler):
         self.engine = engine
         self.conn: ServerConnection | None = None
         self._keys: dict[int, int] = {}  # request id -> engine key
+
+    def ping(self, rid: int, nonce: int) -> Pong:
+        """The pong, with the engine's load: sequences decoding and waiting for a slot,
+        from every client (read from the decode thread's lists: a count may be a step
+        old)."""
+        sched = self.engine.scheduler
+        waiting = len(sched.waiting) + sched.inbox.qsize()
+        return Pong(nonce, running=len(sched.running), waiting=waiting)
 
     def hello_ack(self, hello: Hello) -> HelloAck:
         return self.engine.hello_ack()

@@ -139,6 +139,7 @@ OTHER = [
     EngineError(ErrorCode.OVERLOADED, "busy"),
     Ping(7),
     Pong(8),
+    Pong(9, running=3, waiting=2, cache_usage=0.5),  # the engine's load
     Hello("neutrino/0.1.0", 1),
     HelloAck("mock", 1, [ModelInfo("a", 4096, 0), ModelInfo("b", 8192, 512)], 64),
     HelloAck(

@@ -23,6 +23,7 @@ class Rep:
     name: str
     inflight: int = 0
     capacity: int = 8
+    reported: int = 0  # what its engine says it holds, from every client
 
 
 def _reps(n: int = 3, capacity: int = 8) -> list[Rep]:
@@ -182,3 +183,12 @@ def test_the_readme_routing_section_loads_as_written() -> None:
     assert block is not None
     cfg = from_mapping(tomllib.loads(block.group(1))).routing
     assert cfg == RoutingConfig(models={"qwen2.5-7b": "round_robin"})  # the defaults, shown
+
+
+def test_what_an_engine_reports_counts_when_it_is_more_than_ours() -> None:
+    routing = Routing(RoutingConfig(policy="least_outstanding"))
+    shared = Rep("shared", inflight=1, capacity=8, reported=7)  # other front ends use it
+    quiet = Rep("quiet", inflight=3, capacity=8)
+    assert routing.choose("m", [shared, quiet], []).name == "quiet"
+    shared.reported = 0  # its engine says nothing: our own count stands
+    assert routing.choose("m", [shared, quiet], []).name == "shared"
