@@ -41,12 +41,14 @@ class Tally:
         self.finish_reason: str | None = None
         self.error: NeutrinoError | None = None
         self.output = False  # some output was seen (the first token's time is set)
+        self.finished = False  # the stream's last event passed ([DONE], message_stop)
 
     def feed(self, chunk: bytes) -> None:
         """A stream's next bytes (SSEError when an event breaks the format's bounds)."""
         assert self._decoder is not None
         for _kind, data in self._decoder.feed(chunk):
             if data == "[DONE]":
+                self.finished = True
                 continue
             try:
                 doc = orjson.loads(data)
@@ -114,6 +116,8 @@ class Tally:
 
     def _anthropic(self, kind: str, doc: dict[str, Any]) -> None:
         """An event of a Messages stream, or a whole message."""
+        if kind == "message_stop":
+            self.finished = True
         if kind == "content_block_delta":
             self.output = True
             if not self._usage:
@@ -214,7 +218,13 @@ class RelayCall:
         return data
 
     def close(self, reason: str = "client disconnected") -> None:
-        """The front end is done with it: if it has not ended, the client left."""
+        """The front end is done with it: if it has not ended, the client left (after
+        the stream's last event had passed, it is complete: a client need not wait for
+        the upstream's end of body)."""
+        tally = self.tally
+        if tally.finished and tally.error is None:
+            self._end(State.COMPLETE, None)
+            return
         self._end(State.CANCELLED, NeutrinoError(ErrorKind.CANCELLED, "the request was cancelled"))
 
     def abort(self, error: NeutrinoError, reason: str) -> None:

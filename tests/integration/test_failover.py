@@ -72,8 +72,11 @@ def _queries(m: MockIE) -> int:
     return len(m.events("query"))
 
 
-def _chat_all(base_url: str, n: int, *, stream: bool = False) -> list[str | BaseException]:
-    """``n`` chats at once: each one's text, or the error it raised."""
+def _chat_all(
+    base_url: str, n: int, *, stream: bool = False, started: list[int] | None = None
+) -> list[str | BaseException]:
+    """``n`` chats at once: each one's text, or the error it raised (``started``: the
+    streams that received their first text, as they do)."""
 
     async def run() -> list[str | BaseException]:
         async with openai.AsyncOpenAI(
@@ -92,7 +95,10 @@ def _chat_all(base_url: str, n: int, *, stream: bool = False) -> list[str | Base
                     model="qwen2.5-mock", messages=messages, stream=True
                 )
                 async for c in chunks:
-                    text += (c.choices[0].delta.content or "") if c.choices else ""
+                    piece = (c.choices[0].delta.content or "") if c.choices else ""
+                    if piece and not text and started is not None:
+                        started.append(i)
+                    text += piece
                 return text
 
             return list(await asyncio.gather(*(one(i) for i in range(n)), return_exceptions=True))
@@ -100,19 +106,21 @@ def _chat_all(base_url: str, n: int, *, stream: bool = False) -> list[str | Base
     return asyncio.run(run())
 
 
-@pytest.mark.parametrize("stack", [(("--ttft-ms", "600", "--reply-tokens", "3"), (), "")],
+@pytest.mark.parametrize("stack", [(("--ttft-ms", "1500", "--reply-tokens", "3"), (), "")],
                          indirect=True)  # fmt: skip
 def test_a_replica_killed_before_the_first_tokens_fails_no_request(
     stack: tuple[list[MockIE], NeutrinoProc],
 ) -> None:
     mocks, server = stack
-    killer = threading.Timer(0.3, mocks[1].kill)  # every request is still before its first token
-    killer.start()
-    answers = _chat_all(server.base_url, 30)
-    killer.join()
+    answers: list[str | BaseException] = []
+    load = threading.Thread(target=lambda: answers.extend(_chat_all(server.base_url, 30)))
+    load.start()
+    assert wait_for(lambda: _queries(mocks[1]) == 10, timeout=10)  # its share, no token yet
+    mocks[1].kill()
+    load.join()
     assert all(isinstance(a, str) and a for a in answers), answers
-    assert _queries(mocks[1]) == 10  # its share, before it died
-    assert _queries(mocks[0]) + _queries(mocks[2]) == 30  # theirs and its ten
+    # The two left answered every request: theirs first, and those r1 held, once more.
+    assert _queries(mocks[0]) + _queries(mocks[2]) == 30
     failover = server.get_json("/neutrino/v1/app_state")["routing"]["failover"]
     assert failover["retries"] == 10
     assert server.get_json("/neutrino/v1/app_state")["requests"]["finished"].get("failed", 0) == 0
@@ -124,10 +132,15 @@ def test_a_replica_killed_mid_stream_ends_only_its_streams(
     stack: tuple[list[MockIE], NeutrinoProc],
 ) -> None:
     mocks, server = stack
-    killer = threading.Timer(0.8, mocks[2].kill)  # each stream has tokens by then
-    killer.start()
-    answers = _chat_all(server.base_url, 9, stream=True)
-    killer.join()
+    answers: list[str | BaseException] = []
+    started: list[int] = []
+    load = threading.Thread(
+        target=lambda: answers.extend(_chat_all(server.base_url, 9, stream=True, started=started))
+    )
+    load.start()
+    assert wait_for(lambda: len(started) == 9, timeout=10)  # every stream has its first text
+    mocks[2].kill()
+    load.join()
     failed = [a for a in answers if isinstance(a, BaseException)]
     assert len(failed) == 3, answers  # its three streams, after their first tokens
     assert all(isinstance(e, openai.APIError) and "engine" in str(e).lower() for e in failed)
