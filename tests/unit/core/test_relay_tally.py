@@ -26,8 +26,11 @@ def feed_cut(tally: Tally, data: bytes, size: int) -> None:
 @pytest.mark.parametrize("size", [1, 7, 4096])
 def test_an_openai_stream_counts_its_chunks_until_the_usage_says(size: int) -> None:
     t = Tally(streamed=True)
-    feed_cut(t, sse(chunk("a"), chunk("b"), chunk("", "stop")) + b"data: [DONE]\n\n", size)
+    feed_cut(t, sse(chunk("a"), chunk("b"), chunk("", "stop")), size)
+    assert not t.finished  # the stream's last event has not come
+    feed_cut(t, b"data: [DONE]\n\n", size)
     assert (t.completion_tokens, t.finish_reason, t.output) == (2, "stop", True)
+    assert t.finished
     t = Tally(streamed=True)
     usage = {
         "prompt_tokens": 9,
@@ -52,7 +55,9 @@ def test_an_anthropic_stream() -> None:
     ]
     t.feed(sse(*events))
     assert (t.prompt_tokens, t.completion_tokens, t.finish_reason) == (12, 3, "end_turn")
-    assert t.output and t.error is None
+    assert t.output and t.error is None and not t.finished
+    t.feed(sse({"type": "message_stop"}))
+    assert t.finished
 
 
 def test_whole_answers_of_both_apis() -> None:
