@@ -384,8 +384,14 @@ LIFECYCLE_COUNTERS = (
 
 
 def _lifecycle_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
-    models = sorted(raw.get("lifecycle", {}).items())
-    for name, help_text, key in LIFECYCLE_COUNTERS:
+    yield from _per_model(sorted(raw.get("lifecycle", {}).items()), LIFECYCLE_COUNTERS)
+
+
+def _per_model(
+    models: list[tuple[str, Mapping[str, Any]]], table: tuple[tuple[str, str, str], ...]
+) -> Iterator[Metric]:
+    """A counter family per row of ``table`` (metric, help, key), a series per model."""
+    for name, help_text, key in table:
         fam = CounterMetricFamily(
             PREFIX + name.removesuffix("_total"), help_text, labels=("model",)
         )
@@ -409,13 +415,7 @@ ROUTING_COUNTERS = (
 
 def _routing_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
     models = sorted(raw.get("routing", {}).items())
-    for name, help_text, key in ROUTING_COUNTERS:
-        fam = CounterMetricFamily(
-            PREFIX + name.removesuffix("_total"), help_text, labels=("model",)
-        )
-        for model, counts in models:
-            fam.add_metric([model], counts.get(key, 0))
-        yield fam
+    yield from _per_model(models, ROUTING_COUNTERS)
     picks = CounterMetricFamily(
         PREFIX + "routing_decisions",
         "Requests of a model routed to each of its replicas (models served by two or more).",

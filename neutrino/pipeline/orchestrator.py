@@ -62,6 +62,17 @@ def _request_attrs(req: GenerateRequest) -> dict[str, AttrValue]:
     return attrs
 
 
+def _check_allowed(principal: Principal | None, model: str) -> None:
+    """403 for a model the caller's key may not use (nothing is counted)."""
+    if principal is not None and not principal.allows(model):
+        raise NeutrinoError(
+            ErrorKind.PERMISSION_DENIED,
+            f"this API key may not use the model {model[:128]!r}",
+            param="model",
+            code="model_not_allowed",
+        )
+
+
 def _shutting_down() -> NeutrinoError:
     return NeutrinoError(ErrorKind.SHUTTING_DOWN, "the server is shutting down")
 
@@ -232,14 +243,7 @@ class Orchestrator:
                 f"the model {req.model!r} is a route: it answers chats only",
                 param="model",
             )
-        principal = req.origin.principal
-        if principal is not None and not principal.allows(req.model):
-            raise NeutrinoError(
-                ErrorKind.PERMISSION_DENIED,
-                f"this API key may not use the model {req.model!r}",
-                param="model",
-                code="model_not_allowed",
-            )
+        _check_allowed(req.origin.principal, req.model)
         self.routes.warm(route, self.engines.ensure_loaded)
         answer: str | None = None
         try:
@@ -310,14 +314,7 @@ class Orchestrator:
         :meth:`start` does it (no engine is asked; the key must allow the model)."""
         if self.draining:
             raise _shutting_down()
-        principal = req.origin.principal
-        if principal is not None and not principal.allows(req.model):
-            raise NeutrinoError(
-                ErrorKind.PERMISSION_DENIED,
-                f"this API key may not use the model {req.model[:128]!r}",
-                param="model",
-                code="model_not_allowed",
-            )
+        _check_allowed(req.origin.principal, req.model)
         info = model_info(self.engines, req.model)
         text = await model_text(self.texts, req, info)
         obs = Observed(req.origin.protocol, req.origin.route or req.kind, 0)

@@ -26,7 +26,7 @@ import pytest
 
 from tests.support.llama_server import MISSING, MODEL, LlamaServer
 from tests.support.procs import NeutrinoProc, wait_for
-from tests.support.real_model import check_stop_string, post_json
+from tests.support.real_model import chat_deltas, check_stop_string, post_json, sse_data
 
 pytestmark = [pytest.mark.skipif(bool(MISSING), reason=MISSING), pytest.mark.timeout(180)]
 
@@ -278,27 +278,6 @@ def relay(
         proc.stop()
 
 
-def _events(url: str, doc: dict[str, Any]) -> list[str]:
-    """A streamed answer's SSE data fields, in order, read raw."""
-    req = urllib.request.Request(
-        url, data=json.dumps(doc).encode(), headers={"Content-Type": "application/json"}
-    )
-    out: list[str] = []
-    with urllib.request.urlopen(req, timeout=60) as r:
-        assert r.headers["Content-Type"].startswith("text/event-stream")
-        for line in r:
-            if line.startswith(b"data: "):
-                out.append(line[6:].decode().rstrip("\r\n"))
-    return out
-
-
-def _deltas(events: list[str]) -> list[Any]:
-    chunks = [json.loads(e) for e in events if e != "[DONE]"]
-    return [
-        (c["choices"][0]["delta"], c["choices"][0]["finish_reason"]) for c in chunks if c["choices"]
-    ]
-
-
 def test_passthrough_answers_whole_with_the_upstreams_usage(
     relay: NeutrinoProc, upstream: LlamaServer
 ) -> None:
@@ -328,11 +307,11 @@ def test_passthrough_relays_the_stream_event_by_event(
         "messages": [{"role": "user", "content": "Name three fruits."}],
         "max_tokens": 20, "temperature": 0, "stream": True,
     }  # fmt: skip
-    relayed = _events(relay.base_url + "/v1/chat/completions", {**doc, "model": "smol"})
-    own = _events(upstream.url + "/v1/chat/completions", {**doc, "model": MODEL})
+    relayed = sse_data(relay.base_url + "/v1/chat/completions", {**doc, "model": "smol"})
+    own = sse_data(upstream.url + "/v1/chat/completions", {**doc, "model": MODEL})
     assert relayed[-1] == own[-1] == "[DONE]"
     assert len(relayed) == len(own) > 5
-    assert _deltas(relayed) == _deltas(own)  # the same events, in the same order
+    assert chat_deltas(relayed) == chat_deltas(own)  # the same events, in the same order
 
 
 def test_passthrough_text_completion_and_sdk_stream(relay: NeutrinoProc) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ import pytest
 
 from tests.support.llama_server import GGUF, MODEL, PythonLlamaServer
 from tests.support.procs import NeutrinoProc, wait_for
-from tests.support.real_model import post_json
+from tests.support.real_model import chat_deltas, post_json, sse_data
 
 pytest.importorskip("llama_cpp.server.app", reason="llama-cpp-python[server] is not installed")
 pytestmark = [
@@ -64,21 +63,6 @@ def relay(
         proc.stop()
 
 
-def _events(url: str, doc: dict[str, Any]) -> list[str]:
-    """A streamed answer's SSE data fields, in order, read raw."""
-    req = urllib.request.Request(
-        url, data=json.dumps(doc).encode(), headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(req, timeout=60) as r:
-        assert r.headers["Content-Type"].startswith("text/event-stream")
-        return [line[6:].decode().rstrip("\r\n") for line in r if line.startswith(b"data: ")]
-
-
-def _deltas(events: list[str]) -> list[Any]:
-    chunks = [json.loads(e) for e in events if e != "[DONE]"]
-    return [(c["choices"][0]["delta"], c["choices"][0]["finish_reason"]) for c in chunks]
-
-
 def test_its_models_are_discovered_and_chat_answers_whole(
     relay: NeutrinoProc, upstream: PythonLlamaServer
 ) -> None:
@@ -106,17 +90,17 @@ def test_the_stream_is_relayed_event_by_event(
     doc: dict[str, Any] = {
         "model": MODEL, "messages": ASK, "max_tokens": 20, "temperature": 0, "stream": True,
     }  # fmt: skip
-    relayed = _events(relay.base_url + "/v1/chat/completions", doc)
-    own = _events(upstream.url + "/v1/chat/completions", doc)
+    relayed = sse_data(relay.base_url + "/v1/chat/completions", doc)
+    own = sse_data(upstream.url + "/v1/chat/completions", doc)
     assert relayed[-1] == own[-1] == "[DONE]"
     assert len(relayed) == len(own) > 5
-    assert _deltas(relayed) == _deltas(own)
+    assert chat_deltas(relayed) == chat_deltas(own)
     oc = openai.OpenAI(base_url=relay.base_url + "/v1", api_key="x", max_retries=0)
     stream = oc.chat.completions.create(
         model=MODEL, messages=ASK, max_tokens=20, temperature=0, stream=True
     )
     text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-    assert text == "".join(d.get("content") or "" for d, _ in _deltas(own))
+    assert text == "".join(d.get("content") or "" for d, _ in chat_deltas(own))
     entry = relay.history()[0]
     assert entry["state"] == "complete" and entry["completion_tokens"] > 5  # chunks counted
 

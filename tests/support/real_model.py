@@ -33,3 +33,21 @@ def post_json(url: str, doc: dict[str, Any]) -> Any:
     )
     with urllib.request.urlopen(req, timeout=60) as r:
         return json.loads(r.read())
+
+
+def sse_data(url: str, doc: dict[str, Any]) -> list[str]:
+    """POST ``doc`` for a streamed answer: its SSE data fields, in order, read raw."""
+    req = urllib.request.Request(
+        url, data=json.dumps(doc).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        assert r.headers["Content-Type"].startswith("text/event-stream")
+        return [line[6:].decode().rstrip("\r\n") for line in r if line.startswith(b"data: ")]
+
+
+def chat_deltas(events: list[str]) -> list[Any]:
+    """Each chat chunk's first choice's (delta, finish reason), of ``sse_data``'s events."""
+    chunks = [json.loads(e) for e in events if e != "[DONE]"]
+    return [
+        (c["choices"][0]["delta"], c["choices"][0]["finish_reason"]) for c in chunks if c["choices"]
+    ]
