@@ -605,6 +605,7 @@ def main() -> None:
     p.add_argument("--no-loop-hold", action="store_true", help="skip the loop-hold table")
     p.add_argument("--no-decode", action="store_true", help="skip the typed-request section")
     p.add_argument("--no-routing", action="store_true", help="skip the routing section")
+    p.add_argument("--no-prompt-path", action="store_true", help="skip the long-prompt section")
     p.add_argument(
         "--loop-hold-before",
         type=Path,
@@ -626,6 +627,11 @@ def main() -> None:
 
         report["routing"] = measure_routing()
         print_routing(report["routing"])
+    if not args.no_prompt_path:
+        from bench import prompt_path
+
+        report["prompt_path"] = prompt_path.measure()
+        prompt_path.print_prompt_path(report["prompt_path"])
     if not args.no_real:
         from bench.real_engine import Workload, measure, print_real
 

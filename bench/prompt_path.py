@@ -1,0 +1,133 @@
+"""`make bench`'s prompt-path section: what a long prompt costs before it leaves for the
+engine.
+
+- **Per turn of a long conversation** (one process, the qwen2.5 family's template and
+  tokenizer): a 32-turn conversation of about 8,000 tokens, each turn resent whole as
+  clients do. At each turn, templating plus tokenizing it from scratch (``encode``)
+  against the way requests take (``encode_prompt``: the text between special tokens of
+  earlier turns is not tokenized again), best of 5 at turns 8, 16 and 32.
+- **Request to engine** (processes): Neutrino in front of ``mock_ie``; fresh chat prompts
+  (no text seen before) of about 8,000 and 32,000 tokens; the time from the client's
+  send to the engine's receipt of the query (the engine's event log, same clock), median
+  of 7 each.
+
+Run alone: ``python -m bench.prompt_path``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from neutrino.config import ModelConfig
+from neutrino.pipeline.models import ModelTexts
+
+WORDS = ("river", "stone", "cloud", "market", "garden", "lantern", "engine", "harbor",
+         "meadow", "copper", "violin", "amber", "falcon", "glacier", "orchard")  # fmt: skip
+MODEL = "qwen2.5-mock"
+
+
+def _turn(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(WORDS) + str(rng.randrange(100)) for _ in range(words))
+
+
+def conversation(turns: int = 32, seed: int = 1) -> list[dict[str, str]]:
+    """A system prompt and ``turns`` user/assistant pairs (~8k tokens at 32 turns)."""
+    rng = random.Random(seed)
+    messages = [{"role": "system", "content": "You are a helpful assistant."}]
+    for _ in range(turns):
+        messages.append({"role": "user", "content": _turn(rng, 45)})
+        messages.append({"role": "assistant", "content": _turn(rng, 45)})
+    return messages
+
+
+def per_turn() -> dict[str, Any]:
+    text = ModelTexts(ModelConfig()).get(MODEL)
+    template, tok = text.template, text.tokenizer
+    convo = conversation()
+    out: dict[str, Any] = {}
+    for turn in range(1, 33):
+        messages = [*convo[: 2 * turn - 1]]  # up to this turn's user message
+        rendered = template.render(messages, add_generation_prompt=True, tools=None)
+        tok.encode_prompt(rendered)  # the turn as a request takes it: its pieces cached
+        if turn not in (8, 16, 32):
+            continue
+        full, incremental = [], []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            s = template.render(messages, add_generation_prompt=True, tools=None)
+            ids = tok.encode(s)
+            t1 = time.perf_counter()
+            s = template.render(messages, add_generation_prompt=True, tools=None)
+            again = tok.encode_prompt(s)
+            t2 = time.perf_counter()
+            assert again == ids
+            full.append(t1 - t0)
+            incremental.append(t2 - t1)
+        out[str(turn)] = {"tokens": len(ids), "full_ms": 1e3 * min(full),
+                          "incremental_ms": 1e3 * min(incremental)}  # fmt: skip
+    return out
+
+
+def to_engine(sizes: tuple[int, ...] = (8000, 32000), runs: int = 7) -> dict[str, float]:
+    """Milliseconds from a fresh prompt's send to its query at the engine, by size."""
+    from tests.support.procs import MockIE, NeutrinoProc
+
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        mock = MockIE(work, "--model", f"{MODEL}:qwen2:131072", "--reply-tokens", "1").start()
+        server = NeutrinoProc(work, config=f'[[engines]]\nsocket = "{mock.socket}"\n')
+        try:
+            server.start(timeout=60)
+            rng = random.Random(7)
+            tokens: list[int] = []
+            for size in sizes:
+                delays = []
+                for _ in range(runs):
+                    words = size * 8 // 25  # a word and its number: about 3.1 tokens
+                    body = {"model": MODEL, "max_tokens": 1, "messages": [
+                        {"role": "user", "content": _turn(rng, words)}]}  # fmt: skip
+                    data = json.dumps(body).encode()
+                    req = urllib.request.Request(
+                        server.base_url + "/v1/chat/completions", data=data,
+                        headers={"Content-Type": "application/json"},
+                    )  # fmt: skip
+                    sent = time.time()
+                    with urllib.request.urlopen(req, timeout=60) as r:
+                        r.read()
+                    query = mock.events("query")[-1]
+                    delays.append(1e3 * (query["t"] - sent))
+                    tokens.append(query["prompt_tokens"])
+                out[str(statistics.median(tokens))] = statistics.median(delays)
+                tokens.clear()
+        finally:
+            server.stop()
+            mock.stop()
+    return out
+
+
+def measure() -> dict[str, Any]:
+    return {"per_turn": per_turn(), "to_engine_ms": to_engine()}
+
+
+def print_prompt_path(report: dict[str, Any]) -> None:
+    print("\nPrompt path: template + tokenize per turn of a 32-turn conversation (ms, best of 5):")
+    print("  turn  tokens    full   as requests take it   ratio")
+    for turn, r in report["per_turn"].items():
+        ratio = r["full_ms"] / max(1e-9, r["incremental_ms"])
+        print(f"  {turn:>4} {r['tokens']:>7} {r['full_ms']:>7.2f} {r['incremental_ms']:>12.2f}"
+              f" {ratio:>14.1f}x")  # fmt: skip
+    sizes = ", ".join(f"{float(s):,.0f} tokens {ms:.1f} ms"
+                      for s, ms in report["to_engine_ms"].items())  # fmt: skip
+    print(f"  a fresh prompt, from the client's send to the engine's receipt (median): {sizes}")
+
+
+if __name__ == "__main__":
+    print_prompt_path(measure())
