@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 ENTRY_BYTES = 120  # an entry's dict slot and the string's and list's own headers
 ID_BYTES = 36  # a list slot and an int object (ids above 256 are objects of their own)
@@ -60,6 +61,89 @@ class SegmentCache:
 
     def __len__(self) -> int:
         return len(self._map)
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+
+class Head:
+    """A remembered prompt head: its text and its ids."""
+
+    __slots__ = ("ids", "serial", "text")
+
+    def __init__(self, text: str, ids: list[int], serial: int) -> None:
+        self.text = text
+        self.ids = ids  # never handed out: callers get copies
+        self.serial = serial
+
+
+class PrefixCache:
+    """The heads of recent prompts and their token ids: a prompt's text up to the start
+    of its last special token (in a chat, where the generation prompt begins), so that
+    the next turn of the same conversation, which repeats that text whole, tokenizes
+    only what follows it. Bounded by the memory its entries hold (oldest out first); a
+    head that a longer one of the same conversation extends is dropped.
+
+    A head is used for a text only where the text has a special token at the head's end:
+    the text between specials is encoded apart, so head ids + the rest's ids = the whole
+    text's ids. Lookups take no lock; changes do (prompts are also encoded on worker
+    threads).
+    """
+
+    __slots__ = ("_by_len", "_bytes", "_lock", "_order", "_serial", "max_bytes", "min_chars")
+
+    def __init__(self, max_bytes: int = 32 << 20, min_chars: int = 2048) -> None:
+        self.max_bytes = max_bytes
+        self.min_chars = min_chars  # shorter heads are not worth an entry
+        self._by_len: dict[int, list[Head]] = {}
+        self._order: OrderedDict[int, Head] = OrderedDict()  # by serial, oldest first
+        self._serial = 0
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def find(self, text: str, low: int, at_special: Callable[[int], bool]) -> Head | None:
+        """The longest remembered head that ``text`` starts with, of at least ``low``
+        characters, where ``at_special(its length)`` (a special token starts there)."""
+        size = len(text)
+        by_len = self._by_len
+        for length in sorted((n for n in by_len if low <= n <= size), reverse=True):
+            for head in by_len.get(length, ()):
+                if text.startswith(head.text) and at_special(length):
+                    return head
+        return None
+
+    def put(self, text: str, ids: list[int], replaces: Head | None = None) -> None:
+        """Remember the head ``text`` and its ``ids`` (kept as given: pass a copy);
+        ``replaces``: the head it extends, dropped."""
+        if len(text) < self.min_chars:
+            return
+        cost = ENTRY_BYTES + len(text) + ID_BYTES * len(ids)
+        with self._lock:
+            if replaces is not None:
+                self._drop(replaces)
+            while self._order and self._bytes + cost > self.max_bytes:
+                self._drop(next(iter(self._order.values())))
+            self._serial += 1
+            head = Head(text, ids, self._serial)
+            self._order[head.serial] = head
+            self._by_len.setdefault(len(text), []).append(head)
+            self._bytes += cost
+
+    def _drop(self, head: Head) -> None:
+        if self._order.pop(head.serial, None) is None:
+            return  # dropped already (another thread's eviction)
+        same = self._by_len[len(head.text)]
+        for i, h in enumerate(same):
+            if h is head:
+                del same[i]
+                break
+        if not same:
+            del self._by_len[len(head.text)]
+        self._bytes -= ENTRY_BYTES + len(head.text) + ID_BYTES * len(head.ids)
+
+    def __len__(self) -> int:
+        return len(self._order)
 
     @property
     def nbytes(self) -> int:

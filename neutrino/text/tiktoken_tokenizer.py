@@ -12,7 +12,7 @@ from typing import Any, Literal
 import tiktoken
 
 from neutrino.text.errors import TokenizerError
-from neutrino.text.segments import SegmentCache
+from neutrino.text.segments import PrefixCache, SegmentCache
 from neutrino.text.token_table import TableTokenizer
 
 __all__ = ["WHITESPACE", "TiktokenTokenizer", "parse_tiktoken_ranks", "read_tiktoken_ranks"]
@@ -51,6 +51,9 @@ def parse_tiktoken_ranks(lines: Iterable[bytes]) -> dict[bytes, int]:
 
 
 _SPLIT_ABOVE = 64
+# How far back from its end a prompt is searched for the head of an earlier turn (the
+# last answer and question of a conversation are within it).
+HEAD_WINDOW = 32768
 
 
 def _literal_regex(words: Collection[str]) -> re.Pattern[str]:
@@ -133,6 +136,9 @@ class TiktokenTokenizer(TableTokenizer):
         self._split_here = len(self._special) > _SPLIT_ABOVE or bool(lstrip or rstrip)
         self._splitter = special_splitter(self._special)
         self._segments = SegmentCache()
+        # Heads of recent prompts (not where specials strip the text around them: a
+        # head's last piece would depend on what follows it).
+        self._prefixes = None if lstrip or rstrip else PrefixCache()
 
     @classmethod
     def from_file(
@@ -188,7 +194,65 @@ class TiktokenTokenizer(TableTokenizer):
         """
         if self._nfc:
             text = unicodedata.normalize("NFC", text)
-        return self._encode_split(text, self._segments)
+        prefixes = self._prefixes
+        if prefixes is None or len(text) < prefixes.min_chars:
+            return self._encode_split(text, self._segments)
+        return self._encode_after_head(text, prefixes)
+
+    def clear_caches(self) -> None:
+        """Forget every cached segment and prompt head (benchmarks, tests)."""
+        self._segments = SegmentCache()
+        if self._prefixes is not None:
+            self._prefixes = PrefixCache()
+
+    def _encode_after_head(self, text: str, prefixes: PrefixCache) -> list[int]:
+        """``text``'s ids: those of the longest remembered head it starts with, then the
+        rest's; its own head is remembered for the next turn."""
+        pattern = self._splitter
+        assert pattern is not None
+        hit = prefixes.find(
+            text,
+            max(prefixes.min_chars, len(text) - HEAD_WINDOW),
+            lambda at: pattern.match(text, at) is not None,
+        )
+        if hit is None:
+            ids, cut, n = self._encode_marked(text)
+        else:
+            rest, cut, n = self._encode_marked(text[len(hit.text) :])
+            ids = hit.ids.copy()
+            ids += rest
+            cut += len(hit.text)
+            n += len(hit.ids)
+        if cut:
+            prefixes.put(text[:cut], ids[:n], hit)
+        return ids
+
+    def _encode_marked(self, text: str) -> tuple[list[int], int, int]:
+        """``_encode_split`` through the segment cache, and where the last special token
+        starts: its offset in ``text`` and the number of ids before it (0, 0: none)."""
+        pattern = self._splitter
+        pieces = pattern.split(text) if pattern is not None else [text]
+        ordinary = self._enc.encode_ordinary
+        special = self._special
+        lookup, keep = self._segments.get, self._segments.put
+        last = len(pieces) - 1
+        ids: list[int] = []
+        pos = cut = n = 0
+        for k in range(0, last + 1, 2):
+            piece = pieces[k]
+            if piece:
+                got = lookup(piece)
+                if got is None:
+                    got = ordinary(piece)
+                    keep(piece, got)
+                ids += got
+                pos += len(piece)
+            if k < last:
+                name = pieces[k + 1]
+                cut, n = pos, len(ids)
+                ids.append(special[name])
+                pos += len(name)
+        return ids, cut, n
 
     def _encode_split(self, text: str, cache: SegmentCache | None) -> list[int]:
         """Specials become their ids; the pieces between them are BPE-encoded apart
