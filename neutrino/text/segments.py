@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Iterable
 
 ENTRY_BYTES = 120  # an entry's dict slot and the string's and list's own headers
 ID_BYTES = 36  # a list slot and an int object (ids above 256 are objects of their own)
@@ -102,14 +102,14 @@ class PrefixCache:
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def find(self, text: str, low: int, at_special: Callable[[int], bool]) -> Head | None:
-        """The longest remembered head that ``text`` starts with, of at least ``low``
-        characters, where ``at_special(its length)`` (a special token starts there)."""
-        size = len(text)
+    def find(self, text: str, starts: Iterable[int]) -> Head | None:
+        """The longest remembered head that ``text`` starts with, among those that end at
+        one of ``starts``: where a special token starts in ``text``, last first (a dict
+        lookup each, however many conversations the cache holds)."""
         by_len = self._by_len
-        for length in sorted((n for n in by_len if low <= n <= size), reverse=True):
-            for head in by_len.get(length, ()):
-                if text.startswith(head.text) and at_special(length):
+        for at in starts:
+            for head in by_len.get(at, ()):
+                if text.startswith(head.text):
                     return head
         return None
 

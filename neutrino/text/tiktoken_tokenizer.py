@@ -51,9 +51,9 @@ def parse_tiktoken_ranks(lines: Iterable[bytes]) -> dict[bytes, int]:
 
 
 _SPLIT_ABOVE = 64
-# How far back from its end a prompt is searched for the head of an earlier turn (the
-# last answer and question of a conversation are within it).
-HEAD_WINDOW = 32768
+# How far back from its end a prompt is searched for the head of an earlier turn: the
+# last answer and question of a conversation are within it (else it is tokenized whole).
+HEAD_WINDOW = 8192
 
 
 def _literal_regex(words: Collection[str]) -> re.Pattern[str]:
@@ -210,11 +210,10 @@ class TiktokenTokenizer(TableTokenizer):
         rest's; its own head is remembered for the next turn."""
         pattern = self._splitter
         assert pattern is not None
-        hit = prefixes.find(
-            text,
-            max(prefixes.min_chars, len(text) - HEAD_WINDOW),
-            lambda at: pattern.match(text, at) is not None,
-        )
+        window = max(prefixes.min_chars, len(text) - HEAD_WINDOW)
+        starts = [m.start() for m in pattern.finditer(text, window)]
+        starts.reverse()
+        hit = prefixes.find(text, starts)
         if hit is None:
             ids, cut, n = self._encode_marked(text)
         else:

@@ -86,18 +86,18 @@ def test_the_memory_is_bounded_and_an_extended_head_replaces_its_own() -> None:
     one = ENTRY_BYTES + 3000 + ID_BYTES * 10
     cache = PrefixCache(max_bytes=2 * one + 1, min_chars=100)
     cache.put(text, list(range(10)))
-    first = cache.find(text + "!", 0, lambda at: True)
+    first = cache.find(text + "!", [3000])
     assert first is not None and first.text == text
     cache.put("y" * 3000, list(range(10)))
     assert len(cache) == 2 and cache.nbytes == 2 * one
     cache.put("z" * 3000, list(range(10)))  # over budget: the oldest goes
-    assert cache.find(text, 0, lambda at: True) is None and len(cache) == 2
+    assert cache.find(text, [3000]) is None and len(cache) == 2
     longer = "z" * 3000 + "w" * 10
-    z = cache.find(longer, 0, lambda at: True)
+    z = cache.find(longer, [3000])
     assert z is not None
     cache.put(longer, list(range(10)), z)  # extends z: z goes, and y for the room
-    assert cache.find("z" * 3000, 0, lambda at: True) is None and len(cache) == 1
-    assert cache.find(longer + "?", 0, lambda at: True) is not None
-    assert cache.find(longer + "?", 0, lambda at: False) is None  # no special at its end
+    assert cache.find("z" * 3000, [3000]) is None and len(cache) == 1
+    assert cache.find(longer + "?", [3010]) is not None
+    assert cache.find(longer + "?", [3000]) is None  # no special token at its end
     cache.put("s" * 50, [1])  # under min_chars: not kept
     assert len(cache) == 1
