@@ -377,8 +377,9 @@ async def test_collector_down_costs_requests_and_shutdown_nothing() -> None:
     down = requests(t, 1000)
     # begin/end never wait for the collector: the SDK's span building is all they cost
     # (a few hundred microseconds per request at most), however long the exporter's
-    # retries run on its own thread.
-    assert down < 0.5, (off, down)
+    # retries run on its own thread. Waiting on it would take seconds (its retries back
+    # off from 1 s); the bound leaves room for a loaded machine (0.51 s seen in CI).
+    assert down < 2.0, (off, down)
     start = time.monotonic()
     await t.shutdown()
     assert time.monotonic() - start < 1.0 + 1.0
