@@ -184,7 +184,7 @@ class TiktokenTokenizer(TableTokenizer):
                 text, allowed_special=self._allowed, disallowed_special=()
             )
             return encoded
-        return self._encode_split(text, None)
+        return self._encode_split(text)
 
     def encode_prompt(self, text: str) -> list[int]:
         """``encode`` for rendered prompts: the text between special tokens is cached.
@@ -196,7 +196,7 @@ class TiktokenTokenizer(TableTokenizer):
             text = unicodedata.normalize("NFC", text)
         prefixes = self._prefixes
         if prefixes is None or len(text) < prefixes.min_chars:
-            return self._encode_split(text, self._segments)
+            return self._encode_marked(text)[0]
         return self._encode_after_head(text, prefixes)
 
     def clear_caches(self) -> None:
@@ -226,11 +226,21 @@ class TiktokenTokenizer(TableTokenizer):
             prefixes.put(text[:cut], ids[:n], hit)
         return ids
 
-    def _encode_marked(self, text: str) -> tuple[list[int], int, int]:
-        """``_encode_split`` through the segment cache, and where the last special token
-        starts: its offset in ``text`` and the number of ids before it (0, 0: none)."""
+    def _pieces_of(self, text: str) -> list[str]:
+        """``text`` cut at its special tokens: pieces of text between them (even k) and
+        the specials (odd k), with the whitespace that stripping specials absorb gone."""
         pattern = self._splitter
         pieces = pattern.split(text) if pattern is not None else [text]
+        if self._lstrip or self._rstrip:
+            self._strip_around_specials(pieces)
+        return pieces
+
+    def _encode_marked(self, text: str) -> tuple[list[int], int, int]:
+        """``text``'s ids, through the segment cache, and where its last special token
+        starts: its offset and the number of ids before it (0, 0: none). The offset is
+        in the text as cut, which is ``text`` itself where no special strips what is
+        around it (the prompt heads are used only there)."""
+        pieces = self._pieces_of(text)
         ordinary = self._enc.encode_ordinary
         special = self._special
         lookup, keep = self._segments.get, self._segments.put
@@ -253,34 +263,16 @@ class TiktokenTokenizer(TableTokenizer):
                 pos += len(name)
         return ids, cut, n
 
-    def _encode_split(self, text: str, cache: SegmentCache | None) -> list[int]:
-        """Specials become their ids; the pieces between them are BPE-encoded apart
-        (through ``cache`` when given)."""
-        pattern = self._splitter
-        # Pieces alternate: text between specials (even k), then a special (odd k).
-        pieces = pattern.split(text) if pattern is not None else [text]
-        if self._lstrip or self._rstrip:
-            self._strip_around_specials(pieces)
+    def _encode_split(self, text: str) -> list[int]:
+        """Specials become their ids; the pieces between them are BPE-encoded apart."""
+        pieces = self._pieces_of(text)
         ordinary = self._enc.encode_ordinary
         special = self._special
         last = len(pieces) - 1
         ids: list[int] = []
-        if cache is None:
-            for k in range(0, last + 1, 2):
-                if pieces[k]:
-                    ids += ordinary(pieces[k])
-                if k < last:
-                    ids.append(special[pieces[k + 1]])
-            return ids
-        lookup, keep = cache.get, cache.put
         for k in range(0, last + 1, 2):
-            piece = pieces[k]
-            if piece:
-                got = lookup(piece)
-                if got is None:
-                    got = ordinary(piece)
-                    keep(piece, got)
-                ids += got
+            if pieces[k]:
+                ids += ordinary(pieces[k])
             if k < last:
                 ids.append(special[pieces[k + 1]])
         return ids
