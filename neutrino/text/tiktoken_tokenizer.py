@@ -5,11 +5,11 @@ from __future__ import annotations
 import base64
 import os
 import re
-import unicodedata
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Literal
 
 import tiktoken
+import tokenizers
 
 from neutrino.text.errors import TokenizerError
 from neutrino.text.segments import PrefixCache, SegmentCache
@@ -87,13 +87,43 @@ def special_splitter(words: Collection[str]) -> re.Pattern[str] | None:
     return re.compile(f"({_literal_regex(words).pattern})") if words else None
 
 
+def _piece_encoder(
+    enc: tiktoken.Encoding,
+    normalization: Literal["NFC"] | None,
+    fallback: Callable[[str], list[int]] | None,
+    unspellable: str | None,
+) -> Callable[[str], list[int]]:
+    """What encodes one piece of text between added tokens: tiktoken, after the library's
+    NFC where asked, or ``fallback`` for a piece ``unspellable`` finds a character in."""
+    ordinary = enc.encode_ordinary
+    if (fallback is None) != (unspellable is None):
+        raise TokenizerError("a fallback encoder goes with the characters it is for")
+    nfc = tokenizers.normalizers.NFC().normalize_str if normalization == "NFC" else None
+    spell = re.compile(unspellable).search if unspellable is not None else None
+    if nfc is None and spell is None:
+        return ordinary
+
+    def piece(text: str) -> list[int]:
+        if spell is not None and spell(text):
+            return fallback(text)  # type: ignore[misc]  # set with spell
+        if nfc is not None and not text.isascii():  # NFC leaves ASCII as it is
+            text = nfc(text)
+        return ordinary(text)
+
+    return piece
+
+
 class TiktokenTokenizer(TableTokenizer):
     """A byte-level BPE tokenizer backed by tiktoken.
 
     ``special_tokens`` are recognised in ``encode`` input. Those also listed in
     ``non_special`` are added tokens that are *not* special: ``is_special`` is false for them
     and ``decode(skip_special=True)`` keeps them (Qwen2.5's ``<tool_call>`` for example).
-    ``normalization="NFC"`` NFC-normalises input before encoding, as Qwen2's tokenizer does.
+    ``normalization="NFC"`` NFC-normalises the text between added tokens before encoding it,
+    as Qwen2's ``tokenizer.json`` does (an added token is found in the raw text first), with
+    the ``tokenizers`` library's NFC (its Unicode tables, which may be newer than Python's).
+    ``fallback`` encodes a piece of text (between added tokens) that ``unspellable`` (a
+    regex) finds a character in: one the vocabulary has no bytes for.
     Those in ``lstrip`` take the whitespace right before them and those in ``rstrip`` the
     whitespace right after them (a Hugging Face added token's ``lstrip`` / ``rstrip`` flags,
     as Phi-4's tokenizer sets them on all its added tokens): that whitespace is not encoded.
@@ -110,6 +140,8 @@ class TiktokenTokenizer(TableTokenizer):
         normalization: Literal["NFC"] | None = None,
         lstrip: Collection[str] = (),
         rstrip: Collection[str] = (),
+        fallback: Callable[[str], list[int]] | None = None,
+        unspellable: str | None = None,
     ) -> None:
         super().__init__()
         unknown = (set(non_special) | set(lstrip) | set(rstrip)) - set(special_tokens)
@@ -127,13 +159,19 @@ class TiktokenTokenizer(TableTokenizer):
         self._special = dict(special_tokens)
         plain = frozenset(non_special)
         self._special_ids = frozenset(i for t, i in special_tokens.items() if t not in plain)
-        self._nfc = normalization == "NFC"
+        self._ordinary = _piece_encoder(self._enc, normalization, fallback, unspellable)
         # tiktoken converts its allowed-special set on every call: cheap for a few
-        # specials, costly for Llama 3's 256. Past a few dozen, split here instead.
+        # specials, costly for Llama 3's 256. Past a few dozen, split here instead (and
+        # wherever a piece is not handed to tiktoken as it is).
         self._allowed = frozenset(self._special)
         self._lstrip = frozenset(lstrip)
         self._rstrip = frozenset(rstrip)
-        self._split_here = len(self._special) > _SPLIT_ABOVE or bool(lstrip or rstrip)
+        self._split_here = (
+            len(self._special) > _SPLIT_ABOVE
+            or bool(lstrip or rstrip)
+            or normalization is not None
+            or fallback is not None
+        )
         self._splitter = special_splitter(self._special)
         self._segments = SegmentCache()
         # Heads of recent prompts (not where specials strip the text around them: a
@@ -177,8 +215,6 @@ class TiktokenTokenizer(TableTokenizer):
         strings) on every call; the result is the same, as tiktoken also encodes the
         pieces between specials apart.
         """
-        if self._nfc:
-            text = unicodedata.normalize("NFC", text)
         if not self._split_here:
             encoded: list[int] = self._enc.encode(
                 text, allowed_special=self._allowed, disallowed_special=()
@@ -192,8 +228,6 @@ class TiktokenTokenizer(TableTokenizer):
         Equal to ``encode(text)``: the pieces between specials are BPE-encoded apart
         either way, and a piece's ids depend on its text alone.
         """
-        if self._nfc:
-            text = unicodedata.normalize("NFC", text)
         prefixes = self._prefixes
         if prefixes is None or len(text) < prefixes.min_chars:
             return self._encode_marked(text)[0]
@@ -241,7 +275,7 @@ class TiktokenTokenizer(TableTokenizer):
         in the text as cut, which is ``text`` itself where no special strips what is
         around it (the prompt heads are used only there)."""
         pieces = self._pieces_of(text)
-        ordinary = self._enc.encode_ordinary
+        ordinary = self._ordinary
         special = self._special
         lookup, keep = self._segments.get, self._segments.put
         last = len(pieces) - 1
@@ -266,7 +300,7 @@ class TiktokenTokenizer(TableTokenizer):
     def _encode_split(self, text: str) -> list[int]:
         """Specials become their ids; the pieces between them are BPE-encoded apart."""
         pieces = self._pieces_of(text)
-        ordinary = self._enc.encode_ordinary
+        ordinary = self._ordinary
         special = self._special
         last = len(pieces) - 1
         ids: list[int] = []
