@@ -606,6 +606,7 @@ def main() -> None:
     p.add_argument("--no-decode", action="store_true", help="skip the typed-request section")
     p.add_argument("--no-routing", action="store_true", help="skip the routing section")
     p.add_argument("--no-prompt-path", action="store_true", help="skip the long-prompt section")
+    p.add_argument("--no-tokenize", action="store_true", help="skip the tokenizer-speed section")
     p.add_argument(
         "--loop-hold-before",
         type=Path,
@@ -632,6 +633,11 @@ def main() -> None:
 
         report["prompt_path"] = prompt_path.measure()
         prompt_path.print_prompt_path(report["prompt_path"])
+    if not args.no_tokenize:
+        from bench import tokenize
+
+        report["tokenize"] = tokenize.measure()
+        tokenize.print_tokenize(report["tokenize"])
     if not args.no_real:
         from bench.real_engine import Workload, measure, print_real
 
