@@ -37,7 +37,7 @@ _PROSE = (
     "of patient water. It's 12:45 and we'll meet at the harbor; don't be late! "
 )
 _CODE = "def f(x: int) -> dict[str, list[int]]:\n    return {'k': [x, x ** 2]}  # square\n"
-_CJK = "今天天气很好，我们去公园散步。日本語のテキストも少し。"
+_CJK = "今天天气很好，我们去公园散步。日本語のテキストも少し。"  # noqa: RUF001
 
 
 def sample_text(chars: int = 256_000, seed: int = 3) -> str:

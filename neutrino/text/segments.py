@@ -68,13 +68,15 @@ class SegmentCache:
 
 
 class Head:
-    """A remembered prompt head: its text and its ids."""
+    """A remembered prompt head: its text and its ids, the first ``n`` of ``ids`` (the list
+    may run on: the head of the same conversation's next turn extends it in place)."""
 
-    __slots__ = ("ids", "serial", "text")
+    __slots__ = ("ids", "n", "serial", "text")
 
-    def __init__(self, text: str, ids: list[int], serial: int) -> None:
+    def __init__(self, text: str, ids: list[int], serial: int, n: int | None = None) -> None:
         self.text = text
-        self.ids = ids  # never handed out: callers get copies
+        self.ids = ids  # never handed out: callers take ids[:n]
+        self.n = len(ids) if n is None else n
         self.serial = serial
 
 
@@ -113,22 +115,35 @@ class PrefixCache:
                     return head
         return None
 
-    def put(self, text: str, ids: list[int], replaces: Head | None = None) -> None:
-        """Remember the head ``text`` and its ``ids`` (kept as given: pass a copy);
-        ``replaces``: the head it extends, dropped."""
+    def put(self, text: str, ids: list[int]) -> None:
+        """Remember the head ``text`` and its ``ids`` (kept as given: pass a copy)."""
         if len(text) < self.min_chars:
             return
-        cost = ENTRY_BYTES + len(text) + ID_BYTES * len(ids)
         with self._lock:
-            if replaces is not None:
-                self._drop(replaces)
-            while self._order and self._bytes + cost > self.max_bytes:
-                self._drop(next(iter(self._order.values())))
-            self._serial += 1
-            head = Head(text, ids, self._serial)
-            self._order[head.serial] = head
-            self._by_len.setdefault(len(text), []).append(head)
-            self._bytes += cost
+            self._insert(text, ids, len(ids))
+
+    def extend(self, head: Head, text: str, more: list[int]) -> None:
+        """Remember ``text``, which ``head`` begins, with ``head``'s ids and ``more``, in
+        place of ``head``. Its list grows in place when no other head has grown it yet
+        (readers take only their first ``n``), else it is copied."""
+        with self._lock:
+            self._drop(head)
+            ids = head.ids
+            if len(ids) == head.n:
+                ids += more
+            else:
+                ids = ids[: head.n] + more
+            self._insert(text, ids, head.n + len(more))
+
+    def _insert(self, text: str, ids: list[int], n: int) -> None:
+        cost = ENTRY_BYTES + len(text) + ID_BYTES * n
+        while self._order and self._bytes + cost > self.max_bytes:
+            self._drop(next(iter(self._order.values())))
+        self._serial += 1
+        head = Head(text, ids, self._serial, n)
+        self._order[head.serial] = head
+        self._by_len.setdefault(len(text), []).append(head)
+        self._bytes += cost
 
     def _drop(self, head: Head) -> None:
         if self._order.pop(head.serial, None) is None:
@@ -140,7 +155,7 @@ class PrefixCache:
                 break
         if not same:
             del self._by_len[len(head.text)]
-        self._bytes -= ENTRY_BYTES + len(head.text) + ID_BYTES * len(head.ids)
+        self._bytes -= ENTRY_BYTES + len(head.text) + ID_BYTES * head.n
 
     def __len__(self) -> int:
         return len(self._order)

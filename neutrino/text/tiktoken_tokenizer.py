@@ -12,7 +12,7 @@ import tiktoken
 import tokenizers
 
 from neutrino.text.errors import TokenizerError
-from neutrino.text.segments import PrefixCache, SegmentCache
+from neutrino.text.segments import Head, PrefixCache, SegmentCache
 from neutrino.text.token_table import TableTokenizer
 
 __all__ = ["WHITESPACE", "TiktokenTokenizer", "parse_tiktoken_ranks", "read_tiktoken_ranks"]
@@ -54,6 +54,7 @@ _SPLIT_ABOVE = 64
 # How far back from its end a prompt is searched for the head of an earlier turn: the
 # last answer and question of a conversation are within it (else it is tokenized whole).
 HEAD_WINDOW = 8192
+HEAD_NEAR = 2048
 
 
 def _literal_regex(words: Collection[str]) -> re.Pattern[str]:
@@ -172,6 +173,13 @@ class TiktokenTokenizer(TableTokenizer):
             or normalization is not None
             or fallback is not None
         )
+        # An ASCII text needs no NFC: tiktoken takes it whole where only NFC made the split.
+        self._ascii_whole = (
+            normalization is not None
+            and fallback is None
+            and not (lstrip or rstrip)
+            and len(self._special) <= _SPLIT_ABOVE
+        )
         self._splitter = special_splitter(self._special)
         self._segments = SegmentCache()
         # Heads of recent prompts (not where specials strip the text around them: a
@@ -215,7 +223,7 @@ class TiktokenTokenizer(TableTokenizer):
         strings) on every call; the result is the same, as tiktoken also encodes the
         pieces between specials apart.
         """
-        if not self._split_here:
+        if not self._split_here or (self._ascii_whole and text.isascii()):
             encoded: list[int] = self._enc.encode(
                 text, allowed_special=self._allowed, disallowed_special=()
             )
@@ -242,23 +250,38 @@ class TiktokenTokenizer(TableTokenizer):
     def _encode_after_head(self, text: str, prefixes: PrefixCache) -> list[int]:
         """``text``'s ids: those of the longest remembered head it starts with, then the
         rest's; its own head is remembered for the next turn."""
-        pattern = self._splitter
-        assert pattern is not None
-        window = max(prefixes.min_chars, len(text) - HEAD_WINDOW)
-        starts = [m.start() for m in pattern.finditer(text, window)]
-        starts.reverse()
-        hit = prefixes.find(text, starts)
+        hit = self._head_of(text, prefixes)
         if hit is None:
             ids, cut, n = self._encode_marked(text)
-        else:
-            rest, cut, n = self._encode_marked(text[len(hit.text) :])
-            ids = hit.ids.copy()
-            ids += rest
-            cut += len(hit.text)
-            n += len(hit.ids)
-        if cut:
-            prefixes.put(text[:cut], ids[:n], hit)
+            if cut:
+                prefixes.put(text[:cut], ids[:n])
+            return ids
+        start = len(hit.text)
+        rest, cut, n = self._encode_marked(text[start:])
+        ids = hit.ids[: hit.n]
+        ids += rest
+        if cut:  # a special token past the head's own (which starts the rest)
+            prefixes.extend(hit, text[: start + cut], rest[:n])
         return ids
+
+    def _head_of(self, text: str, prefixes: PrefixCache) -> Head | None:
+        """The longest remembered head ``text`` starts with, searched for where special
+        tokens start near the text's end: the last ``HEAD_NEAR`` characters first (a
+        conversation's last answer and question are most often within them), then the
+        rest of ``HEAD_WINDOW``."""
+        pattern = self._splitter
+        assert pattern is not None
+        far = max(prefixes.min_chars, len(text) - HEAD_WINDOW)
+        near = max(far, len(text) - HEAD_NEAR)
+        for lo, hi in ((near, len(text)), (far, near)):
+            if lo >= hi:
+                continue
+            starts = [m.start() for m in pattern.finditer(text, lo, hi)]
+            starts.reverse()
+            hit = prefixes.find(text, starts)
+            if hit is not None:
+                return hit
+        return None
 
     def _pieces_of(self, text: str) -> list[str]:
         """``text`` cut at its special tokens: pieces of text between them (even k) and

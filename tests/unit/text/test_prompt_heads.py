@@ -95,9 +95,28 @@ def test_the_memory_is_bounded_and_an_extended_head_replaces_its_own() -> None:
     longer = "z" * 3000 + "w" * 10
     z = cache.find(longer, [3000])
     assert z is not None
-    cache.put(longer, list(range(10)), z)  # extends z: z goes, and y for the room
+    cache.extend(z, longer, [])  # extends z: z goes, and y for the room
     assert cache.find("z" * 3000, [3000]) is None and len(cache) == 1
     assert cache.find(longer + "?", [3010]) is not None
     assert cache.find(longer + "?", [3000]) is None  # no special token at its end
     cache.put("s" * 50, [1])  # under min_chars: not kept
     assert len(cache) == 1
+
+
+def test_an_extended_heads_ids_grow_in_place_once_then_are_copied() -> None:
+    """A head's successor shares its list (readers take only their first n); a second
+    successor of the same head, while the first holds the list, gets a copy."""
+    cache = PrefixCache(min_chars=10)
+    head_text = "h" * 20
+    cache.put(head_text, [1, 2, 3])
+    head = cache.find(head_text + "!", [20])
+    assert head is not None
+    cache.extend(head, head_text + "a" * 5, [4, 5])
+    first = cache.find(head_text + "a" * 5 + "!", [25])
+    assert first is not None and first.ids is head.ids
+    assert first.ids[: first.n] == [1, 2, 3, 4, 5] and head.ids[: head.n] == [1, 2, 3]
+    cache.extend(head, head_text + "b" * 5, [6])  # the same head, another way on
+    second = cache.find(head_text + "b" * 5 + "!", [25])
+    assert second is not None and second.ids is not head.ids
+    assert second.ids[: second.n] == [1, 2, 3, 6]
+    assert first.ids[: first.n] == [1, 2, 3, 4, 5]
