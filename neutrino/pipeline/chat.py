@@ -184,7 +184,14 @@ def message(
     extra: Mapping[str, object],
     at: Loc,
 ) -> Message:
-    """A turn; only an assistant's may have no content (a turn of only tool calls)."""
+    """A turn; only an assistant's may have no content (a turn of only tool calls), and a
+    legacy function result's (``role: "function"``, which OpenAI's API still takes: its
+    ``name`` is required, a null content is an empty result)."""
+    if who == "function":
+        if not isinstance(extra.get("name"), str):
+            raise invalid((*at, "name"), "{at} is required for a function message")
+        if content is None:
+            content = ""
     if content is None and who != "assistant":
         raise invalid((*at, "content"), "{at} is required")
     return Message(who, content, calls, extra)
@@ -228,9 +235,14 @@ def tool_choice(choice: ToolChoice, tools: Sequence[Tool], at: Loc, tools_at: Lo
     return choice
 
 
+# OpenAI's values (the ReasoningEffort schema of its API), each handed to the template as
+# it came: what a template makes of one it does not know is the template's.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
 def reasoning_effort(v: object, at: Loc) -> str:
     """How hard a reasoning model thinks: the templates' ``reasoning_effort``."""
-    if v not in ("minimal", "low", "medium", "high"):
-        raise invalid(at, "{at} must be 'minimal', 'low', 'medium' or 'high'")
+    if v not in REASONING_EFFORTS:
+        raise invalid(at, "{at} must be one of " + ", ".join(f"'{e}'" for e in REASONING_EFFORTS))
     assert isinstance(v, str)
     return v

@@ -60,6 +60,9 @@ _EFFORTS = {
     inference_pb2.REASONING_EFFORT_LOW: "low",
     inference_pb2.REASONING_EFFORT_MEDIUM: "medium",
     inference_pb2.REASONING_EFFORT_HIGH: "high",
+    inference_pb2.REASONING_EFFORT_NONE: "none",
+    inference_pb2.REASONING_EFFORT_XHIGH: "xhigh",
+    inference_pb2.REASONING_EFFORT_MAX: "max",
 }
 _REASONING_FORMATS = {
     inference_pb2.REASONING_FORMAT_PARSED: "parsed",

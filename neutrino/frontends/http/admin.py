@@ -17,24 +17,7 @@ from neutrino.frontends.http.guard import caller, error_response, guarded
 from neutrino.observability.process import process_stats
 from neutrino.pipeline.orchestrator import Orchestrator
 
-_KNOWN_PATHS = frozenset(
-    {
-        "/v1/chat/completions",
-        "/v1/completions",
-        "/v1/embeddings",
-        "/v1/detect",
-        "/v1/rerank",
-        "/v1/audio/transcriptions",
-        "/v1/audio/translations",
-        "/v1/audio/speech",
-        "/rerank",
-        "/v1/models",
-        "/neutrino/v1/status",
-        "/neutrino/v1/app_state",
-        "/neutrino/v1/history",
-        "/health",
-    }
-)
+_CATCH_ALL = "/{tail:.*}"
 
 
 def _unavailable(status: str, kind: ErrorKind, down: list[str] | None = None) -> web.Response:
@@ -43,12 +26,10 @@ def _unavailable(status: str, kind: ErrorKind, down: list[str] | None = None) ->
     return resp
 
 
-_ADMIN_PATHS = frozenset({"/neutrino/v1/app_state", "/neutrino/v1/history", "/neutrino/v1/reload"})
 # Re-reads the configuration and applies it (Neutrino.reload); raises ConfigError.
 Reload = Callable[[], Awaitable[dict[str, Any]]]
 # What app_state adds to its own fields (the embedded engine, the workers of --workers).
 ExtraState = Callable[[], Awaitable[dict[str, Any]]]
-_PROBE_PATHS = frozenset({"/neutrino/v1/status", "/health"})
 
 
 class AdminRoutes:
@@ -85,7 +66,7 @@ class AdminRoutes:
             r.add_post("/neutrino/v1/reload", guarded(self.reload))
             r.add_post("/neutrino/v1/models/{model:.+}/load", guarded(self.load_model))
             r.add_post("/neutrino/v1/models/{model:.+}/unload", guarded(self.unload_model))
-        r.add_route("*", "/{tail:.*}", guarded(self.not_found))
+        r.add_route("*", _CATCH_ALL, guarded(self.not_found))
 
     def _admin(self, request: web.Request, changes_state: bool = False) -> None:
         """Let a call of an admin route through, or raise: the keys decide where admin
@@ -270,25 +251,35 @@ class AdminRoutes:
             }
         )
 
-    def _known(self) -> frozenset[str]:
-        """The paths this listener serves (another method on them is a 405)."""
-        if self._on_admin_listener:
-            return _ADMIN_PATHS | _PROBE_PATHS
-        if self.orch.keys.admin_listener:
-            return _KNOWN_PATHS - _ADMIN_PATHS
-        return _KNOWN_PATHS
-
     async def not_found(self, request: web.Request) -> web.Response:
-        if request.path in self._known():
+        """No route for the request: a 405 naming the methods the path takes (RFC 9110's
+        ``Allow``) where another method is served on it, else a 404."""
+        allowed = await _methods_on(request)
+        if not allowed:
             return error_response(
-                NeutrinoError(
-                    ErrorKind.METHOD_NOT_ALLOWED,
-                    f"method {request.method} is not allowed on {request.path}",
-                )
+                NeutrinoError(ErrorKind.NOT_FOUND, f"no route for {request.method} {request.path}")
             )
-        return error_response(
-            NeutrinoError(ErrorKind.NOT_FOUND, f"no route for {request.method} {request.path}")
+        resp = error_response(
+            NeutrinoError(
+                ErrorKind.METHOD_NOT_ALLOWED,
+                f"method {request.method} is not allowed on {request.path}",
+            )
         )
+        resp.headers["Allow"] = ", ".join(sorted(allowed))
+        return resp
+
+
+async def _methods_on(request: web.Request) -> set[str]:
+    """The methods the listener's routes serve on the request's path (the catch-all
+    route that sent it here aside)."""
+    allowed: set[str] = set()
+    for resource in request.app.router.resources():
+        if resource.canonical == _CATCH_ALL:
+            continue
+        match, methods = await resource.resolve(request)
+        if match is None:
+            allowed |= methods
+    return allowed
 
 
 def _count(v: object) -> int:

@@ -184,7 +184,7 @@ def _message(d: Draft, m: object, i: int) -> Message:
     if "tool_calls" in m:
         calls = _tool_calls(m["tool_calls"], ("messages", i, "tool_calls"))
     content = m.get("content")
-    if len(m) == 2 and content.__class__ is str:  # {"role", "content"}: the common case
+    if len(m) == 2 and content.__class__ is str and role != "function":  # the common case
         return Message(role, content)
     extra = {k: x for k, x in m.items() if k not in _MESSAGE_KEYS} or _NO_EXTRA
     if content.__class__ is str or content is None:

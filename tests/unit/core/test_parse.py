@@ -182,7 +182,7 @@ BAD_CHAT: list[tuple[dict[str, Any], str | None, ErrorKind]] = [
     (chat(tool_choice="required"), "tool_choice", ErrorKind.BAD_REQUEST),
     (chat(tools=[{"type": "function"}]), "tools[0]", ErrorKind.BAD_REQUEST),
     (chat(reasoning_format="short"), "reasoning_format", ErrorKind.BAD_REQUEST),
-    (chat(reasoning_effort="max"), "reasoning_effort", ErrorKind.BAD_REQUEST),
+    (chat(reasoning_effort="maximum"), "reasoning_effort", ErrorKind.BAD_REQUEST),
     (chat(chat_template_kwargs={"messages": []}), "chat_template_kwargs", ErrorKind.BAD_REQUEST),
     (chat(add_generation_prompt="yes"), "add_generation_prompt", ErrorKind.BAD_REQUEST),
 ]

@@ -1,0 +1,143 @@
+"""Requests OpenAI's and vLLM's clients send that Neutrino once refused or answered
+differently, each against OpenAI's API reference (``shared/reference/openai-openapi.json``):
+
+* ``reasoning_effort``: the ``ReasoningEffort`` schema's values (``none`` ... ``xhigh``,
+  ``max``) reach the chat template as given;
+* a legacy function result (``ChatCompletionRequestFunctionMessage``: ``role: "function"``,
+  ``name`` required, ``content`` a string or null) is a turn like any other;
+* a path served with another method answers 405 with ``Allow`` (RFC 9110), not 404.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from neutrino.text.registry import load_tokenizer
+from tests.support.openapi import SPEC_PATH, validate
+from tests.support.procs import MockIE, NeutrinoProc, serving
+
+SCHEMAS = json.loads(SPEC_PATH.read_text())["components"]["schemas"]
+HARMONY = "gpt-oss-mock"  # the gpt-oss family: its template writes "Reasoning: <effort>"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[MockIE, NeutrinoProc]]:
+    work = tmp_path_factory.mktemp("gaps")
+    mock = MockIE(
+        work, "--model", "qwen2.5-mock:qwen2:32768", "--model", f"{HARMONY}:o200k-harmony:32768",
+        "--reply-tokens", "2",
+    ).start()  # fmt: skip
+    with serving(mock, NeutrinoProc(work, "--engine", mock.socket)) as proc:
+        yield mock, proc
+
+
+@pytest.fixture(scope="module")
+def client(server: tuple[MockIE, NeutrinoProc]) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server[1].base_url + "/v1", api_key="x", max_retries=0)
+
+
+def _last_prompt(mock: MockIE, tokenizer: str) -> str:
+    ids = mock.events("query")[-1]["prompt_ids"]
+    return load_tokenizer(tokenizer).decode(ids, skip_special=False)
+
+
+def test_the_reference_lists_the_efforts_accepted() -> None:
+    enum = SCHEMAS["ReasoningEffort"]["anyOf"][0]["enum"]
+    from neutrino.pipeline.chat import REASONING_EFFORTS
+
+    assert set(enum) == set(REASONING_EFFORTS)
+    assert {"none", "xhigh"} <= set(enum)
+
+
+@pytest.mark.parametrize("effort", ["none", "minimal", "xhigh", "max"])
+def test_reasoning_effort_reaches_the_template_as_given(
+    server: tuple[MockIE, NeutrinoProc], client: openai.OpenAI, effort: str
+) -> None:
+    mock, _ = server
+    done = client.chat.completions.create(
+        model=HARMONY,
+        messages=[{"role": "user", "content": "Think."}],
+        max_tokens=2,
+        reasoning_effort=effort,  # type: ignore[arg-type]  # the SDK's list may lag the API's
+    )
+    assert done.choices[0].finish_reason in ("length", "stop")
+    assert f"Reasoning: {effort}\n" in _last_prompt(mock, "o200k-harmony")
+
+
+def test_an_effort_outside_the_reference_is_refused(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(
+            model=HARMONY,
+            messages=[{"role": "user", "content": "x"}],
+            reasoning_effort="extreme",  # type: ignore[arg-type]
+        )
+    assert info.value.body["param"] == "reasoning_effort"  # type: ignore[index]
+
+
+def _function_turns(content: str | None) -> list[Any]:
+    return [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None,
+         "function_call": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+        {"role": "function", "name": "get_weather", "content": content},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("content", [None, '{"c": 21}'])
+def test_a_legacy_function_message_is_accepted(
+    server: tuple[MockIE, NeutrinoProc], client: openai.OpenAI, content: str | None
+) -> None:
+    messages = _function_turns(content)
+    for m in messages:  # the request's messages are the reference's own shapes
+        validate(m, "ChatCompletionRequestMessage")
+    done = client.chat.completions.create(model="qwen2.5-mock", messages=messages, max_tokens=2)
+    validate(done.model_dump(mode="json", exclude_unset=True), "CreateChatCompletionResponse")
+    assert server[0].events("query")[-1]["model"] == "qwen2.5-mock"
+
+
+def test_a_function_message_without_its_name_is_refused(client: openai.OpenAI) -> None:
+    messages = _function_turns("x")
+    del messages[2]["name"]
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="qwen2.5-mock", messages=messages, max_tokens=2)
+    assert info.value.body["param"] == "messages[2].name"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("DELETE", "/v1/models/qwen2.5-mock", "GET, HEAD"),
+        ("POST", "/v1/models/qwen2.5-mock", "GET, HEAD"),
+        ("PUT", "/v1/models", "GET, HEAD"),
+        ("GET", "/v1/chat/completions", "POST"),
+        ("DELETE", "/v1/completions", "POST"),
+        ("GET", "/v1/embeddings", "POST"),
+        ("GET", "/v1/audio/speech", "POST"),
+        ("PATCH", "/v1/responses/resp_1", "DELETE, GET, HEAD"),
+        ("POST", "/health", "GET, HEAD"),
+        ("GET", "/neutrino/v1/reload", "POST"),
+    ],
+)
+def test_another_method_is_a_405_with_allow(
+    server: tuple[MockIE, NeutrinoProc], method: str, path: str, allow: str
+) -> None:
+    req = urllib.request.Request(server[1].base_url + path, method=method)
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(req, timeout=10)
+    assert info.value.code == 405
+    assert info.value.headers["Allow"] == allow
+    assert json.loads(info.value.read())["error"]["code"] == "method_not_allowed"
+
+
+def test_an_unknown_path_is_still_a_404(server: tuple[MockIE, NeutrinoProc]) -> None:
+    req = urllib.request.Request(server[1].base_url + "/v1/nothing-here", method="GET")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(req, timeout=10)
+    assert info.value.code == 404 and "Allow" not in info.value.headers
