@@ -127,6 +127,7 @@ class MockGeneration:
         "_first_ns",
         "_k",
         "_logprobs",
+        "_pause",
         "_pool",
         "_pos",
         "_rng",
@@ -152,6 +153,7 @@ class MockGeneration:
         top_logprobs: int = 0,
         rng_seed: int = 0,
         alternatives: Sequence[int] = (),
+        pause: tuple[int, float] | None = None,
     ) -> None:
         if finish == FinishReason.NONE or finish == FinishReason.CANCELLED:
             raise ValueError("finish must be STOP or LENGTH")
@@ -172,7 +174,16 @@ class MockGeneration:
         self._stalled = False
         self._created_ns = time.monotonic_ns()
         self._first_ns: int | None = None
+        self._pause = pause  # (position, seconds): a stall before that token
         self.done = False
+
+    def pause_due(self) -> float:
+        """Seconds to wait before the next frame (a scripted stall, once), else 0."""
+        pause = self._pause
+        if pause is None or self._pos < pause[0]:
+            return 0.0
+        self._pause = None
+        return pause[1]
 
     @property
     def emitted(self) -> int:
@@ -464,6 +475,7 @@ class MockEngine:
             top_logprobs=s.top_logprobs if s.logprobs else 0,
             rng_seed=int.from_bytes(key[16:32], "little"),
             alternatives=self._pool(model.tokenizer) if s.logprobs and s.top_logprobs else (),
+            pause=(rule.pause_after, rule.pause_ms / 1e3) if rule and rule.pause_ms else None,
         )
 
     def _natural_reply(

@@ -10,8 +10,10 @@ A script is a JSON object ``{"rules": [...]}``. Each rule::
       "fault_after": 0,
       "error_code": "overloaded" | "internal" | ...,      # for fault "error"
       "error_message": "...",
-      "unguided": false                                   # true: the reply wins over a
-    }                                                     # guided query's format
+      "unguided": false,                                  # true: the reply wins over a
+                                                          # guided query's format
+      "pause_ms": 0, "pause_after": 0                     # wait this long before the token
+    }                                                     # at this position (a stall)
 
 The first rule whose ``match`` occurs in the prompt text wins. A rule with neither
 ``reply`` nor ``reply_tokens`` keeps the engine's default generated reply (useful to
@@ -44,6 +46,8 @@ _KEYS = frozenset(
         "error_code",
         "error_message",
         "unguided",
+        "pause_ms",
+        "pause_after",
     }
 )
 _MAX_ID = 2**32 - 1
@@ -64,6 +68,8 @@ class Rule:
     error_code: ErrorCode = ErrorCode.INTERNAL
     error_message: str = "injected fault"
     unguided: bool = False  # an engine that ignores the requested format
+    pause_ms: float = 0.0  # a stall this long before the token at pause_after
+    pause_after: int = 0
 
     def matches(self, prompt_text: str) -> bool:
         return self.match == "*" or self.match in prompt_text
@@ -130,6 +136,13 @@ def _parse_rule(raw: Any) -> Rule:
     unguided = raw.get("unguided", False)
     if not isinstance(unguided, bool):
         raise ValueError("'unguided' must be true or false")
+    pause_ms, pause_after = raw.get("pause_ms", 0), raw.get("pause_after", 1)
+    if not isinstance(pause_ms, int | float) or isinstance(pause_ms, bool) or pause_ms < 0:
+        raise ValueError("'pause_ms' must be a non-negative number")
+    if not isinstance(pause_after, int) or isinstance(pause_after, bool) or pause_after < 1:
+        raise ValueError("'pause_after' must be a positive integer")
+    if "pause_after" in raw and not pause_ms:
+        raise ValueError("'pause_after' needs a 'pause_ms'")
     return Rule(
         match=match,
         reply=reply,
@@ -140,6 +153,8 @@ def _parse_rule(raw: Any) -> Rule:
         error_code=code,
         error_message=message,
         unguided=unguided,
+        pause_ms=float(pause_ms),
+        pause_after=pause_after if pause_ms else 0,
     )
 
 

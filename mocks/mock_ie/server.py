@@ -254,6 +254,9 @@ class MockHandler(EngineHandler):
                 if not first:
                     await asyncio.sleep(server.itl_s)  # 0: just yield so streams interleave
                 first = False
+                stall = gen.pause_due()
+                if stall:
+                    await asyncio.sleep(stall)
                 if conn.paused:
                     await conn.writable()
                 item = gen.next()

@@ -2,8 +2,9 @@
 
 Nothing here runs per token. A request is tallied once, when it ends, from the times its
 lifecycle already keeps (``pipeline/state.py``) and the counts its outcome already holds:
-time to first token, the mean gap between its tokens (one observation of the request's
-inter-token latency), end-to-end, queue, prompt-processing and decode times, token counts.
+time to first token, end-to-end, queue, prompt-processing and decode times, token counts,
+and the gaps between its deliveries of tokens, which the request tallied itself (``Gaps``:
+a clock read and a bucket's count per delivery, merged here once).
 Engine connections count their own events (``engine/stats.py``); gauges are read when
 scraped.
 
@@ -59,7 +60,7 @@ HISTOGRAMS: tuple[tuple[str, str, tuple[float, ...]], ...] = (
     ("time_to_first_token_seconds", "Time from receiving a request to its first token.",
      TTFT_BUCKETS),
     ("inter_token_latency_seconds",
-     "Mean gap between a request's tokens (one observation per request of two or more).",
+     "Gaps between deliveries of a request's tokens (every gap, tallied when it ends).",
      ITL_BUCKETS),
     ("e2e_request_latency_seconds", "Time from receiving a request to its end.",
      LATENCY_BUCKETS),
@@ -110,6 +111,28 @@ class Histogram:
         self.sum += value
 
 
+ITL_NS = tuple(round(b * 1e9) for b in ITL_BUCKETS)
+
+
+class Gaps:
+    """The gaps between one request's deliveries of tokens, in inter-token latency's
+    buckets (nanoseconds), merged into the histogram once, when the request ends: a stall
+    inside an answer shows as the gap it was, not as a rise of the answer's mean."""
+
+    __slots__ = ("counts", "last", "total")
+
+    def __init__(self, first_ns: int) -> None:
+        self.counts = [0] * (len(ITL_NS) + 1)
+        self.last = first_ns
+        self.total = 0  # ns
+
+    def add(self, now_ns: int) -> None:
+        gap = now_ns - self.last
+        self.last = now_ns
+        self.counts[bisect_left(ITL_NS, gap)] += 1
+        self.total += gap
+
+
 class ModelSeries:
     """One served model's histograms (in HISTOGRAMS' order) and token counters."""
 
@@ -149,9 +172,11 @@ class Metrics:
         start_ns: int,
         end_ns: int,
         usage: tuple[int, int, int, int] = (0, 0, 0, 0),
+        gaps: Gaps | None = None,
     ) -> None:
         """A request ended: ``times`` are its lifecycle's (monotonic ns), ``start_ns`` when
-        it was received, ``usage`` its prompt, generated, cached and reasoning tokens."""
+        it was received, ``usage`` its prompt, generated, cached and reasoning tokens,
+        ``gaps`` those between its deliveries of tokens."""
         label = model if model in self._served() else ""
         key = (protocol, route, label, outcome)
         self.requests[key] = self.requests.get(key, 0) + 1
@@ -161,6 +186,10 @@ class Metrics:
         if series is None:
             series = self.models[label] = ModelSeries()
         _observe(series, times, start_ns, end_ns, usage)
+        if gaps is not None:
+            itl = series.hists[1]
+            itl.counts = [a + b for a, b in zip(itl.counts, gaps.counts, strict=True)]
+            itl.sum += gaps.total * 1e-9
 
     def raw(self) -> dict[str, Any]:
         """The tallies as JSON values (see :func:`merge`)."""
@@ -185,7 +214,7 @@ def _observe(
 ) -> None:
     """One request's observations: the only per-request work of the metrics, written out
     (a histogram's observe is two lines; calling it eight times costs more than them)."""
-    ttft, itl, e2e, queue, prefill, decode, n_prompt, n_gen = series.hists
+    ttft, _itl, e2e, queue, prefill, decode, n_prompt, n_gen = series.hists
     v = (end - start) * 1e-9
     e2e.counts[bisect_left(LATENCY_BUCKETS, v)] += 1
     e2e.sum += v
@@ -207,10 +236,6 @@ def _observe(
         v = (end - first) * 1e-9
         decode.counts[bisect_left(LATENCY_BUCKETS, v)] += 1
         decode.sum += v
-        if generated > 1:
-            v /= generated - 1
-            itl.counts[bisect_left(ITL_BUCKETS, v)] += 1
-            itl.sum += v
     n_prompt.counts[bisect_left(TOKEN_BUCKETS, prompt)] += 1
     n_prompt.sum += prompt
     n_gen.counts[bisect_left(TOKEN_BUCKETS, generated)] += 1

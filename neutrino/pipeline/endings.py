@@ -46,7 +46,10 @@ class Endings:
         self.admission.release()
         self._count(gen.lifecycle.state)
         if gen.obs is not None:
-            self.observe.end(gen.obs, gen.model, gen.lifecycle, gen.error, gen.usage(), gen)
+            gaps = None if isinstance(gen, ModalCall) else gen.gaps()
+            self.observe.end(
+                gen.obs, gen.model, gen.lifecycle, gen.error, gen.usage(), gen, gaps
+            )
         entry = gen.history_entry()
         if gen.principal is not None:
             entry.key = gen.principal.name

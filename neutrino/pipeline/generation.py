@@ -13,11 +13,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from time import monotonic_ns
 from typing import Protocol
 
 from neutrino.engine.client import Submission, sink_failure
 from neutrino.engine.messages import FinishReason, ModalResult, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.observability.metrics import Gaps
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
 from neutrino.pipeline.history import HistoryEntry
@@ -80,6 +82,7 @@ class Generation:
         "_cached",
         "_defer",
         "_error",
+        "_gaps",
         "_on_done",
         "_outcome",
         "_parser",
@@ -145,6 +148,7 @@ class Generation:
         self._all_lp = LogprobColumns(logprobs) if logprobs is not None and keep_logprobs else None
         # What the current batch of engine frames produced, until the next flush.
         self._pending: list[str] = []
+        self._gaps: Gaps | None = None  # from its first delivery of tokens on
         self._pending_tokens = 0
         self._pending_lp: list[TokenLogprob] = []
         self._pending_reasoning: list[str] = []
@@ -180,6 +184,11 @@ class Generation:
             if lc.state is not State.PROCESSING or not tokens:
                 return False
             lc.advance(State.GENERATING)
+        gaps = self._gaps
+        if gaps is None:
+            self._gaps = Gaps(monotonic_ns())
+        elif tokens:
+            gaps.add(monotonic_ns())
         s = self._stream
         text = s.feed_tokens(tokens)
         self._pending_tokens += len(tokens)
@@ -195,6 +204,12 @@ class Generation:
             return False
         if self.lifecycle.state is State.PROCESSING and result.tokens:
             self.lifecycle.advance(State.GENERATING)
+        if result.tokens:
+            gaps = self._gaps
+            if gaps is None:
+                self._gaps = Gaps(monotonic_ns())
+            else:
+                gaps.add(monotonic_ns())
         s = self._stream
         text = s.feed(result)
         if text:
@@ -418,6 +433,11 @@ class Generation:
         if self._submission is not None:
             self._submission.forget()
         self._on_done(self)
+
+    def gaps(self) -> Gaps | None:
+        """The gaps between its deliveries of tokens (None: it had fewer than two)."""
+        gaps = self._gaps
+        return gaps if gaps is not None and any(gaps.counts) else None
 
     def usage(self) -> tuple[int, int, int, int]:
         """Its prompt, generated, cached and reasoning tokens (read once it has ended)."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from neutrino.errors import NeutrinoError
-from neutrino.observability.metrics import Metrics
+from neutrino.observability.metrics import Gaps, Metrics
 from neutrino.pipeline.state import Lifecycle, State
 
 AttrValue = str | bool | int | float | Sequence[str]
@@ -133,9 +133,10 @@ class Observer:
         error: NeutrinoError | None,
         usage: tuple[int, int, int, int] = (0, 0, 0, 0),
         source: Attributed | None = None,
+        gaps: Gaps | None = None,
     ) -> None:
-        """The request ended: one tally, and its span's end (with ``source``'s response
-        attributes)."""
+        """The request ended: one tally (``gaps``: between its deliveries of tokens), and
+        its span's end (with ``source``'s response attributes)."""
         metrics, span, finished = self.metrics, obs.span, self.finished
         if metrics is None and span is None and finished is None:
             return
@@ -147,7 +148,9 @@ class Observer:
                 finished(admitted, end, usage[1])
         if metrics is not None:
             outcome = outcome_of(lifecycle, error)
-            metrics.ended(obs.protocol, obs.route, model, outcome, times, obs.received, end, usage)
+            metrics.ended(
+                obs.protocol, obs.route, model, outcome, times, obs.received, end, usage, gaps
+            )
         if span is None:
             return
         phases = obs.phases if obs.phases is not None else {}

@@ -13,12 +13,14 @@ or Failed by a deadline or a shutdown (``abort``).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from time import monotonic_ns
 from typing import Any
 
 import orjson
 
 from neutrino.engine.client import Relayed
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.observability.metrics import Gaps
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
 from neutrino.pipeline.history import HistoryEntry
@@ -41,6 +43,7 @@ class Tally:
         self.finish_reason: str | None = None
         self.error: NeutrinoError | None = None
         self.output = False  # some output was seen (the first token's time is set)
+        self.deliveries = 0  # events that carried output
         self.finished = False  # the stream's last event passed ([DONE], message_stop)
 
     def feed(self, chunk: bytes) -> None:
@@ -100,6 +103,7 @@ class Tally:
             out = choice.get("text") or choice.get("message")
         if out:
             self.output = True
+            self.deliveries += 1
             if not self._usage:
                 self.completion_tokens += 1
         reason = choice.get("finish_reason")
@@ -120,6 +124,7 @@ class Tally:
             self.finished = True
         if kind == "content_block_delta":
             self.output = True
+            self.deliveries += 1
             if not self._usage:
                 self.completion_tokens += 1
             return
@@ -171,6 +176,7 @@ class RelayCall:
         self.content_type = relayed.content_type
         self.streamed = streamed and relayed.content_type.startswith("text/event-stream")
         self.tally = Tally(self.streamed)
+        self._gaps: Gaps | None = None
         self._relayed = relayed
         self._on_done = on_done
         self._error: NeutrinoError | None = None
@@ -193,7 +199,10 @@ class RelayCall:
             async for chunk in self._relayed.chunks():
                 if self.lifecycle.terminal:
                     break
+                seen = tally.deliveries
                 tally.feed(chunk)
+                if tally.deliveries != seen:
+                    self._delivered()
                 if tally.output and self.lifecycle.state is State.PROCESSING:
                     self.lifecycle.advance(State.GENERATING)
                 yield chunk
@@ -245,6 +254,18 @@ class RelayCall:
             self._timer = None
         self._relayed.close()
         self._on_done(self)
+
+    def _delivered(self) -> None:
+        """A chunk carried output: a delivery of tokens (the gaps between them)."""
+        if self._gaps is None:
+            self._gaps = Gaps(monotonic_ns())
+        else:
+            self._gaps.add(monotonic_ns())
+
+    def gaps(self) -> Gaps | None:
+        """The gaps between the streamed answer's deliveries (None: fewer than two)."""
+        gaps = self._gaps
+        return gaps if gaps is not None and any(gaps.counts) else None
 
     def usage(self) -> tuple[int, int, int, int]:
         t = self.tally

@@ -116,16 +116,21 @@ def test_counters_and_histograms_follow_traffic(stack: Stack) -> None:
         "neutrino_e2e_request_latency_seconds",
         "neutrino_request_queue_time_seconds",
         "neutrino_request_prefill_time_seconds",
-        "neutrino_inter_token_latency_seconds",
     ):
         moved = _get(after, f"{hist}_count", model=MODEL) - _get(
             before, f"{hist}_count", model=MODEL
         )
         assert moved == 4, hist
+    # Every gap between deliveries: mock_ie sends each token alone, 20 ms apart, so 5
+    # tokens make 4 gaps, 4 tokens 3.
+    gaps = _get(after, "neutrino_inter_token_latency_seconds_count", model=MODEL) - _get(
+        before, "neutrino_inter_token_latency_seconds_count", model=MODEL
+    )
+    assert gaps == 3 * 4 + 3
     itl = _get(after, "neutrino_inter_token_latency_seconds_sum", model=MODEL) - _get(
         before, "neutrino_inter_token_latency_seconds_sum", model=MODEL
     )
-    assert 4 * 0.015 < itl < 4 * 0.2  # mock_ie's 20 ms between tokens, one mean per request
+    assert 15 * 0.015 < itl < 15 * 0.2
     gen = _get(after, "neutrino_generation_tokens_total", model=MODEL) - _get(
         before, "neutrino_generation_tokens_total", model=MODEL
     )

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from neutrino.observability.metrics import ITL_BUCKETS, Histogram, Metrics, exposition, merge
+from neutrino.observability.metrics import (
+    ITL_BUCKETS,
+    Gaps,
+    Histogram,
+    Metrics,
+    exposition,
+    merge,
+)
 from neutrino.pipeline.state import State
 
 MS = 1_000_000
@@ -41,13 +48,17 @@ def test_histogram_buckets_are_upper_bounds() -> None:
 def test_one_request_gives_each_phase_once() -> None:
     m = Metrics(lambda: {"m"})
     # received at 0, queued 2 ms, admitted 12 ms, first token 40 ms, ended 140 ms, 11 tokens
-    m.ended("http", "chat", "m", "ok", _times(2, 12, 40), 0, 140 * MS, (30, 11, 4, 2))
+    gaps = Gaps(40 * MS)
+    for k in range(1, 11):  # ten more deliveries, 10 ms apart
+        gaps.add((40 + 10 * k) * MS)
+    m.ended("http", "chat", "m", "ok", _times(2, 12, 40), 0, 140 * MS, (30, 11, 4, 2), gaps)
     s = _samples(m.raw())
     assert s[("neutrino_time_to_first_token_seconds_sum", (("model", "m"),))] == 0.04
     assert s[("neutrino_request_queue_time_seconds_sum", (("model", "m"),))] == 0.01
     assert s[("neutrino_request_prefill_time_seconds_sum", (("model", "m"),))] == 0.028
     assert s[("neutrino_request_decode_time_seconds_sum", (("model", "m"),))] == 0.1
-    assert abs(s[("neutrino_inter_token_latency_seconds_sum", (("model", "m"),))] - 0.01) < 1e-12
+    assert abs(s[("neutrino_inter_token_latency_seconds_sum", (("model", "m"),))] - 0.1) < 1e-12
+    assert s[("neutrino_inter_token_latency_seconds_count", (("model", "m"),))] == 10
     assert s[("neutrino_e2e_request_latency_seconds_sum", (("model", "m"),))] == 0.14
     assert s[("neutrino_cached_tokens_total", (("model", "m"),))] == 4
     assert s[("neutrino_reasoning_tokens_total", (("model", "m"),))] == 2
@@ -89,3 +100,31 @@ def test_merge_adds_up_workers() -> None:
     assert s[("neutrino_num_requests_running", ())] == 3
     assert s[("neutrino_engine_connections", (("engine", "e"),))] == 4
     assert s[("neutrino_engine_cancel_frames_total", (("engine", "e"),))] == 1
+
+
+def test_every_gap_is_observed_so_a_stall_shows() -> None:
+    """A 2 s pause among 100 tokens 10 ms apart: one gap of 2 s in its bucket, 98 of
+    10 ms, where one mean per request (30 ms) would have hidden it."""
+    m = Metrics(lambda: {"m"})
+    gaps, t = Gaps(0), 0
+    for k in range(1, 100):
+        t += 2000 * MS if k == 50 else 10 * MS
+        gaps.add(t)
+    m.ended("http", "chat", "m", "ok", _times(1, 2, 3), 0, t + 3 * MS, (5, 100, 0, 0), gaps)
+    s = _samples(m.raw())
+
+    def bucket(le: str) -> float:
+        return s[("neutrino_inter_token_latency_seconds_bucket", (("le", le), ("model", "m")))]
+
+    assert s[("neutrino_inter_token_latency_seconds_count", (("model", "m"),))] == 99
+    assert bucket("0.01") == 98 and bucket("1.0") == 98
+    assert bucket("2.5") == 99 and bucket("+Inf") == 99
+    total = s[("neutrino_inter_token_latency_seconds_sum", (("model", "m"),))]
+    assert abs(total - (2.0 + 98 * 0.01)) < 1e-9
+
+
+def test_a_request_with_one_delivery_observes_no_gap() -> None:
+    m = Metrics(lambda: {"m"})
+    m.ended("http", "chat", "m", "ok", _times(1, 2, 3), 0, 5 * MS, (5, 1, 0, 0), None)
+    s = _samples(m.raw())
+    assert s[("neutrino_inter_token_latency_seconds_count", (("model", "m"),))] == 0
