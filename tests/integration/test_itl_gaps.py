@@ -58,7 +58,8 @@ def _chat(server: NeutrinoProc, content: str, stream: bool) -> bytes:
         headers={"Content-Type": "application/json"},
     )
     with urllib.request.urlopen(req, timeout=30) as r:
-        return r.read()
+        data: bytes = r.read()
+    return data
 
 
 def _moved(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float],
