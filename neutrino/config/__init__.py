@@ -31,9 +31,11 @@ __all__ = ["AuthConfig", "ConfigError", "KeyConfig", "RouteConfig", "RoutingConf
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
+    # The HTTP listener (OpenAI, Anthropic and Responses routes, status, health);
+    # --http-address HOST:PORT sets both.
     http_host: str = "127.0.0.1"
     http_port: int = 51055
-    uvloop: bool = True
+    uvloop: bool = True  # uvloop's event loop (false: asyncio's own)
     log_level: str = "info"  # the older spelling of [logging].level (which wins when set)
     # Processes serving the same listeners (SO_REUSEPORT), each with its own engine
     # connections, under one supervisor that restarts a worker that dies.
@@ -98,22 +100,22 @@ class TokenizerConfig:
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     socket: str = ""  # "" with a command: a socket in Neutrino's private folder
-    name: str = ""
-    connections: int = 2
+    name: str = ""  # in logs, metrics and app_state ("": engine0, engine1 ...)
+    connections: int = 2  # connections to it, requests spread over them
     # A managed engine: Neutrino starts this command (a leading "python" is the Python
     # running Neutrino; "{socket}" in an argument is the socket's path, else
     # "--socket PATH" is appended), waits for its handshake, restarts it with backoff
     # when it dies, and stops it at shutdown or when a reload removes it.
     command: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)  # added to Neutrino's environment
-    cwd: str = ""
+    cwd: str = ""  # the command's working directory ("": Neutrino's)
     ready_timeout_s: float = 120.0  # from start to handshake; past it, killed and restarted
     stop_timeout_s: float = 10.0  # from SIGTERM to SIGKILL
     # An OpenAI-compatible HTTP upstream instead of a socket: its base URL
     # ("http://host:port/v1"). Mode "tokens": Neutrino sends token ids and reads token ids
     # back (llama.cpp's server); "passthrough": the OpenAI routes relay the client's body.
     url: str = ""
-    mode: str = "tokens"
+    mode: str = "tokens"  # tokens or passthrough (an upstream's)
     # The models it serves (empty: read from its /v1/models, again every refresh_s), and
     # the upstream's own name for those Neutrino serves under another.
     models: tuple[str, ...] = ()
@@ -151,26 +153,26 @@ class EngineConfig:
 class MockConfig:
     """The embedded ``mock_ie`` child started when no engine is configured."""
 
-    enabled: bool = True
+    enabled: bool = True  # started when no [[engines]] is configured
     models: tuple[str, ...] = ()  # NAME[:TOKENIZER[:CONTEXT]]; empty = mock's defaults
-    ttft_ms: float = 0.0
-    itl_ms: float = 0.0
-    capacity: int = 256
-    extra_args: tuple[str, ...] = ()
+    ttft_ms: float = 0.0  # its time to first token
+    itl_ms: float = 0.0  # its time between tokens
+    capacity: int = 256  # requests it runs at once
+    extra_args: tuple[str, ...] = ()  # more mock_ie flags
 
 
 @dataclass(frozen=True, slots=True)
 class LimitsConfig:
-    max_body_bytes: int = 8 * 1024 * 1024
+    max_body_bytes: int = 8 * 1024 * 1024  # a request body past it: 413
     max_queue: int = 1024  # 0 = no queue: 429 at once when no slot is free
     max_inflight: int = 0  # 0 = sum of connected engines' capacity
-    request_timeout_s: float = 120.0
+    request_timeout_s: float = 120.0  # from receipt to end; past it the request fails (408/504)
     # Bytes a streaming client may leave unread before it is dropped.
     stream_buffer_bytes: int = 4 * 1024 * 1024
-    history_size: int = 1000
+    history_size: int = 1000  # ended requests /neutrino/v1/history keeps
     history_bytes: int = 2 * 1024 * 1024  # the history ring's size in bytes, roughly
-    max_n: int = 8
-    max_stop_sequences: int = 16
+    max_n: int = 8  # choices one request may ask for (n)
+    max_stop_sequences: int = 16  # stop strings one request may give
     max_stop_chars: int = 1024  # length of each stop string
     # A JSON schema (response_format, structured outputs) nested deeper is refused.
     max_schema_depth: int = 64
@@ -194,16 +196,17 @@ class LimitsConfig:
 
 @dataclass(frozen=True, slots=True)
 class EngineLinkConfig:
-    connect_timeout_s: float = 5.0
+    connect_timeout_s: float = 5.0  # connecting to an engine's socket and its handshake
     heartbeat_interval_s: float = 5.0  # 0 = no heartbeats
-    heartbeat_timeout_s: float = 10.0
+    heartbeat_timeout_s: float = 10.0  # no pong this long: the connection is dropped
+    # Reconnecting to an engine: the first wait, doubled at each failure up to the last.
     backoff_initial_s: float = 0.05
     backoff_max_s: float = 2.0
 
 
 @dataclass(frozen=True, slots=True)
 class HttpConfig:
-    sse_keepalive_s: float = 10.0
+    sse_keepalive_s: float = 10.0  # an SSE comment this often while a stream waits
     # Name of the reasoning field in messages and deltas ("reasoning" as newer vLLM names it).
     reasoning_field: str = "reasoning_content"
     # Serve chat and text completions with the lean HTTP/1.1 server (httptools) in front of
@@ -222,7 +225,7 @@ class HttpConfig:
 class GrpcConfig:
     """The gRPC front end (``neutrino.v1`` services, health and reflection)."""
 
-    enabled: bool = True
+    enabled: bool = True  # false: no gRPC listener
     address: str = "127.0.0.1:50051"  # HOST:PORT (port 0: any free port)
     max_message_bytes: int = 26 * 1024 * 1024  # received and sent messages
     # Backstop for the health status, which also follows engine changes at once.
@@ -250,7 +253,7 @@ class TracingConfig:
     # OTLP/gRPC collector, e.g. "http://127.0.0.1:4317"; "" turns tracing off.
     endpoint: str = ""
     sample_ratio: float = 1.0  # of the traces this server starts (a parent's choice is kept)
-    service_name: str = "neutrino"
+    service_name: str = "neutrino"  # the spans' service.name
     # Longest a shutdown waits for the last spans to reach the collector.
     shutdown_timeout_s: float = 2.0
     insecure: bool = True  # plain gRPC to the collector (false: TLS)
@@ -261,8 +264,8 @@ class LoggingConfig:
     level: str = ""  # debug, info, warning, error ("": [server].log_level, i.e. info)
     format: str = "text"  # text, or json (one object per line)
     file: str = ""  # a file to log to instead of stderr, rotated by size
-    max_bytes: int = 100 * 1024 * 1024
-    backups: int = 5
+    max_bytes: int = 100 * 1024 * 1024  # the file's size at which it is rotated
+    backups: int = 5  # rotated files kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +277,8 @@ class SombreroConfig:
     # The host the balancer should reach this server's listeners at, where they listen on
     # 0.0.0.0 or :: ("" = the machine's host name).
     advertise_host: str = ""
-    report_interval_s: float = 1.0
+    report_interval_s: float = 1.0  # how often load is reported
+    # Reconnecting to the balancer: the first wait, doubled at each failure up to the last.
     backoff_initial_s: float = 0.2
     backoff_max_s: float = 10.0
 
@@ -283,9 +287,9 @@ class SombreroConfig:
 class DiscoveryConfig:
     """The registration record in etcd, under a lease (``[discovery] etcd = [URL, ...]``)."""
 
-    etcd: tuple[str, ...] = ()
-    prefix: str = "/neutrino/instances/"
-    lease_ttl_s: int = 10
+    etcd: tuple[str, ...] = ()  # the etcd endpoints (URLs); empty: no record
+    prefix: str = "/neutrino/instances/"  # the record's key is this and the instance id
+    lease_ttl_s: int = 10  # the lease the record lives under, kept alive while serving
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,7 +303,7 @@ class ResponsesConfig:
     ``GET``/``DELETE /v1/responses/{id}``): in memory, per worker, lost at a restart;
     the oldest go first past either bound. 0 entries (the default): nothing is stored."""
 
-    store_entries: int = 0
+    store_entries: int = 0  # responses kept (0: none)
     store_bytes: int = 64 * 1024 * 1024  # the stored responses' JSON, roughly
 
     def __post_init__(self) -> None:
@@ -552,8 +556,10 @@ def parser() -> argparse.ArgumentParser:
     # Given by the --workers supervisor to each worker it starts.
     p.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
     p.add_argument("--worker-dir", help=argparse.SUPPRESS)
-    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
-    p.add_argument("--log-format", choices=["text", "json"])
+    p.add_argument(
+        "--log-level", choices=["debug", "info", "warning", "error"], help="[logging] level"
+    )
+    p.add_argument("--log-format", choices=["text", "json"], help="[logging] format")
     p.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
     p.add_argument("--request-timeout", type=float, help="seconds before a request times out")
     p.add_argument("--mock-itl-ms", type=float, help="embedded mock: inter-token delay")

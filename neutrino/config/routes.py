@@ -28,13 +28,13 @@ _KEYS = ("name", "router", "intents", "fallback", "instruction", "max_tokens", "
 
 @dataclass(frozen=True, slots=True)
 class RouteConfig:
-    name: str
-    router: str
+    name: str  # the alias clients name as their model
+    router: str  # the model that tells the intent
     intents: Mapping[str, str] = field(default_factory=dict)  # intent -> model
-    fallback: str = ""
-    instruction: str = ""
-    max_tokens: int = 8
-    warm: bool = True
+    fallback: str = ""  # the model for an unknown intent or a failed router
+    instruction: str = ""  # the router's system prompt ("": one naming the intents)
+    max_tokens: int = 8  # the router's answer, at most
+    warm: bool = True  # load the specialists that load on demand while the router runs
 
     @property
     def prompt(self) -> str:

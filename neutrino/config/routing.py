@@ -35,21 +35,29 @@ from neutrino.config.checks import ConfigError, Range, shown, typed
 POLICIES = ("prefix", "round_robin", "least_outstanding", "power_of_two")
 
 
+# The keys of a model's own table, [routing.models."NAME"].
+MODEL_KEYS = ("policy",)
+
+
 @dataclass(frozen=True, slots=True)
 class RoutingConfig:
+    # How a request picks among a model's replicas: prefix (consistent hashing with bounded
+    # loads on the prompt's prefix), round_robin, least_outstanding or power_of_two.
     policy: str = "prefix"
-    balance_factor: float = 1.25
-    block_tokens: int = 64
-    prefix_tokens: int = 2048
-    max_prefixes: int = 65536
-    self_check_window: int = 200
+    balance_factor: float = 1.25  # prefix: a replica past this x the mean load is passed by
+    block_tokens: int = 64  # prefix: the prompt's ids are keyed at 1, 2, 4 ... such blocks
+    prefix_tokens: int = 2048  # prefix: of at most this many of its first ids
+    max_prefixes: int = 65536  # prefix: keys remembered, least recently used forgotten first
+    self_check_window: int = 200  # the self-check reads a model's last this many decisions
+    # Skewed: a replica's share past fair + this x (1 - fair), while it is loaded and another
+    # replica idles: the model is routed by power of two choices for self_check_cooldown_s.
     self_check_skew: float = 0.5
     self_check_cooldown_s: float = 60.0
     retry_budget: float = 0.1  # retries per request routed among replicas (0: none)
     retry_burst: int = 20  # retries saved up at most
     eject_after: int = 5  # failures in a row that take a replica out of rotation
     eject_base_s: float = 5.0  # its first time out; doubled each time after
-    eject_max_s: float = 300.0
+    eject_max_s: float = 300.0  # the longest time out
     overload_skip_s: float = 1.0  # a replica that said "overloaded" is passed by this long
     models: Mapping[str, str] = field(default_factory=dict)  # model -> its own policy
 
@@ -111,7 +119,7 @@ def _models(raw: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for model, table in raw.items():
         where = f'[routing.models."{model}"]'
-        if not isinstance(table, Mapping) or set(table) != {"policy"}:
+        if not isinstance(table, Mapping) or set(table) != set(MODEL_KEYS):
             raise ConfigError(f"{where} must be a table with one key, policy")
         out[model] = _policy(table["policy"], f"{where}.policy")
     return out
