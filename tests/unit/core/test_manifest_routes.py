@@ -102,9 +102,9 @@ def test_the_router_request_asks_for_one_of_the_intents() -> None:
     assert Hop("auto", "", "chatty").header() == "auto; intent=-; model=chatty"
 
 
-def test_the_readme_route_loads_as_written() -> None:
-    readme = (Path(__file__).parents[3] / "README.md").read_text()
-    at = readme.index("### Manifest routes")
+def test_the_docs_route_loads_as_written() -> None:
+    readme = (Path(__file__).parents[3] / "docs" / "routing.md").read_text()
+    at = readme.index("## Manifest routes")
     block = re.search(r"```toml\n(.*?)```", readme[at:], re.S)
     assert block is not None
     (route,) = from_mapping(tomllib.loads(block.group(1))).routes

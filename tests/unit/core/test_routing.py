@@ -176,9 +176,9 @@ def test_the_routing_section() -> None:
             from_mapping({"routing": bad})
 
 
-def test_the_readme_routing_section_loads_as_written() -> None:
-    readme = (Path(__file__).parents[3] / "README.md").read_text()
-    at = readme.index("### Replicas: routing and failover")
+def test_the_docs_routing_section_loads_as_written() -> None:
+    readme = (Path(__file__).parents[3] / "docs" / "routing.md").read_text()
+    at = readme.index("## Replicas: routing and failover")
     block = re.search(r"```toml\n(.*?)```", readme[at:], re.S)
     assert block is not None
     cfg = from_mapping(tomllib.loads(block.group(1))).routing

@@ -76,11 +76,12 @@ def _library(hf: tokenizers.Tokenizer, texts: list[str]) -> list[list[int]]:
 
 def _corpus() -> list[str]:
     """Texts of several kinds, about 1.5 MB: Python's own sources, the licence texts Debian
-    ships, this project's README (text found on every machine the suite runs on)."""
+    ships, this project's README and documentation (text found wherever the suite runs)."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     files = sorted(stdlib.glob("*.py"))[:80] + sorted(stdlib.glob("email/*.py"))[:10]
     files += sorted(Path("/usr/share/common-licenses").glob("*"))[:12]
-    files.append(Path(__file__).parents[3] / "README.md")
+    repo = Path(__file__).parents[3]
+    files += [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]
     texts = []
     for f in files:
         try:
