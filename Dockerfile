@@ -1,5 +1,6 @@
-# syntax=docker/dockerfile:1
-# Neutrino in a container (BuildKit, the default builder since Docker 23):
+# Neutrino in a container (BuildKit, the default builder since Docker 23; no syntax line:
+# the builder's own Dockerfile frontend has every feature used here, and naming one would
+# fetch it from Docker Hub):
 #   docker build -t neutrino .
 #   docker run --rm --stop-timeout 15 -p 51055:51055 -p 50051:50051 -p 9089:9089 neutrino
 # With no engine configured it serves the embedded mock engine. README.md, "Docker",
@@ -12,7 +13,13 @@ ARG PYTHON_IMAGE=python:3.11-slim
 # every wheel the image installs, so that the final stage needs neither an index nor a
 # compiler and keeps no build tools.
 FROM ${PYTHON_IMAGE} AS build
+# packaging/wheels: wheels pip takes before the index's (it holds only its README in the
+# repository); PIP_NO_INDEX=1 builds from them alone, with no network (make test-image).
+ARG PIP_NO_INDEX=0
+ENV PIP_FIND_LINKS=/src/packaging/wheels \
+    PIP_NO_INDEX=${PIP_NO_INDEX}
 WORKDIR /src
+COPY packaging/wheels ./packaging/wheels
 COPY pyproject.toml setup.py README.md ./
 COPY neutrino ./neutrino
 COPY mocks ./mocks

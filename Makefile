@@ -8,7 +8,7 @@ APT_PACKAGES := capnproto prometheus etcd-server iproute2
 # `make bench` drives non-streamed load with wrk (a C load generator) when it can.
 BENCH_APT_PACKAGES := wrk valgrind
 
-.PHONY: docs install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp llama-server vllm test-vllm run run-real test test-fast bench bench-compare soak lint system-deps clean
+.PHONY: docs test-image install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp llama-server vllm test-vllm run run-real test test-fast bench bench-compare soak lint system-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -160,8 +160,19 @@ run: install
 run-real: llamacpp
 	$(PY) -m neutrino --config examples/llamacpp.toml $(ARGS)
 
-test: install llamacpp llama-server system-deps
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+# The suite, the image's build and run (tests/image, see test-image) among it.
+test: install llamacpp llama-server
+	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(IMAGE_APT_PACKAGES)"
+	NEUTRINO_IMAGE_TEST=1 $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# The Docker image built and run (tests/image): a Docker daemon of the test's own
+# (Debian's docker.io, started privately and stopped after), a Python base image made with
+# debootstrap (no registry image is pulled), wheels built here first (the build has no
+# network); the base and the wheels are kept in ~/.cache/neutrino/image.
+IMAGE_APT_PACKAGES := docker.io debootstrap
+test-image: install
+	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(IMAGE_APT_PACKAGES)"
+	NEUTRINO_IMAGE_TEST=1 $(PY) -m pytest -q -s -p no:cacheprovider -o timeout=3600 tests/image $(PYTEST_ARGS)
 
 # The reliability suite's soak, long: SOAK_REQUESTS mixed requests, 30 % abandoned.
 SOAK_REQUESTS ?= 200000
