@@ -607,6 +607,7 @@ def main() -> None:
     p.add_argument("--no-routing", action="store_true", help="skip the routing section")
     p.add_argument("--no-prompt-path", action="store_true", help="skip the long-prompt section")
     p.add_argument("--no-tokenize", action="store_true", help="skip the tokenizer-speed section")
+    p.add_argument("--no-audio", action="store_true", help="skip the audio-decoding section")
     p.add_argument(
         "--loop-hold-before",
         type=Path,
@@ -638,6 +639,11 @@ def main() -> None:
 
         report["tokenize"] = tokenize.measure()
         tokenize.print_tokenize(report["tokenize"])
+    if not args.no_audio:
+        from bench import audio
+
+        report["audio"] = audio.measure()
+        audio.print_audio(report["audio"])
     if not args.no_real:
         from bench.real_engine import Workload, measure, print_real
 

@@ -89,6 +89,8 @@ struct ModelInfo {
   embeddingDimensions @4 :UInt32;     # native size of embed vectors (embed models)
   state @5 :ModelState;               # loaded unless the engine loads models on demand
   sizeBytes @6 :UInt64;               # what it takes loaded (against memoryBudget)
+  audioSampleRate @7 :UInt32;         # transcribe models: the rate their audio must have
+                                      # (Neutrino resamples to it); 0 = any rate
 }
 
 enum Capability {

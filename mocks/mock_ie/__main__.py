@@ -25,7 +25,8 @@ DEFAULT_MODELS: tuple[MockModel, ...] = (
     MockModel("llama3.2-mock", "llama3", 131072),
     MockModel("qwen2.5-vl-mock", "qwen2", 32768, (_G, _V)),
     MockModel("embed-mock", "qwen2", 512, (Capability.EMBED, Capability.RERANK), 384),
-    MockModel("whisper-mock", "qwen2", 448, (Capability.TRANSCRIBE,)),
+    # As Whisper: its audio at 16 kHz (Neutrino resamples what clients send).
+    MockModel("whisper-mock", "qwen2", 448, (Capability.TRANSCRIBE,), audio_sample_rate=16000),
     MockModel("tts-mock", "qwen2", 4096, (Capability.SPEECH,)),
     MockModel("detect-mock", "qwen2", 1, (Capability.DETECT,)),
 )

@@ -74,6 +74,7 @@ class MockModel:
     context_length: int = 32768
     capabilities: tuple[Capability, ...] = (Capability.GENERATE,)
     embedding_dimensions: int = 0
+    audio_sample_rate: int = 0  # a transcribe model's: the rate its audio must have
 
 
 @dataclass(frozen=True)
@@ -385,6 +386,7 @@ class MockEngine:
                 m.embedding_dimensions,
                 mem.state(m.name) if mem is not None else ModelState.LOADED,
                 mem.model_bytes if mem is not None else 0,
+                m.audio_sample_rate,
             )
             for m in self._models.values()
         ]

@@ -10,6 +10,7 @@ every frame received written to the event log.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import os
@@ -78,9 +79,13 @@ class MockHandler(EngineHandler):
             self._log_query(rid, msg)
         elif isinstance(msg, EmbedQuery | RerankQuery | AudioQuery | SpeechQuery | DetectQuery):
             kind = type(msg).__name__
+            extra: dict[str, object] = {}
+            if isinstance(msg, AudioQuery):  # the audio as it came: its rate, its samples
+                extra = {"sample_rate": msg.sample_rate, "pcm": base64.b64encode(msg.pcm).decode()}
             self._emit(
-                "query", request_id=rid, kind=kind, model=msg.model, traceparent=msg.traceparent
-            )
+                "query", request_id=rid, kind=kind, model=msg.model, traceparent=msg.traceparent,
+                **extra,
+            )  # fmt: skip
         elif isinstance(msg, Cancel):
             active = rid in self._modal or rid in self._requests
             self._emit("cancel", request_id=rid, reason=msg.reason, active=active)

@@ -83,7 +83,7 @@ class Audio:
 
     pcm: bytes
     sample_rate: int
-    source: WavFormat
+    source: WavFormat | None = None  # a WAV file's own format (None: another kind of file)
 
     @property
     def frames(self) -> int:

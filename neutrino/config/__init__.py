@@ -189,6 +189,12 @@ class LimitsConfig:
     # Messages and tools one chat request may give (OpenAI's bounds).
     max_messages: int = 2048
     max_tools: int = 128
+    # An audio upload's form (transcriptions, translations) may be this large: OpenAI's
+    # file limit, 25 MB (other bodies: max_body_bytes).
+    max_upload_bytes: int = 25 * 1024 * 1024
+    # The longest audio one transcription or translation may send, decoded (a file that
+    # holds more is refused as it decodes); 1,800 s at 16 kHz is 58 MB of samples.
+    max_audio_seconds: float = 1800.0
     # Longest a write to a client may wait for it to read (HTTP/1.0 and speech streams,
     # gRPC streams); past it the client is dropped and its engine request cancelled.
     send_timeout_s: float = 60.0

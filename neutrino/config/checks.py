@@ -156,6 +156,8 @@ RULES: dict[str, Rule] = {
     "limits.max_messages": _ONE_UP,
     "limits.max_tools": _ONE_UP,
     "limits.send_timeout_s": _POSITIVE,
+    "limits.max_audio_seconds": Range(0, 86400, above=True),
+    "limits.max_upload_bytes": _ONE_UP,
     "engine_link.connect_timeout_s": _POSITIVE,
     "engine_link.heartbeat_interval_s": _NON_NEGATIVE,  # 0: no heartbeats
     "engine_link.heartbeat_timeout_s": _POSITIVE,

@@ -183,6 +183,7 @@ def _fill_models(out: Any, models: list[ModelInfo]) -> None:
             out[i].capabilities = [_CAPABILITY_NAMES[c] for c in m.capabilities]
         out[i].state = int(m.state)
         out[i].sizeBytes = m.size_bytes
+        out[i].audioSampleRate = m.audio_sample_rate
 
 
 # --------------------------------------------------------------------------- decode (pycapnp)
@@ -204,6 +205,7 @@ def _models(models: Any) -> list[ModelInfo]:
                 m.embeddingDimensions,
                 state,
                 m.sizeBytes,
+                m.audioSampleRate,
             )
         )
     return out

@@ -60,6 +60,7 @@ class ModelInfo:
     embedding_dimensions: int = 0
     state: ModelState = ModelState.LOADED
     size_bytes: int = 0  # what it takes loaded, against its engine's memory budget
+    audio_sample_rate: int = 0  # transcribe models: their audio's rate (0: any)
 
     def can(self, capability: Capability) -> bool:
         if not self.capabilities:

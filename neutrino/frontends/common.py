@@ -9,7 +9,9 @@ import secrets
 from collections.abc import Callable
 from typing import TypeVar
 
-from neutrino.errors import NeutrinoError
+from neutrino.audio.codecs import AudioError, decode_upload
+from neutrino.audio.wav import Audio
+from neutrino.errors import NeutrinoError, bad_request
 
 # Request ids are unique across processes (the tag) and within one (the counter), and
 # shared by every protocol: an id names one request wherever it came in.
@@ -77,3 +79,22 @@ async def off_loop(work: Callable[[], T]) -> T:
     if isinstance(result, _Refused):
         raise result.error
     return result
+
+
+_OFFLOAD_AUDIO_BYTES = 256 * 1024  # decode bigger uploads off the event loop
+
+
+async def uploaded_audio(data: bytes, rate: int, max_seconds: float, param: str) -> Audio:
+    """An upload's audio as the engine takes it: 16-bit mono PCM at ``rate`` (0: the
+    file's own), decoded on a worker thread past 256 KiB; a 400 naming ``param`` if it
+    cannot be."""
+
+    def work() -> Audio:
+        try:
+            return decode_upload(data, rate=rate, max_seconds=max_seconds)
+        except AudioError as exc:
+            raise bad_request(str(exc), param) from None
+
+    if len(data) > _OFFLOAD_AUDIO_BYTES:
+        return await off_loop(work)
+    return work()

@@ -47,9 +47,7 @@ class Endings:
         self._count(gen.lifecycle.state)
         if gen.obs is not None:
             gaps = None if isinstance(gen, ModalCall) else gen.gaps()
-            self.observe.end(
-                gen.obs, gen.model, gen.lifecycle, gen.error, gen.usage(), gen, gaps
-            )
+            self.observe.end(gen.obs, gen.model, gen.lifecycle, gen.error, gen.usage(), gen, gaps)
         entry = gen.history_entry()
         if gen.principal is not None:
             entry.key = gen.principal.name

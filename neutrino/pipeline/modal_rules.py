@@ -15,13 +15,12 @@ from collections.abc import Sequence
 
 from neutrino.audio.subtitles import language_code
 from neutrino.engine.messages import AudioTask, Image
-from neutrino.errors import ErrorKind
 from neutrino.pipeline.fields import Loc, invalid, is_int, is_num
 from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS
 from neutrino.pipeline.modalities import Detect, Embed, Rerank, Speak, Transcribe
 
-SPEECH_FORMATS = ("wav", "pcm")
-OPENAI_SPEECH_FORMATS = ("mp3", "opus", "aac", "flac")  # OpenAI's, not served here
+# OpenAI's speech formats (neutrino.audio.codecs encodes each), and raw 16-bit PCM.
+SPEECH_FORMATS = ("wav", "pcm", "mp3", "opus", "aac", "flac")
 MAX_SPEECH_CHARS = 4096
 MAX_VOICE_CHARS = 256
 
@@ -153,14 +152,8 @@ def speak(
         raise invalid(("voice",), "voice is required: a voice name such as 'alloy'")
     fmt = "wav" if fmt is None or fmt == "" else fmt
     if fmt not in SPEECH_FORMATS:
-        supported = "'wav' or 'pcm'"
-        if fmt in OPENAI_SPEECH_FORMATS:
-            raise invalid(
-                at_format,
-                f"{{at}} {fmt!r} is not supported by this server; use {supported}",
-                kind=ErrorKind.UNSUPPORTED,
-            )
-        raise invalid(at_format, f"{{at}} must be {supported}")
+        supported = ", ".join(f"'{f}'" for f in SPEECH_FORMATS)
+        raise invalid(at_format, f"{{at}} must be one of {supported}")
     value = 1.0 if speed is None else speed
     if not is_num(value) or not 0.25 <= value <= 4.0:
         raise invalid(("speed",), "speed must be a number between 0.25 and 4.0")

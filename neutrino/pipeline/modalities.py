@@ -9,10 +9,13 @@ included), and turns the engine's answer into the shape every protocol renders
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from neutrino.audio.codecs import resample
 from neutrino.audio.subtitles import Segment
+from neutrino.audio.wav import Audio
 from neutrino.engine.messages import (
     AudioQuery,
     AudioResult,
@@ -150,6 +153,11 @@ class Transcribe:
     traceparent: str = ""
     capability = Capability.TRANSCRIBE
     _tokenizer: Tokenizer | None = field(default=None, repr=False)
+
+    def at_rate(self, rate: int) -> Transcribe:
+        """This job with its audio resampled to ``rate`` (the rate its model declares)."""
+        audio = resample(Audio(self.pcm, self.sample_rate), rate)
+        return dataclasses.replace(self, pcm=audio.pcm, sample_rate=audio.sample_rate)
 
     def build(self, text: ModelText, info: ModelInfo) -> tuple[ModalQuery, int]:
         self._tokenizer = text.tokenizer

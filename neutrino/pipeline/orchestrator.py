@@ -30,7 +30,7 @@ from neutrino.pipeline.deadlines import DeadlineWheel
 from neutrino.pipeline.endings import Endings
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.history import History
-from neutrino.pipeline.modalities import ModalJob
+from neutrino.pipeline.modalities import ModalJob, Transcribe
 from neutrino.pipeline.models import ModelText, ModelTexts
 from neutrino.pipeline.observe import AttrValue, Observed, Observer
 from neutrino.pipeline.prompt import PromptBuilder, model_text
@@ -376,8 +376,17 @@ class Orchestrator:
                 request_id, model, lifecycle, admitted, exc, principal, counted, obs
             ) from None
 
+    def audio_rate(self, model: str) -> int:
+        """The sample rate a transcribe model's audio must have, as its engine declares it
+        (0: any rate, or a model not served): what a front end decodes an upload to."""
+        info = self.engines.models().get(model)
+        return info.audio_sample_rate if info is not None else 0
+
     async def _modal_query(self, job: ModalJob, traceparent: str) -> tuple[ModalQuery, int]:
         info = capable(self.engines, job.model, job.capability)
+        rate = info.audio_sample_rate
+        if isinstance(job, Transcribe) and rate and job.sample_rate != rate:
+            job = await asyncio.to_thread(job.at_rate, rate)  # decoded before the engine said
         text = self.texts.cached(job.model)
         if text is None:
             generates = info.can(Capability.GENERATE)

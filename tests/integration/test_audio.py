@@ -347,9 +347,9 @@ RAW_PCM = WAV[44:]
 TRANSCRIBE_CASES: list[tuple[str, list[tuple[str, str | None, bytes]], int, str | None, str]] = [
     ("no file", form(model=STT), 400, "file", "file is required"),
     ("no model", [("file", "a.wav", WAV)], 400, "model", "model is required"),
-    ("not audio", [*form(model=STT), ("file", "a.wav", b"hello")], 400, "file", "not a WAV"),
-    ("flac", [*form(model=STT), ("file", "a.flac", FLAC)], 400, "file", "FLAC"),
-    ("raw pcm", [*form(model=STT), ("file", "a.pcm", RAW_PCM)], 400, "file", "raw PCM"),
+    ("not audio", [*form(model=STT), ("file", "a.wav", b"hello")], 400, "file", "could not be"),
+    ("flac", [*form(model=STT), ("file", "a.flac", FLAC)], 400, "file", "could not be decoded"),
+    ("raw pcm", [*form(model=STT), ("file", "a.pcm", RAW_PCM)], 400, "file", "could not be"),
     ("truncated", [*form(model=STT), ("file", "a.wav", TRUNCATED)], 400, "file", "truncated"),
     ("no samples", [*form(model=STT), ("file", "a.wav", EMPTY_WAV)], 400, "file", "no audio"),
     ("empty file", [*form(model=STT), ("file", "a.wav", b"")], 400, "file", "empty"),
@@ -465,7 +465,7 @@ def test_transcription_needs_multipart(stack: tuple[MockIE, NeutrinoProc]) -> No
 def test_sdk_raises_bad_request(client: openai.OpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as exc:
         client.audio.transcriptions.create(model=STT, file=("a.mp3", b"ID3\x04" + bytes(100)))
-    assert "WAV" in str(exc.value) and "MP3" in str(exc.value)
+    assert "could not be decoded" in str(exc.value) and "mp3" in str(exc.value)
 
 
 def speech(**over: Any) -> dict[str, Any]:
@@ -482,8 +482,7 @@ SPEECH_CASES: list[tuple[str, dict[str, Any], int, str | None, str]] = [
     ("no voice", speech(voice=None), 400, "voice", "voice"),
     ("number voice", speech(voice=5), 400, "voice", "voice"),
     ("empty voice", speech(voice=""), 400, "voice", "voice"),
-    ("mp3", speech(response_format="mp3"), 400, "response_format", "'wav' or 'pcm'"),
-    ("xyz", speech(response_format="xyz"), 400, "response_format", "'wav' or 'pcm'"),
+    ("xyz", speech(response_format="xyz"), 400, "response_format", "must be one of"),
     ("fast", speech(speed=4.5), 400, "speed", "0.25"),
     ("slow", speech(speed=0.1), 400, "speed", "0.25"),
     ("speed text", speech(speed="fast"), 400, "speed", "number"),
@@ -535,7 +534,7 @@ def test_body_limit(
 ) -> None:
     mock, _ = stack
     server = neutrino_factory(
-        config=f'[[engines]]\nsocket = "{mock.socket}"\n[limits]\nmax_body_bytes = 65536\n'
+        config=f'[[engines]]\nsocket = "{mock.socket}"\n[limits]\nmax_upload_bytes = 65536\n'
     )
     before = len(mock.events("query"))
     status, _, raw = post_form(

@@ -11,15 +11,13 @@ reaches ``close()``, so the engine gets one cancel.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 
+from neutrino.audio.codecs import SpeechEncoder
 from neutrino.audio.subtitles import transcript
-from neutrino.audio.wav import Audio, WavError, read_wav, wav_header
 from neutrino.config import Config
-from neutrino.errors import bad_request
-from neutrino.frontends.common import new_id
+from neutrino.frontends.common import new_id, uploaded_audio
 from neutrino.frontends.grpc.calls import (
     Context,
     caller,
@@ -57,14 +55,6 @@ def transcription_job(
         temperature=temperature,
         traceparent=traceparent,
     )
-
-
-def decode_audio(data: bytes) -> Audio:
-    """16-bit mono PCM of a WAV upload (raises BAD_REQUEST with the WAV reader's words)."""
-    try:
-        return read_wav(data)
-    except WavError as exc:
-        raise bad_request(str(exc), "audio") from None
 
 
 # ----------------------------------------------------------------------------- text to speech
@@ -131,11 +121,8 @@ class AudioService(audio_pb2_grpc.AudioServicer):
         received = time.monotonic_ns()
         principal = caller(context, self.orch.keys)
         job = transcription_job(msg, task, metadata(context, "traceparent"))
-        data = msg.audio
-        if len(data) > _OFFLOAD_BYTES:
-            audio = await asyncio.to_thread(decode_audio, data)
-        else:
-            audio = decode_audio(data)
+        limit = self.cfg.limits.max_audio_seconds
+        audio = await uploaded_audio(msg.audio, self.orch.audio_rate(job.model), limit, "audio")
         job = rules.with_audio(job, audio.pcm, audio.sample_rate)
         prefix = "trsc" if task is AudioTask.TRANSCRIBE else "trsl"
         call = await self.orch.call(
@@ -187,10 +174,12 @@ class AudioService(audio_pb2_grpc.AudioServicer):
         the stream back instead of growing a buffer."""
         audio = SpeechAudio(call)
         rate = await audio.start()
-        head = wav_header(rate) if fmt == "wav" else b""
+        encoder = SpeechEncoder(fmt, rate)
         done = False
         while not done:
             pcm, done = await audio.next()
-            for chunk in _chunks(head + pcm, rate):
+            out = encoder.feed(pcm)
+            if done:
+                out += encoder.finish()
+            for chunk in _chunks(out, rate):
                 await send(context, chunk, self.cfg.limits.send_timeout_s)
-            head = b""

@@ -1,16 +1,18 @@
 """OpenAI's audio endpoints over the engine's audio and speech queries.
 
 * ``POST /v1/audio/transcriptions`` and ``POST /v1/audio/translations``: a
-  multipart form with a WAV ``file`` (decoded here to 16-bit mono PCM), ``model``,
+  multipart form with a ``file`` in any of OpenAI's formats (flac, mp3, mp4, mpeg, mpga,
+  m4a, ogg, wav, webm; decoded here to 16-bit mono PCM at the rate the model's engine
+  declares, ``neutrino.audio.codecs``), ``model``,
   ``language``, ``prompt`` (tokenized with the model's tokenizer), ``temperature``
   and ``response_format`` (json, text, verbose_json, srt, vtt);
-* ``POST /v1/audio/speech``: JSON in, audio (wav or raw pcm) streamed out as the
-  engine produces it; a client that leaves makes the engine get one cancel.
+* ``POST /v1/audio/speech``: JSON in, audio streamed out as the engine produces it, in
+  any of OpenAI's formats (mp3, opus, aac, flac, wav, pcm); a client that leaves makes the
+  engine get one cancel.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import math
@@ -20,6 +22,7 @@ from typing import Any
 from aiohttp import BodyPartReader, MultipartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from neutrino.audio.codecs import SpeechEncoder
 from neutrino.audio.subtitles import (
     language_name,
     to_srt,
@@ -28,10 +31,9 @@ from neutrino.audio.subtitles import (
     transcript,
     verbose_json,
 )
-from neutrino.audio.wav import Audio, WavError, read_wav, wav_header
 from neutrino.config import Config
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request, unsupported
-from neutrino.frontends.common import new_id
+from neutrino.frontends.common import new_id, uploaded_audio
 from neutrino.frontends.http.exchange import json_response, read_json
 from neutrino.frontends.http.guard import caller, guarded, received_at
 from neutrino.frontends.http.sse import SlowClient, within
@@ -43,7 +45,6 @@ from neutrino.pipeline.orchestrator import Orchestrator
 log = logging.getLogger("neutrino.http")
 
 TRANSCRIPT_FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
-_OFFLOAD_BYTES = 256 * 1024  # decode bigger uploads off the event loop
 _READ_CHUNK = 64 * 1024
 
 _CONTENT_TYPES = {
@@ -53,7 +54,6 @@ _CONTENT_TYPES = {
     "srt": "text/plain; charset=utf-8",
     "vtt": "text/vtt; charset=utf-8",
 }
-_SPEECH_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm"}
 
 
 def _too_large(max_bytes: int) -> NeutrinoError:
@@ -217,13 +217,6 @@ def _response_format(form: Form) -> str:
     raise bad_request(f"response_format must be one of {supported}", "response_format")
 
 
-def _decode_audio(data: bytes) -> Audio:
-    try:
-        return read_wav(data)
-    except WavError as exc:
-        raise bad_request(str(exc), "file") from None
-
-
 # ----------------------------------------------------------------------------- speech input
 
 
@@ -290,7 +283,7 @@ class AudioRoutes:
 
     async def _audio(self, request: web.Request, task: AudioTask) -> web.StreamResponse:
         principal = caller(self.orch.keys, request)
-        form = await read_form(request, self.cfg.limits.max_body_bytes)
+        form = await read_form(request, self.cfg.limits.max_upload_bytes)
         model = rules.model_name(form.text("model"), "model is required")
         fmt = _response_format(form)
         job = rules.transcribe(
@@ -316,11 +309,8 @@ class AudioRoutes:
                 )
         if form.file is None:
             raise bad_request("file is required: send the audio as a multipart 'file' part", "file")
-        data = form.file
-        if len(data) > _OFFLOAD_BYTES:
-            audio = await asyncio.to_thread(_decode_audio, data)
-        else:
-            audio = _decode_audio(data)
+        limit = self.cfg.limits.max_audio_seconds
+        audio = await uploaded_audio(form.file, self.orch.audio_rate(model), limit, "file")
         job = rules.with_audio(job, audio.pcm, audio.sample_rate)
         prefix = "trsc" if task is AudioTask.TRANSCRIBE else "trsl"
         call = await self.orch.call(
@@ -382,11 +372,11 @@ class AudioRoutes:
     ) -> web.StreamResponse:
         audio = SpeechAudio(call)
         rate = await audio.start()  # an error before any audio is a plain error answer
+        encoder = SpeechEncoder(fmt, rate)
         resp = web.StreamResponse(
-            headers={"Content-Type": _SPEECH_TYPES[fmt], "X-Sample-Rate": str(rate)}
+            headers={"Content-Type": encoder.content_type, "X-Sample-Rate": str(rate)}
         )
         await resp.prepare(request)
-        head = wav_header(rate) if fmt == "wav" else b""
         try:
             done = False
             while not done:
@@ -395,10 +385,12 @@ class AudioRoutes:
                 except NeutrinoError as exc:
                     self._abort(request, resp, exc.message)
                     return resp
-                if head or pcm:
-                    send = resp.write(head + pcm)
+                out = encoder.feed(pcm)
+                if done:
+                    out += encoder.finish()
+                if out:
+                    send = resp.write(out)
                     await within(send, request.transport, self.cfg.limits.send_timeout_s)
-                    head = b""
             await resp.write_eof()
         except SlowClient:
             call.close("client too slow")  # its connection is reset: it read nothing

@@ -79,6 +79,7 @@ def test_16bit_mono_round_trip() -> None:
     assert audio.sample_rate == 22050
     assert audio.frames == len(values)
     assert audio.duration_s == pytest.approx(len(values) / 22050)
+    assert audio.source is not None
     assert audio.source.bits == 16 and audio.source.channels == 1
 
 
@@ -118,7 +119,7 @@ def test_float32_mono_exact_and_clamped() -> None:
     )
     audio = read_wav(data)
     assert as_ints(audio.pcm) == [*exact, 32767, 32767, -32768, -32768, 32767, -32768, 0]
-    assert audio.source.encoding == "float"
+    assert audio.source is not None and audio.source.encoding == "float"
 
 
 def test_float32_rounds_to_nearest() -> None:

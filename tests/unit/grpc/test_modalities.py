@@ -28,6 +28,7 @@ from neutrino.engine.messages import (
     SpeechQuery,
 )
 from neutrino.errors import NeutrinoError
+from neutrino.frontends.common import uploaded_audio
 from neutrino.frontends.grpc import audio, calls, embeddings, vision
 from neutrino.frontends.http import audio as http_audio
 from neutrino.frontends.http import embeddings as http_embeddings
@@ -196,8 +197,10 @@ def test_transcription_fields() -> None:
         "temperature must be between 0 and 1",
         "temperature",
     )
-    text, param = message(audio.decode_audio, b"fLaC" + bytes(40))
-    assert param == "audio" and "FLAC" in text
+    text, param = message(
+        lambda d: asyncio.run(uploaded_audio(d, 0, 60, "audio")), b"fLaC" + bytes(40)
+    )
+    assert param == "audio" and "could not be decoded" in text
 
 
 def test_detect_fields() -> None:
