@@ -140,3 +140,70 @@ def test_an_unknown_path_is_still_a_404(server: tuple[MockIE, NeutrinoProc]) -> 
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(req, timeout=10)
     assert info.value.code == 404 and "Allow" not in info.value.headers
+
+
+# ---------------------------------------------------------------- the reference's own examples
+
+
+def _examples(path: str, method: str) -> list[tuple[str, dict[str, Any]]]:
+    """The request bodies of the reference's curl examples for an endpoint."""
+    import re
+
+    spec = json.loads(SPEC_PATH.read_text())
+    out = []
+    for ex in spec["paths"][path][method]["x-oaiMeta"]["examples"]:
+        found = re.search(r"-d '(.*)'", ex["request"]["curl"], re.S)
+        assert found is not None
+        out.append((ex["title"], json.loads(found.group(1))))
+    return out
+
+
+CHAT_EXAMPLES = _examples("/chat/completions", "post")
+
+
+def _post(server: NeutrinoProc, body: dict[str, Any]) -> tuple[int, bytes]:
+    req = urllib.request.Request(server.base_url + "/v1/chat/completions",
+                                 data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})  # fmt: skip
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+@pytest.mark.parametrize(("title", "body"), CHAT_EXAMPLES, ids=[t for t, _ in CHAT_EXAMPLES])
+def test_the_references_chat_examples_validate(
+    server: tuple[MockIE, NeutrinoProc], title: str, body: dict[str, Any]
+) -> None:
+    """Each of the reference's chat examples, sent as written (its model replaced by one
+    served here), answers as the reference's schemas say: a completion, its chunks, or,
+    for an image given by a web address (Neutrino fetches nothing), a clear 400."""
+    assert len(CHAT_EXAMPLES) >= 5
+    status, raw = _post(server[1], {**body, "model": "qwen2.5-mock", "max_tokens": 4})
+    if title == "Image input":
+        assert status == 400, raw
+        validate(json.loads(raw), "ErrorResponse")
+        return
+    assert status == 200, raw
+    if body.get("stream"):
+        events = [line[6:] for line in raw.decode().splitlines() if line.startswith("data: ")]
+        assert events[-1] == "[DONE]"
+        for event in events[:-1]:
+            validate(json.loads(event), "CreateChatCompletionStreamResponse")
+        return
+    answer = json.loads(raw)
+    validate(answer, "CreateChatCompletionResponse")
+    if body.get("logprobs"):
+        assert answer["choices"][0]["logprobs"]["content"]
+
+
+def test_the_references_model_examples_are_answered(server: tuple[MockIE, NeutrinoProc]) -> None:
+    """The reference's retrieve example validates as a Model; its delete example (a
+    fine-tuned model) gets a 405 naming what the path takes."""
+    with urllib.request.urlopen(server[1].base_url + "/v1/models/qwen2.5-mock", timeout=10) as r:
+        validate(json.loads(r.read()), "Model")
+    req = urllib.request.Request(server[1].base_url + "/v1/models/qwen2.5-mock", method="DELETE")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(req, timeout=10)
+    assert info.value.code == 405 and info.value.headers["Allow"] == "GET, HEAD"
