@@ -24,9 +24,6 @@ import time
 from collections.abc import Iterator
 from typing import Any, Final
 
-import av
-import av.error
-
 from neutrino.audio.wav import MAX_RATE, MIN_RATE, Audio, WavError, read_wav, wav_header
 
 __all__ = ["CODECS", "CONTAINERS", "SPEECH_FORMATS", "AudioError", "SpeechEncoder", "decode_upload"]
@@ -46,6 +43,14 @@ class AudioError(ValueError):
     """An upload that cannot be decoded as audio here; the message is the client's."""
 
 
+def _av() -> Any:
+    """PyAV, imported on first use (FFmpeg's libraries take ~70 ms and tens of MB to load:
+    a server that serves no audio never pays for them)."""
+    import av
+
+    return av
+
+
 def decode_upload(
     data: bytes, *, rate: int = 0, max_seconds: float, max_decode_s: float = 30.0
 ) -> Audio:
@@ -61,8 +66,9 @@ def decode_upload(
         if rate and rate != audio.sample_rate:
             return resample(audio, rate)
         return audio
+    av = _av()
     try:
-        return _decode(data, rate, max_seconds, max_decode_s)
+        return _decode(av, data, rate, max_seconds, max_decode_s)
     except av.error.FFmpegError as exc:
         raise AudioError(f"the file could not be decoded as {ACCEPTED}: {exc.strerror}") from None
     except (ValueError, IndexError, EOFError) as exc:
@@ -71,7 +77,7 @@ def decode_upload(
         raise AudioError(f"the file could not be decoded as {ACCEPTED}") from None
 
 
-def _decode(data: bytes, rate: int, max_seconds: float, max_decode_s: float) -> Audio:
+def _decode(av: Any, data: bytes, rate: int, max_seconds: float, max_decode_s: float) -> Audio:
     deadline = time.monotonic() + max_decode_s
     with av.open(io.BytesIO(data), mode="r", metadata_errors="ignore") as container:
         names = set(container.format.name.split(","))
@@ -128,20 +134,21 @@ def resample(audio: Audio, rate: int) -> Audio:
     """16-bit mono PCM at another rate."""
     if audio.sample_rate == rate:
         return audio
+    av = _av()
     resampler = av.AudioResampler(format="s16", layout="mono", rate=rate)
     out = bytearray()
     step = 1 << 16  # samples per frame handed to the resampler
     pcm = memoryview(audio.pcm)
     for start in range(0, len(pcm) // 2, step):
         chunk = pcm[2 * start : 2 * (start + step)]
-        for piece in resampler.resample(_frame(chunk, audio.sample_rate)):
+        for piece in resampler.resample(_frame(av, chunk, audio.sample_rate)):
             _take(out, piece)
     for piece in resampler.resample(None):
         _take(out, piece)
     return Audio(bytes(out), rate)
 
 
-def _frame(pcm: bytes | memoryview, rate: int) -> Any:
+def _frame(av: Any, pcm: bytes | memoryview, rate: int) -> Any:
     frame = av.AudioFrame(format="s16", layout="mono", samples=len(pcm) // 2)
     frame.planes[0].update(bytes(pcm))
     frame.sample_rate = rate
@@ -188,6 +195,7 @@ class SpeechEncoder:
         self._head = wav_header(rate) if fmt == "wav" else b""
         self._av: Any = None
         if container:
+            av = self._lib = _av()
             out_rate = fixed or (rate if codec != "libmp3lame" else _nearest(rate, _MP3_RATES))
             self._sink = _Sink()
             # bitexact: the same audio gives the same bytes (no random Ogg serial number)
@@ -206,7 +214,7 @@ class SpeechEncoder:
             head, self._head = self._head, b""
             return head + pcm
         if pcm:
-            for piece in self._resampler.resample(_frame(pcm, self.rate)):
+            for piece in self._resampler.resample(_frame(self._lib, pcm, self.rate)):
                 self._fifo.write(piece)
             self._drain(self._frame_size)
         return self._sink.take()
