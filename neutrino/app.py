@@ -9,14 +9,14 @@ import gc
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from neutrino.config import Config, ConfigError
 from neutrino.engine.managed import MOCK_NAME, ManagedEngine, ManagedEngines, mock_engine
-from neutrino.engine.messages import Capability
+from neutrino.engine.messages import Capability, ModelInfo
 from neutrino.engine.router import EngineRouter
 from neutrino.frontends.http import h1_wire
 from neutrino.frontends.http.server import HttpServer, build_admin_app, build_app, fast_routes
@@ -238,6 +238,12 @@ class Neutrino:
         with contextlib.suppress(Exception):
             self.texts.get(name, chat)
 
+    @staticmethod
+    def _warm_all(texts: ModelTexts, models: Mapping[str, ModelInfo]) -> None:
+        for name, info in models.items():
+            with contextlib.suppress(Exception):  # a model that fails says so when used
+                texts.get(name, info.can(Capability.GENERATE))
+
     def _warmed(self, _: object) -> None:
         """Once every model's text assets are loaded, what the process holds from then on
         (tokenizer tables, templates: hundreds of thousands of objects) leaves the
@@ -377,6 +383,9 @@ class Neutrino:
                     await engine.stop()
                 raise
             gone = self.processes.adopt(started, new.engines)
+            # The served models' assets loaded before the swap: a reload never makes the
+            # status route say "loading" (a load balancer's health check would flap).
+            await asyncio.to_thread(self._warm_all, texts, router.models())
             old = self.router
             self.orchestrator.swap(new, router, texts)
             self.router, self.texts = router, texts

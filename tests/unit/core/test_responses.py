@@ -152,7 +152,7 @@ def test_tools_choice_format_reasoning_logprobs() -> None:
             "text.format.schema",
         ),
         ({"input": "x", "text": {"format": {"type": "xml"}}}, "text.format"),
-        ({"input": "x", "reasoning": {"effort": "max"}}, "reasoning.effort"),
+        ({"input": "x", "reasoning": {"effort": "maximum"}}, "reasoning.effort"),
         (
             {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
             "input[0].content[0]",
