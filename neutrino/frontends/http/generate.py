@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,18 +86,31 @@ async def admit_or_relay(
     is not parsed but relayed (its body must be a JSON object naming the model)."""
     raw, principal, client_id = await _read(ex, orch)
     limits = orch.cfg.limits
-    large = len(raw) > limits.offload_bytes or _has_schema(raw)
-    cap = limits.max_json_containers
-    doc = await off_loop(lambda: jsonbody.decode_large(raw, cap)) if large else jsonbody.decode(raw)
     relayed = orch.engines.relayed
-    model = doc.get("model") if relayed and isinstance(doc, dict) else None
-    if isinstance(model, str) and isinstance(doc, dict) and model in relayed:
+    if len(raw) > limits.offload_bytes or _has_schema(raw):  # one worker thread's turn
+        cap = limits.max_json_containers
+        doc, req = await off_loop(
+            lambda: _decoded(jsonbody.decode_large(raw, cap), parse, limits, relayed)
+        )
+    else:
+        doc, req = _decoded(jsonbody.decode(raw), parse, limits, relayed)
+    if req is None:
         origin = Origin(principal, ex.protocol, "", received_ns, ex.header("traceparent"))
         request_id = ex.request_id = request_id_for(id_prefix, client_id)
         bind_request_id(request_id)
         return Passthrough(doc, raw, origin, request_id)
-    req = await off_loop(lambda: parse(doc, limits)) if large else parse(doc, limits)
     return _named(ex, req, principal, client_id, id_prefix, received_ns, route)
+
+
+def _decoded(
+    doc: Any, parse: Parse, limits: LimitsConfig, relayed: Collection[str]
+) -> tuple[Any, GenerateRequest | None]:
+    """The body's document and its request; None for a model a passthrough upstream
+    serves (relayed unparsed)."""
+    model = doc.get("model") if relayed and isinstance(doc, dict) else None
+    if isinstance(model, str) and model in relayed:
+        return doc, None
+    return doc, parse(doc, limits)
 
 
 async def _read(ex: Exchange, orch: Orchestrator) -> tuple[bytes, Principal | None, str]:
