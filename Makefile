@@ -199,7 +199,8 @@ docs: install
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 lint: install
-	$(PY) -m ruff check neutrino mocks tests bench
+	$(PY) -m ruff check neutrino mocks tests bench tools examples
+	$(PY) -m ruff format --check neutrino mocks tests bench tools examples
 	$(PY) -m mypy
 
 clean:

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from neutrino import config as cfg  # noqa: E402
-from neutrino.config import keys, routes, routing  # noqa: E402
+from neutrino.config import routes, routing  # noqa: E402
 from neutrino.observability import metrics  # noqa: E402
 
 # Keys the [auth] section reads (neutrino/config/keys.py) and what they are: the section has
@@ -107,7 +107,11 @@ def _toml(value: Any) -> str:
     if isinstance(value, tuple | list | frozenset | set):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{}" if not value else "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+        return (
+            "{}"
+            if not value
+            else "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+        )
     if value is None:
         return "(unset)"
     return repr(value)
@@ -123,7 +127,9 @@ def _table(rows: list[tuple[str, str, str]]) -> list[str]:
     return out
 
 
-def _dataclass_rows(cls: type[Any], only: dict[str, Any] | None = None) -> list[tuple[str, str, str]]:
+def _dataclass_rows(
+    cls: type[Any], only: dict[str, Any] | None = None
+) -> list[tuple[str, str, str]]:
     notes = _comments(cls)
     rows = []
     for f in fields(cls):
@@ -143,9 +149,10 @@ def sections() -> Iterator[tuple[str, list[tuple[str, str, str]]]]:
     yield "[[auth.keys]]", [(k, "", w) for k, w in AUTH_TABLE.items()]
     rows = _dataclass_rows(routing.RoutingConfig)
     yield "[routing]", [r for r in rows if r[0] != "models"]
-    yield '[routing.models."NAME"]', [
-        (k, "", f"The model's own {k} (as [routing].{k})") for k in routing.MODEL_KEYS
-    ]
+    yield (
+        '[routing.models."NAME"]',
+        [(k, "", f"The model's own {k} (as [routing].{k})") for k in routing.MODEL_KEYS],
+    )
     yield "[[routes]]", _dataclass_rows(routes.RouteConfig)
 
 

@@ -104,7 +104,7 @@ def _panel(pid: int, title: str, unit: str, desc: str, targets: list[tuple[str, 
                 "datasource": {"type": "prometheus", "uid": "${datasource}"},
             }
             for i, (expr, legend) in enumerate(targets)
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -159,7 +159,7 @@ def dashboard() -> dict[str, Any]:
                     "current": {"text": "All", "value": "$__all"},
                     "hide": 0,
                 },
-            ]  # fmt: skip
+            ]
         },
         "annotations": {"list": []},
         "panels": panels,
