@@ -12,7 +12,7 @@ A script is a JSON object ``{"rules": [...]}``. Each rule::
       "error_message": "...",
       "unguided": false,                                  # true: the reply wins over a
                                                           # guided query's format
-      "pause_ms": 0, "pause_after": 0                     # wait this long before the token
+      "pause_ms": 0, "pause_after": 1                     # wait this long before the token
     }                                                     # at this position (a stall)
 
 The first rule whose ``match`` occurs in the prompt text wins. A rule with neither

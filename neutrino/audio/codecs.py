@@ -219,6 +219,11 @@ class SpeechEncoder:
             self._drain(self._frame_size)
         return self._sink.take()
 
+    def encode(self, pcm: bytes, last: bool) -> bytes:
+        """``feed``, and ``finish`` after it where ``pcm`` is the stream's last audio."""
+        out = self.feed(pcm)
+        return out + self.finish() if last else out
+
     def finish(self) -> bytes:
         """The stream's last bytes (the encoder's tail, the container's trailer)."""
         if self._av is None:

@@ -7,7 +7,6 @@ say of limits agrees with the code."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -25,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from neutrino.config import LimitsConfig
 from tests.support.procs import MockIE, NeutrinoProc, free_port
+from tests.support.tools import load_tool
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -41,13 +41,7 @@ EXAMPLES = [
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "docs_reference", REPO / "tools" / "docs_reference.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("docs_reference")
 
 
 def test_the_site_builds_strictly(tmp_path: Path) -> None:

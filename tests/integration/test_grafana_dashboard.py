@@ -7,7 +7,6 @@ expression data: at least one series, each value a finite number."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import shutil
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.procs import MockIE, NeutrinoProc, free_port, serving, wait_for
+from tests.support.tools import load_tool
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "packaging" / "grafana" / "neutrino.json"
@@ -50,13 +50,7 @@ def _exprs() -> list[str]:
 
 
 def test_the_file_is_the_generators_output() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "grafana_dashboard", REPO / "tools" / "grafana_dashboard.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert DASHBOARD.read_text(encoding="utf-8") == module.render()
+    assert DASHBOARD.read_text(encoding="utf-8") == load_tool("grafana_dashboard").render()
 
 
 def test_each_panel_reads_the_chosen_source_and_the_series_it_names_exist() -> None:

@@ -178,8 +178,5 @@ class AudioService(audio_pb2_grpc.AudioServicer):
         done = False
         while not done:
             pcm, done = await audio.next()
-            out = encoder.feed(pcm)
-            if done:
-                out += encoder.finish()
-            for chunk in _chunks(out, rate):
+            for chunk in _chunks(encoder.encode(pcm, done), rate):
                 await send(context, chunk, self.cfg.limits.send_timeout_s)

@@ -385,9 +385,7 @@ class AudioRoutes:
                 except NeutrinoError as exc:
                     self._abort(request, resp, exc.message)
                     return resp
-                out = encoder.feed(pcm)
-                if done:
-                    out += encoder.finish()
+                out = encoder.encode(pcm, done)
                 if out:
                     send = resp.write(out)
                     await within(send, request.transport, self.cfg.limits.send_timeout_s)
