@@ -71,6 +71,8 @@ struct Hello {
   client @0 :Text;            # e.g. "neutrino/0.1.0"
   protocolVersion @1 :UInt16;
   tokenBatches @2 :Bool;      # the client accepts tokenBatch frames
+  token @3 :Text;             # the shared secret of an engine listening on TCP ("" on a
+                              # UNIX socket, whose file mode says who may connect)
 }
 
 struct HelloAck {

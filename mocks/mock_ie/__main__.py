@@ -1,4 +1,5 @@
-"""Command line: ``python -m mocks.mock_ie --socket PATH [options]``."""
+"""Command line: ``python -m mocks.mock_ie --socket PATH [options]`` (or ``--listen
+HOST:PORT --token-file FILE``: on TCP, as a node agent runs an engine)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from mocks.mock_ie.memory import MockMemory
 from mocks.mock_ie.script import Script, ScriptError
 from mocks.mock_ie.server import MockServer
 from neutrino.engine.messages import Capability
+from neutrino.engines.serve import Listen, add_listen_arguments, listen_of
 
 log = logging.getLogger("mock_ie")
 
@@ -79,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m mocks.mock_ie",
         description="Mock inference engine speaking Neutrino's engine protocol on a UNIX socket.",
     )
-    p.add_argument("--socket", required=True, help="UNIX socket path to listen on")
+    add_listen_arguments(p)
     p.add_argument(
         "--model",
         action="append",
@@ -176,15 +178,18 @@ def _load_models(
     return models, tokenizers
 
 
-async def _serve(server: MockServer, path: str) -> None:
+async def _serve(server: MockServer, where: Listen) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await server.start(path)
+        if where.path:
+            await server.start(where.path)
+        else:
+            await server.start_tcp(where.host, where.port, where.token)
         names = ",".join(m.name for m in server.engine.models)
-        print(f"mock_ie ready socket={path} models={names}", file=sys.stderr, flush=True)
+        print(f"mock_ie ready on {where.where} models={names}", file=sys.stderr, flush=True)
         await stop.wait()
         log.info("shutting down")
     finally:
@@ -203,7 +208,9 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    where = listen_of(args, parser)
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s mock_ie %(levelname)s %(message)s",
@@ -242,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     try:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            runner.run(_serve(server, args.socket))
+            runner.run(_serve(server, where))
     finally:
         events.close()
 

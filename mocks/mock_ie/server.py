@@ -43,7 +43,7 @@ from neutrino.engine.messages import (
     TextQuery,
     UnloadModel,
 )
-from neutrino.engines.serve import ServerConnection, listen_unix, remove_socket
+from neutrino.engines.serve import ServerConnection, listen_tcp, listen_unix, remove_socket
 from neutrino.engines.session import EngineHandler, Outlet
 
 log = logging.getLogger("mock_ie")
@@ -415,6 +415,10 @@ class MockServer:
         self._server = await listen_unix(path, self._protocol, self.socket_mode)
         self._path = path
         self._inode = os.lstat(path).st_ino
+
+    async def start_tcp(self, host: str, port: int, token: str) -> None:
+        """Listen on TCP; every client's hello must carry ``token``."""
+        self._server = await listen_tcp(host, port, token, self._protocol)
 
     async def close(self) -> None:
         """Stop listening, drop every connection (cancelling its requests), remove the socket."""

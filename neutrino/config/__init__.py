@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from neutrino.config.checks import ConfigError as ConfigError
-from neutrino.config.checks import check, shown, split_address, typed
+from neutrino.config.checks import check, read_token_file, shown, split_address, typed
 from neutrino.config.keys import AuthConfig, KeyConfig, auth_section
 from neutrino.config.routes import RouteConfig, routes_section
 from neutrino.config.routing import RoutingConfig, routing_section
@@ -129,6 +129,11 @@ class EngineConfig:
     # Models an engine that loads on demand keeps loaded (loaded at its connection, never
     # evicted to make room for another).
     pinned: tuple[str, ...] = ()
+    # HOST:PORT of an engine listening on TCP instead of a socket (one a node agent runs);
+    # its hello carries the token read from token_file.
+    address: str = ""
+    token_file: str = ""
+    token: str = field(default="", repr=False)  # read from token_file at load
 
     @property
     def managed(self) -> bool:
@@ -405,6 +410,8 @@ _ENGINE_KEYS: dict[str, Any] = {
     "context_length": 0,
     "refresh_s": 10.0,
     "pinned": (),
+    "address": "",
+    "token_file": "",
 }
 
 
@@ -415,19 +422,25 @@ def _engine(i: int, item: Any) -> EngineConfig:
     extra = sorted(set(item) - set(_ENGINE_KEYS))
     if extra:
         raise ConfigError(f"unknown key {where}.{extra[0]} (known: {', '.join(_ENGINE_KEYS)})")
-    if not {"socket", "command", "url"} & set(item):
+    if not {"socket", "command", "url", "address"} & set(item):
         raise ConfigError(
             f'{where} needs a socket path (socket = "/run/engine.sock") or a command to start'
-            ' (or an upstream: url = "http://host:port/v1")'
+            ' (or an upstream: url = "http://host:port/v1"; or an engine on TCP: address)'
         )
-    if "url" in item and {"socket", "command"} & set(item):
-        raise ConfigError(f"{where}: an upstream url takes no socket or command")
+    if "url" in item and {"socket", "command", "address"} & set(item):
+        raise ConfigError(f"{where}: an upstream url takes no socket, command or address")
+    if "address" in item and {"socket", "command"} & set(item):
+        raise ConfigError(f"{where}: an engine on TCP (address) takes no socket or command")
+    if ("address" in item) != ("token_file" in item):
+        raise ConfigError(f"{where}: address and token_file go together")
     values: dict[str, Any] = {"name": f"engine{i}"}
     for key, default in _ENGINE_KEYS.items():
         if key in item:
             value = typed(default, item[key], f"{where}.{key}")
             values[key] = check(f"engines.{key}", value, f"{where}.{key}")
     values["name"] = values["name"] or f"engine{i}"
+    if values.get("token_file"):
+        values["token"] = read_token_file(values["token_file"], f"{where}.token_file")
     if values.get("api_key_env"):
         key = os.environ.get(values["api_key_env"], "")
         if not key:

@@ -130,6 +130,7 @@ RULES: dict[str, Rule] = {
     "engines.command": _non_empty,
     "engines.ready_timeout_s": _POSITIVE,
     "engines.url": _upstream_url,
+    "engines.address": _address,
     "engines.mode": _one_of("tokens", "passthrough"),
     "engines.capacity": Range(1, 65536),
     "engines.context_length": _NON_NEGATIVE,
@@ -196,6 +197,23 @@ RULES: dict[str, Rule] = {
     "discovery.prefix": lambda v: None if v.startswith("/") else "must start with /",
     "discovery.lease_ttl_s": Range(2, 3600),  # 0: in-flight requests are not waited for
 }
+
+
+def read_token_file(path: str, where: str) -> str:
+    """The secret held in the file ``path`` (its first line, stripped): read once, at
+    load; a missing, unreadable or empty file is a ConfigError naming ``where``."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            token = fh.readline().strip()
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        raise ConfigError(f"{where}: cannot read {path!r}: {reason}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: {path!r} is not UTF-8 text") from None
+    if not token:
+        raise ConfigError(f"{where}: {path!r} holds no token")
+    return token
+
 
 _KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 

@@ -154,6 +154,8 @@ def encode_capnp(request_id: int, msg: Message) -> bytes:
         h.client = msg.client
         h.protocolVersion = msg.protocol_version
         h.tokenBatches = msg.token_batches
+        if msg.token:
+            h.token = msg.token
     elif isinstance(msg, HelloAck):
         a = body.init("helloAck")
         a.engine = msg.engine
@@ -287,7 +289,10 @@ def _slow_body(body: Any) -> Message:
     if kind == "hello":
         h = body.hello
         return Hello(
-            client=h.client, protocol_version=h.protocolVersion, token_batches=h.tokenBatches
+            client=h.client,
+            protocol_version=h.protocolVersion,
+            token_batches=h.tokenBatches,
+            token=h.token,
         )
     if kind == "helloAck":
         a = body.helloAck

@@ -1,4 +1,4 @@
-"""One UNIX-socket connection to an engine, multiplexing many requests.
+"""One connection to an engine (a UNIX socket, or TCP), multiplexing many requests.
 
 A thin asyncio adapter around the sans-IO :class:`neutrino.engine.link.EngineLink`,
 which holds every rule of the protocol: bytes in go to the link (which hands
@@ -33,9 +33,10 @@ class EngineConnection(asyncio.Protocol):
         on_lost: Callable[[EngineConnection, Exception | None], None] | None = None,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         stats: EngineStats | None = None,
+        token: str = "",
     ) -> None:
         self.name = name
-        self.link = EngineLink(name, max_frame_bytes=max_frame_bytes, stats=stats)
+        self.link = EngineLink(name, max_frame_bytes=max_frame_bytes, stats=stats, token=token)
         self._on_lost = on_lost
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -55,7 +56,7 @@ class EngineConnection(asyncio.Protocol):
     @classmethod
     async def open(
         cls,
-        path: str,
+        target: str | tuple[str, int],
         name: str,
         *,
         timeout: float,
@@ -63,12 +64,18 @@ class EngineConnection(asyncio.Protocol):
         heartbeat_timeout: float,
         on_lost: Callable[[EngineConnection, Exception | None], None] | None = None,
         stats: EngineStats | None = None,
+        token: str = "",
     ) -> EngineConnection:
+        """Connect to ``target`` (a UNIX socket's path, or a TCP host and port, whose
+        engine asks for ``token`` in the hello) and wait for the handshake."""
         loop = asyncio.get_running_loop()
-        conn = cls(name, on_lost=on_lost, stats=stats)
+        conn = cls(name, on_lost=on_lost, stats=stats, token=token)
         conn._ack = loop.create_future()
         async with asyncio.timeout(timeout):
-            await loop.create_unix_connection(lambda: conn, path)
+            if isinstance(target, tuple):
+                await loop.create_connection(lambda: conn, target[0], target[1])
+            else:
+                await loop.create_unix_connection(lambda: conn, target)
             try:
                 await conn._ack
             except BaseException:

@@ -125,6 +125,7 @@ class EngineLink:
         max_frame_bytes: int = MAX_FRAME_BYTES,
         stats: EngineStats | None = None,
         slice_bytes: int = SLICE_BYTES,
+        token: str = "",
     ) -> None:
         self.name = name
         self._slice_bytes = slice_bytes
@@ -144,7 +145,8 @@ class EngineLink:
         self._reads = 0  # reads from the engine so far: each is a sign of life
         self.reported: Pong | None = None  # the engine's own load, from its last pong
         self._alive: Liveness | None = None
-        self._send(0, Hello(f"neutrino/{__version__}", PROTOCOL_VERSION, token_batches=True))
+        hello = Hello(f"neutrino/{__version__}", PROTOCOL_VERSION, token_batches=True, token=token)
+        self._send(0, hello)
 
     # ------------------------------------------------------------------ state
 

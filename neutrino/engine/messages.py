@@ -33,6 +33,7 @@ class Hello:
     client: str
     protocol_version: int
     token_batches: bool = False  # the client accepts TokenBatch frames
+    token: str = field(default="", repr=False)  # an engine on TCP asks for its secret
 
 
 class Capability(enum.IntEnum):

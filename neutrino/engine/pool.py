@@ -33,7 +33,12 @@ class EnginePool:
         on_change: Callable[[], None] | None = None,
     ) -> None:
         self.cfg = cfg
-        self.name = cfg.name or cfg.socket
+        self.name = cfg.name or cfg.socket or cfg.address
+        # Where it listens: a UNIX socket, or an engine on TCP (a node's, HOST:PORT).
+        self.target: str | tuple[str, int] = cfg.socket
+        if cfg.address:
+            host, _, port = cfg.address.rpartition(":")
+            self.target = (host.strip("[]"), int(port))
         self._link = link
         self._on_change = on_change
         self._slots: list[EngineConnection | None] = [None] * cfg.connections
@@ -129,23 +134,31 @@ class EnginePool:
     async def _maintain(self, slot: int) -> None:
         link = self._link
         backoff = Backoff(link.backoff_initial_s, link.backoff_max_s, jitter=False)
+        warned = False
         while not self._closing:
             lost = asyncio.Event()
             try:
                 conn = await EngineConnection.open(
-                    self.cfg.socket,
+                    self.target,
                     f"{self.name}#{slot}",
                     timeout=link.connect_timeout_s,
                     heartbeat_interval=link.heartbeat_interval_s,
                     heartbeat_timeout=link.heartbeat_timeout_s,
                     on_lost=functools.partial(_set_event, lost),
                     stats=self.stats,
+                    token=self.cfg.token,
                 )
             except (OSError, ConnectionError, TimeoutError) as exc:
+                # A refused hello (a wrong token, another protocol) is said once a streak.
+                refused = str(exc).startswith("engine refused hello")
+                if refused and not warned:
+                    log.warning("engine %s slot %d: %s", self.name, slot, exc)
                 log.debug("engine %s slot %d: connect failed: %s", self.name, slot, exc)
+                warned = refused
                 await asyncio.sleep(backoff.next())
                 continue
             backoff.reset()
+            warned = False
             conn.on_models = self._models_changed
             self.hello = conn.hello
             self._slots[slot] = conn
@@ -173,6 +186,7 @@ class EnginePool:
         return {
             "name": self.name,
             "socket": self.cfg.socket,
+            **({"address": self.cfg.address} if self.cfg.address else {}),
             "connected": self.connected,
             "connections": len(self.connections),
             "connections_configured": len(self._slots),

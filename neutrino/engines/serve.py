@@ -1,4 +1,5 @@
-"""asyncio adapter: an :class:`EngineSession` per client connection on a UNIX socket.
+"""asyncio adapter: an :class:`EngineSession` per client connection on a UNIX socket,
+or on TCP (an engine a node agent runs, which every client's hello must give the token).
 
 The connection feeds the session the bytes it reads and writes what the session
 queues, once per loop iteration (an iteration is an engine step: the frames its
@@ -8,6 +9,7 @@ wait for :meth:`writable` while the client's socket is full.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -15,7 +17,9 @@ import signal
 import socket
 import stat
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 from neutrino.engine.messages import Message
@@ -149,22 +153,97 @@ def remove_socket(path: str, inode: int) -> None:
             os.unlink(path)
 
 
+@dataclass(frozen=True, slots=True)
+class Listen:
+    """Where an engine process listens: a UNIX socket's ``path``, or TCP ``host`` and
+    ``port``, where every client's hello must carry ``token``."""
+
+    path: str = ""
+    host: str = ""
+    port: int = 0
+    token: str = field(default="", repr=False)
+
+    @property
+    def where(self) -> str:
+        return self.path or f"{self.host}:{self.port}"
+
+
+def add_listen_arguments(p: argparse.ArgumentParser) -> None:
+    """An engine command's flags for where it listens (``listen_of`` reads them)."""
+    p.add_argument("--socket", help="UNIX socket to listen on")
+    p.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="listen on TCP instead (an engine a node agent runs); every client's hello must "
+        "carry the token of --token-file or --token-env",
+    )
+    p.add_argument("--token-file", help="with --listen: a file holding the token")
+    p.add_argument("--token-env", help="with --listen: the environment variable holding it")
+
+
+def listen_of(
+    args: argparse.Namespace, p: argparse.ArgumentParser, environ: Mapping[str, str] | None = None
+) -> Listen:
+    """The :class:`Listen` of ``add_listen_arguments``'s flags (a usage error if wrong)."""
+    if bool(args.socket) == bool(args.listen):
+        p.error("give --socket PATH or --listen HOST:PORT")
+    if args.socket:
+        return Listen(path=str(Path(args.socket)))
+    host, sep, port = args.listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        p.error(f"--listen: not HOST:PORT: {args.listen!r}")
+    env = os.environ if environ is None else environ
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text().strip()
+        except OSError as exc:
+            p.error(f"--token-file: cannot read {args.token_file!r}: {exc.strerror}")
+    elif args.token_env:
+        token = env.get(args.token_env, "").strip()
+    else:
+        token = ""
+    if not token:
+        p.error("--listen needs a token (--token-file FILE or --token-env NAME, not empty)")
+    return Listen(host=host.strip("[]"), port=int(port), token=token)
+
+
+async def listen_tcp(
+    host: str, port: int, token: str, factory: Callable[[], ServerConnection]
+) -> asyncio.AbstractServer:
+    """Serve ``factory``'s connections on TCP; each session asks for ``token``."""
+
+    def guarded() -> ServerConnection:
+        conn = factory()
+        conn.session.token = token
+        return conn
+
+    return await asyncio.get_running_loop().create_server(
+        guarded, host, port, backlog=_BACKLOG, reuse_address=True
+    )
+
+
 async def serve_until_signalled(
-    path: str, factory: Callable[[], asyncio.Protocol], ready: str
+    where: str | Listen, factory: Callable[[], ServerConnection], ready: str
 ) -> None:
-    """An engine process's life: serve ``factory``'s connections on ``path`` (mode 0600),
-    print ``ready`` (the line its supervisor's log shows), run until SIGINT or SIGTERM,
-    then stop listening and remove the socket."""
+    """An engine process's life: serve ``factory``'s connections on ``where`` (a UNIX
+    socket, mode 0600, or TCP with a token), print ``ready`` (the line its supervisor's
+    log shows), run until SIGINT or SIGTERM, then stop listening (and remove the socket)."""
+    listen = where if isinstance(where, Listen) else Listen(path=where)
     loop = asyncio.get_running_loop()
-    server = await listen_unix(path, factory, 0o600)
-    inode = os.lstat(path).st_ino
+    inode = 0
+    if listen.path:
+        server = await listen_unix(listen.path, factory, 0o600)
+        inode = os.lstat(listen.path).st_ino
+    else:
+        server = await listen_tcp(listen.host, listen.port, listen.token, factory)
     print(ready, file=sys.stderr, flush=True)
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     server.close()
-    remove_socket(path, inode)
+    if listen.path:
+        remove_socket(listen.path, inode)
 
 
 class RequestTasks:

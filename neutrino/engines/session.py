@@ -12,6 +12,7 @@ when the client's hello accepts them, as a continuous-batching engine sends them
 
 from __future__ import annotations
 
+import hmac
 import logging
 from typing import Protocol
 
@@ -118,6 +119,9 @@ class EngineSession:
         self.batch_tokens = batch_tokens  # whether this engine merges a step's tokens
         self.token_batches = False  # ... and the client's hello accepts them
         self.greeted = False
+        # The secret a client's hello must carry (an engine listening on TCP); "" on a
+        # UNIX socket, whose file mode says who may connect.
+        self.token = ""
         self.active: set[int] = set()
         self.closing: str | None = None  # why the connection must close, once flushed
         self.batches = 0  # tokenBatch frames written so far
@@ -217,6 +221,9 @@ class EngineSession:
                 f"protocol version {hello.protocol_version} not supported "
                 f"(engine speaks {PROTOCOL_VERSION})"
             )
+            return
+        if self.token and not hmac.compare_digest(hello.token.encode(), self.token.encode()):
+            self._protocol_error("unauthorized: the hello carries no token or a wrong one")
             return
         self.greeted = True
         self.token_batches = hello.token_batches and self.batch_tokens

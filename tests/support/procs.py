@@ -65,23 +65,42 @@ def run_neutrino(
 class MockIE:
     """A real ``mock_ie`` process on a UNIX socket, with an event log."""
 
-    def __init__(self, workdir: Path, *args: str, name: str = "mock") -> None:
+    def __init__(
+        self, workdir: Path, *args: str, name: str = "mock", listen: str = "", token_file: str = ""
+    ) -> None:
         self.workdir = workdir
         self.socket = str(workdir / f"{name}.sock")
+        # On TCP instead (HOST:PORT), its hello asking for the token of ``token_file``.
+        self.listen = listen
+        self.token_file = token_file
         self.events_path = workdir / f"{name}.events.jsonl"
         self.args = list(args)
         self.proc: subprocess.Popen[bytes] | None = None
 
+    def _listening(self) -> bool:
+        if not self.listen:
+            return os.path.exists(self.socket)
+        host, _, port = self.listen.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=0.2).close()
+        except OSError:
+            return False
+        return True
+
     def start(self, timeout: float = 20.0) -> MockIE:
         if os.path.exists(self.socket):
             os.unlink(self.socket)
+        where = (
+            ["--listen", self.listen, "--token-file", self.token_file]
+            if self.listen
+            else ["--socket", self.socket]
+        )
         self.proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "mocks.mock_ie",
-                "--socket",
-                self.socket,
+                *where,
                 "--events",
                 str(self.events_path),
                 *self.args,
@@ -90,7 +109,7 @@ class MockIE:
             env=_env(),
         )
         deadline = time.monotonic() + timeout
-        while not os.path.exists(self.socket):
+        while not self._listening():
             if self.proc.poll() is not None:
                 raise RuntimeError(f"mock_ie exited with {self.proc.returncode}")
             if time.monotonic() > deadline:

@@ -1,5 +1,6 @@
 """``python -m neutrino.engines.llamacpp --socket S --gguf PATH --model NAME``: serve a GGUF
-model through llama.cpp, with continuous batching over ``--slots`` sequences."""
+model through llama.cpp, with continuous batching over ``--slots`` sequences (``--listen
+HOST:PORT`` with a token instead of ``--socket``: on TCP, as a node agent runs it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
+
+from neutrino.engines.serve import add_listen_arguments, listen_of
 
 
 def _positive(text: str) -> int:
@@ -31,7 +34,7 @@ def _bytes(text: str) -> int:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m neutrino.engines.llamacpp", description=__doc__)
-    p.add_argument("--socket", required=True, help="UNIX socket to listen on")
+    add_listen_arguments(p)
     p.add_argument("--gguf", help="the model file (GGUF)")
     p.add_argument("--model", help="the model's name, as clients ask for it")
     p.add_argument(
@@ -58,6 +61,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error("give --gguf and --model, or --models-dir and --memory-budget")
     if args.models_dir is not None and not args.memory_budget:
         p.error("--models-dir needs --memory-budget")
+    args.where = listen_of(args, p)
     return args
 
 
@@ -94,10 +98,10 @@ def main(argv: list[str] | None = None) -> None:
     async def serve() -> None:
         engine.start()
         ready = (
-            f"llamacpp ready socket={args.socket} model={args.model} slots={args.slots} "
+            f"llamacpp ready on {args.where.where} model={args.model} slots={args.slots} "
             f"ctx={backend.n_ctx_seq} ({backend.description})"
         )
-        await serve_until_signalled(str(Path(args.socket)), lambda: connection(engine), ready)
+        await serve_until_signalled(args.where, lambda: connection(engine), ready)
         await asyncio.to_thread(engine.stop)
 
     asyncio.run(serve())
@@ -125,10 +129,10 @@ def _serve_shelf(args: argparse.Namespace) -> None:
 
     async def serve() -> None:
         ready = (
-            f"llamacpp ready socket={args.socket} models={','.join(shelf.files)} "
+            f"llamacpp ready on {args.where.where} models={','.join(shelf.files)} "
             f"budget={args.memory_budget}"
         )
-        await serve_until_signalled(str(Path(args.socket)), lambda: connection(shelf), ready)
+        await serve_until_signalled(args.where, lambda: connection(shelf), ready)
         await shelf.close()
 
     asyncio.run(serve())

@@ -1,6 +1,6 @@
 """``python -m neutrino.engines.vllm --socket S --model-dir DIR --served-name NAME``: serve
 a model through vLLM's ``AsyncLLM`` (the optional ``vllm`` install: ``make vllm``), token
-ids in and out, on the engine protocol."""
+ids in and out, on the engine protocol (``--listen HOST:PORT`` with a token: on TCP)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ import logging
 import sys
 from pathlib import Path
 
+from neutrino.engines.serve import add_listen_arguments, listen_of
+
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m neutrino.engines.vllm", description=__doc__)
-    p.add_argument("--socket", required=True, help="UNIX socket to listen on")
+    add_listen_arguments(p)
     p.add_argument("--model-dir", required=True, help="the model (a Hugging Face folder)")
     p.add_argument("--served-name", required=True, help="the model's name, as clients ask")
     p.add_argument("--max-model-len", type=int, default=2048, help="context in tokens")
@@ -21,7 +23,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dtype", default="auto")
     p.add_argument("--stats", default=None, help="write the engine's counters (JSON) here")
     p.add_argument("--log-level", default="info")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.where = listen_of(args, p)
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -57,11 +61,11 @@ def main(argv: list[str] | None = None) -> None:
         llm = AsyncLLM.from_engine_args(engine_args)
         engine = VllmEngine(llm, args.served_name, args.max_num_seqs, args.stats, grammars)
         ready = (
-            f"vllm ready socket={args.socket} model={args.served_name} ctx={engine.context} "
+            f"vllm ready on {args.where.where} model={args.served_name} ctx={engine.context} "
             f"seqs={args.max_num_seqs}"
         )
         try:
-            await serve_until_signalled(str(Path(args.socket)), engine.connection, ready)
+            await serve_until_signalled(args.where, engine.connection, ready)
         finally:
             llm.shutdown()
 

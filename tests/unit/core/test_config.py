@@ -51,6 +51,22 @@ my-model = "llama3"
         ({"engines": ["/s"]}, r"\[engines\]\[0\] must be a table, got '/s'"),
         ({"engines": [{"name": "a"}]}, r"\[engines\]\[0\] needs a socket path"),
         ({"engines": [{"socket": ""}]}, r"\[engines\]\[0\].socket must not be empty"),
+        (
+            {"engines": [{"address": "127.0.0.1:7000"}]},
+            r"\[engines\]\[0\]: address and token_file go together",
+        ),
+        (
+            {"engines": [{"address": "nope", "token_file": "/t"}]},
+            r"\[engines\]\[0\].address must be HOST:PORT",
+        ),
+        (
+            {"engines": [{"address": "127.0.0.1:7000", "token_file": "/no/such/token"}]},
+            r"\[engines\]\[0\].token_file: cannot read '/no/such/token': no such file",
+        ),
+        (
+            {"engines": [{"address": "127.0.0.1:7000", "socket": "/s", "token_file": "/t"}]},
+            r"an engine on TCP \(address\) takes no socket or command",
+        ),
         ({"engines": [{"socket": 5}]}, r"\[engines\]\[0\].socket must be a string, got 5"),
         ({"engines": [{"socket": "/s", "name": 5}]}, r"\[engines\]\[0\].name must be a string"),
         (

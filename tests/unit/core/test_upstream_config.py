@@ -52,7 +52,7 @@ def test_the_api_key_is_read_from_the_named_variable_once(
         ({"url": "ftp://h:1/v1"}, r"\.url must be http://HOST:PORT/PATH"),
         ({"url": "http://h:1/v1", "mode": "proxy"}, r"\.mode must be one of 'tokens'"),
         ({"url": "http://h:1/v1", "capacity": 0}, r"\.capacity must be >= 1"),
-        ({"url": "http://h:1/v1", "socket": "/s"}, "an upstream url takes no socket or command"),
+        ({"url": "http://h:1/v1", "socket": "/s"}, "an upstream url takes no socket, command"),
         ({"url": "http://h:1/v1", "api_key_env": "NO_SUCH_VAR_HERE"}, r"\$NO_SUCH_VAR_HERE"),
     ],
 )

@@ -157,3 +157,24 @@ def test_a_lost_connection_tells_the_handler_once_and_sends_nothing() -> None:
     session.connection_lost()
     session.send(1, TextResult([1]))
     assert handler.calls[-1] == ("lost",) and not session.wants_to_send
+
+
+def test_an_engine_on_tcp_answers_only_the_hello_that_carries_its_token() -> None:
+    for token in ("", "wrong", "secret-x"):  # none, another, a longer one with its prefix
+        handler = Recorder()
+        session = EngineSession(handler)
+        session.token = "secret"
+        out = feed(session, (0, Hello("c", PROTOCOL_VERSION, token=token)), (1, Q))
+        assert len(out) == 1 and isinstance(out[0][1], EngineError), token
+        assert out[0][1].code is ErrorCode.PROTOCOL and "unauthorized" in out[0][1].message
+        assert session.closing is not None and handler.calls == []
+    handler = Recorder()
+    session = EngineSession(handler)
+    session.token = "secret"
+    assert feed(session, (0, Hello("c", PROTOCOL_VERSION, token="secret"))) == [(0, ACK)]
+
+
+def test_the_token_travels_in_the_hello_frame_and_is_not_shown() -> None:
+    _, msg = decode(encode(0, Hello("c", PROTOCOL_VERSION, token="s3cret")))
+    assert isinstance(msg, Hello) and msg.token == "s3cret"
+    assert "s3cret" not in repr(msg)

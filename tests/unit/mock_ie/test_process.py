@@ -277,7 +277,7 @@ async def test_process_end_to_end(tmp_path: Path, start_engine: Any) -> None:
         await asyncio.sleep(0.01)
     assert engine.stop(signal.SIGTERM) == 0
     assert not engine.socket.exists()
-    assert "mock_ie ready socket=" in engine.stderr.read_text()
+    assert "mock_ie ready on " in engine.stderr.read_text()
 
     events = read_events(engine.events)
     kinds = [e["event"] for e in events]
