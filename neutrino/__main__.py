@@ -83,6 +83,12 @@ def _supervise(cfg: Config, argv: list[str], debug: bool) -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["node"]:  # ``neutrino node ...``: the node agent (neutrino/node)
+        from neutrino.node.__main__ import main as node
+
+        node(args[1:])
+        return
     # What Neutrino creates (the embedded engine's folder and socket, which its child
     # makes) is for this user alone, whatever umask it was started with.
     os.umask(os.umask(0o077) | 0o077)

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import functools
 import logging
 import os
 import re
 import shutil
-import signal
 import stat
 import sys
 import tempfile
@@ -30,6 +28,7 @@ from pathlib import Path
 
 from neutrino.config import EngineConfig, MockConfig
 from neutrino.errors import StartupError, os_reason
+from neutrino.lifeline import die_with_parent
 from neutrino.workers.policy import RestartPolicy, Restarts
 
 log = logging.getLogger("neutrino.engine.managed")
@@ -40,17 +39,6 @@ _POLICY = RestartPolicy(initial_s=0.2, max_s=30.0, quick_s=30.0, give_up_after=1
 _LINE_LIMIT = 64 * 1024  # longer log lines are cut
 _READY_POLL_S = 0.05
 MOCK_NAME = "embedded-mock"
-
-try:  # loaded here, in the parent: the child may only make the call, not load libraries
-    _LIBC: ctypes.CDLL | None = ctypes.CDLL("libc.so.6", use_errno=True)
-except OSError:  # not glibc: the child is still stopped by stop(), just not on a crash
-    _LIBC = None
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:  # runs in the child between fork and exec
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def socket_path(cfg: EngineConfig, folder: Path) -> str:

@@ -25,8 +25,9 @@ __all__ = [
     "new_instance_id",
 ]
 
-# What a listener may speak (protos/sombrero/v1/sombrero.proto, Listener.protocol).
-PROTOCOLS = frozenset({"http", "grpc", "metrics", "admin", "quic"})
+# What a listener may speak (protos/sombrero/v1/sombrero.proto, Listener.protocol); "node":
+# a node agent's API, in the record it keeps in etcd.
+PROTOCOLS = frozenset({"http", "grpc", "metrics", "admin", "quic", "node"})
 
 
 @dataclass(frozen=True, slots=True)

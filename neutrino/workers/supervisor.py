@@ -25,8 +25,9 @@ import tempfile
 from pathlib import Path
 
 from neutrino.config import Config
-from neutrino.engine.managed import ManagedEngines, die_with_parent, mock_engine
+from neutrino.engine.managed import ManagedEngines, mock_engine
 from neutrino.errors import StartupError, os_reason
+from neutrino.lifeline import die_with_parent
 from neutrino.workers.peers import SUPERVISOR_FILE
 from neutrino.workers.policy import RestartPolicy, Restarts
 from neutrino.workers.ports import Reservation
