@@ -18,6 +18,8 @@ from neutrino.config import Config, ConfigError
 from neutrino.engine.managed import MOCK_NAME, ManagedEngine, ManagedEngines, mock_engine
 from neutrino.engine.messages import Capability, ModelInfo
 from neutrino.engine.router import EngineRouter
+from neutrino.fleet.plane import FleetPlane
+from neutrino.fleet.poller import NodePoller
 from neutrino.frontends.http import h1_wire
 from neutrino.frontends.http.server import HttpServer, build_admin_app, build_app, fast_routes
 from neutrino.frontends.quic.head import alt_svc
@@ -46,7 +48,7 @@ _ENDINGS_S = 2.0  # for the handlers of requests ended at shutdown to write thei
 # reported as needing a restart, the rest of the reload goes on.
 RESTART_SECTIONS = (
     "server", "grpc", "http", "admin", "auth", "metrics", "tracing", "logging", "sombrero",
-    "discovery", "mock", "shutdown", "responses",
+    "discovery", "mock", "shutdown", "responses", "nodes", "catalogue", "fleet",
 )  # fmt: skip
 _RELOAD_ENGINES_S = 10.0  # how long new engines have to connect before a reload is refused
 
@@ -71,6 +73,13 @@ class Neutrino:
         engines = (mock_engine(cfg.mock),) if cfg.embedded_mock else cfg.engines
         self.cfg = cfg = replace(cfg, engines=self.processes.resolve(engines))
         self.router = EngineRouter(cfg.engines, cfg.engine_link, cfg.routing)
+        # The fleet's control plane: node agents polled, the catalogue placed on them.
+        self.plane: FleetPlane | None = None
+        self.poller: NodePoller | None = None
+        if cfg.has_fleet:
+            self.plane = FleetPlane(cfg, self.router)
+            self.router.place_with(self.plane)
+            self.poller = NodePoller(self.plane)
         self.texts = ModelTexts(cfg.model)
         self.history = History(cfg.limits.history_size, cfg.limits.history_bytes)
         router = self.router
@@ -83,9 +92,10 @@ class Neutrino:
         self.orchestrator = Orchestrator(cfg, router, self.texts, self.history, self.observer)
         self._build_workers(cfg)
         self._build_registration(cfg)
-        app = build_app(cfg, self.orchestrator, self._extra_state, self._reload_route)
+        fleet = self.plane.snapshot if self.plane is not None else None
+        app = build_app(cfg, self.orchestrator, self._extra_state, self._reload_route, fleet)
         admin = (
-            build_admin_app(self.orchestrator, self._extra_state, self._reload_route)
+            build_admin_app(self.orchestrator, self._extra_state, self._reload_route, fleet)
             if cfg.admin.address
             else None
         )
@@ -197,6 +207,8 @@ class Neutrino:
                 m.name: {"state": m.state, "pid": m.pid, "restarts": m.restarts}
                 for m in self.processes.engines.values()
             }
+        if self.plane is not None:
+            raw["fleet"] = self.plane.raw()
         if self.instance is not None:  # summed over workers for the load reports
             raw["live"]["tokens_per_s"] = self.instance.estimator.tokens_per_s(time.monotonic())
         return raw
@@ -218,6 +230,8 @@ class Neutrino:
         lifecycle = self.router.lifecycle.models
         if lifecycle:
             extra["model_lifecycle"] = {n: dataclasses.asdict(c) for n, c in lifecycle.items()}
+        if self.plane is not None:
+            extra["fleet"] = self.plane.snapshot()
         if self.peers is not None:
             extra["worker"] = self.peers.index
             extra["workers"] = await self.peers.gather_state()
@@ -267,6 +281,8 @@ class Neutrino:
             self.processes.adopt(started, self.cfg.engines)
             self.processes.watch(self._pool_connected)
             await self.router.start()
+            if self.poller is not None:
+                await self.poller.start()
             await self.http.start()
             if self.quic is not None:
                 await self.quic.start()
@@ -296,6 +312,12 @@ class Neutrino:
         )
 
     async def _report_ready(self, t0: float, wait_s: float) -> None:
+        if self.plane is not None:
+            up = len(self.plane.topology.up())
+            log.info("fleet: %d of %d nodes up, %d models in the catalogue", up,
+                     len(self.plane.topology.nodes), len(self.plane.entries))  # fmt: skip
+            if not self.router.pools:
+                return
         if await self.router.wait_ready(wait_s):
             log.info("engine ready after %.2fs", time.monotonic() - t0)
         else:
@@ -332,6 +354,10 @@ class Neutrino:
             # no call is left).
             floor = 0.5 if ended else 0.1
             await self.grpc.stop(max(floor, min(1.0, deadline - time.monotonic())))
+        if self.poller is not None:
+            await self.poller.stop()
+        if self.plane is not None:
+            await self.plane.close()  # its engines stay loaded on the nodes (adopted again)
         await self.router.close()
         for task, old in list(self._retiring.items()):
             task.cancel()
@@ -418,7 +444,10 @@ class Neutrino:
     async def _router_for(self, new: Config) -> EngineRouter:
         """The running router if the engines did not change; else a new one, connected
         (ConfigError if none of its engines connects in time)."""
-        if new.engines == self.cfg.engines and new.engine_link == self.cfg.engine_link:
+        same = new.engines == self.cfg.engines and new.engine_link == self.cfg.engine_link
+        if same or self.plane is not None:  # the fleet's engines live in this router
+            if not same:
+                log.warning("reload: with a fleet, [[engines]] changes take effect at a restart")
             self.router.configure_routing(new.routing)
             return self.router
         router = EngineRouter(new.engines, new.engine_link, new.routing)

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from neutrino import config as cfg  # noqa: E402
-from neutrino.config import routes, routing  # noqa: E402
+from neutrino.config import fleet, routes, routing  # noqa: E402
 from neutrino.observability import metrics  # noqa: E402
 
 # Keys the [auth] section reads (neutrino/config/keys.py) and what they are: the section has
@@ -154,6 +154,19 @@ def sections() -> Iterator[tuple[str, list[tuple[str, str, str]]]]:
         [(k, "", f"The model's own {k} (as [routing].{k})") for k in routing.MODEL_KEYS],
     )
     yield "[[routes]]", _dataclass_rows(routes.RouteConfig)
+    yield "[[nodes]]", [r for r in _dataclass_rows(fleet.NodeEndpoint) if r[0] != "token"]
+    rows = _dataclass_rows(fleet.CatalogueEntry)
+    replicas = {r[0]: r for r in _dataclass_rows(fleet.Replicas)}
+    yield (
+        "[[catalogue]]",
+        [
+            (k, "{ min = 0, max = 1 }", f"min: {replicas['min'][2]}; max: {replicas['max'][2]}")
+            if k == "replicas"
+            else (k, d, w)
+            for k, d, w in rows
+        ],
+    )
+    yield "[fleet]", [r for r in _dataclass_rows(fleet.FleetConfig) if r[0] != "token"]
 
 
 def configuration() -> str:
@@ -180,7 +193,7 @@ def configuration() -> str:
 def metric_families() -> list[tuple[str, str, tuple[str, ...], str]]:
     """(name, type, labels, help) of every family /metrics exports."""
     out = []
-    for fam in metrics.families({}):
+    for fam in metrics.families({"fleet": {"nodes": {}, "models": {}}}):
         name = fam.name + ("_total" if fam.type == "counter" else "")
         labels = tuple(getattr(fam, "_labelnames", ()))
         out.append((name, fam.type, labels, fam.documentation))

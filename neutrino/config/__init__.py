@@ -19,6 +19,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from neutrino.config.checks import ConfigError as ConfigError
 from neutrino.config.checks import check, read_token_file, shown, split_address, typed
+from neutrino.config.fleet import (
+    CatalogueEntry,
+    FleetConfig,
+    NodeEndpoint,
+    catalogue_section,
+    check_fleet,
+    fleet_section,
+    nodes_section,
+)
 from neutrino.config.keys import AuthConfig, KeyConfig, auth_section
 from neutrino.config.routes import RouteConfig, routes_section
 from neutrino.config.routing import RoutingConfig, routing_section
@@ -26,7 +35,16 @@ from neutrino.config.routing import RoutingConfig, routing_section
 if TYPE_CHECKING:
     from neutrino.text.tiktoken_files import TiktokenFile
 
-__all__ = ["AuthConfig", "ConfigError", "KeyConfig", "RouteConfig", "RoutingConfig"]
+__all__ = [
+    "AuthConfig",
+    "CatalogueEntry",
+    "ConfigError",
+    "FleetConfig",
+    "KeyConfig",
+    "NodeEndpoint",
+    "RouteConfig",
+    "RoutingConfig",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,14 +365,22 @@ class Config:
     responses: ResponsesConfig = field(default_factory=ResponsesConfig)
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     routes: tuple[RouteConfig, ...] = ()  # manifest routes: aliases for a router model
+    nodes: tuple[NodeEndpoint, ...] = ()  # node agents (the fleet), by their API
+    catalogue: tuple[CatalogueEntry, ...] = ()  # models the fleet places on its nodes
+    fleet: FleetConfig = field(default_factory=FleetConfig)
 
     @property
     def log_level(self) -> str:
         return (self.logging.level or self.server.log_level).lower()
 
     @property
+    def has_fleet(self) -> bool:
+        """Node agents are configured (or found in etcd): the control plane runs."""
+        return bool(self.nodes or self.fleet.etcd)
+
+    @property
     def embedded_mock(self) -> bool:
-        return not self.engines and self.mock.enabled
+        return not self.engines and not self.has_fleet and self.mock.enabled
 
 
 _SECTIONS: dict[str, type[Any]] = {
@@ -509,12 +535,20 @@ def from_mapping(data: Mapping[str, object]) -> Config:
             updates["routing"] = routing_section(raw)
         elif key == "routes":
             updates["routes"] = routes_section(raw)
+        elif key == "nodes":
+            updates["nodes"] = nodes_section(raw)
+        elif key == "catalogue":
+            updates["catalogue"] = catalogue_section(raw)
+        elif key == "fleet":
+            updates["fleet"] = fleet_section(raw)
         elif key == "model":
             updates[key] = _model_section(raw)
         elif key in _SECTIONS:
             updates[key] = _coerce(_SECTIONS[key], key, raw)
         else:
-            known = ", ".join(["engines", *_SECTIONS, "auth", "routing", "routes"])
+            known = ", ".join(
+                ["engines", *_SECTIONS, "auth", "routing", "routes", "nodes", "catalogue", "fleet"]
+            )
             raise ConfigError(f"unknown section [{key}] (known: {known})")
     return _checked(replace(cfg, **updates))
 
@@ -529,6 +563,7 @@ def _checked(cfg: Config) -> Config:
             f"[engine_link].backoff_max_s ({link.backoff_max_s:g}) must be >= "
             f"[engine_link].backoff_initial_s ({link.backoff_initial_s:g})"
         )
+    check_fleet(cfg.nodes, cfg.catalogue, cfg.fleet)
     return cfg
 
 
@@ -627,7 +662,13 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         mock = replace(mock, itl_ms=check("mock.itl_ms", args.mock_itl_ms, "--mock-itl-ms"))
     if args.mock_ttft_ms is not None:
         mock = replace(mock, ttft_ms=check("mock.ttft_ms", args.mock_ttft_ms, "--mock-ttft-ms"))
-    return _worker_flags(_flags_of_operations(replace(cfg, mock=mock), args), args)
+    cfg = _worker_flags(_flags_of_operations(replace(cfg, mock=mock), args), args)
+    if cfg.has_fleet and cfg.server.workers > 1:
+        raise ConfigError(
+            "the fleet's control plane ([[nodes]], [fleet].etcd) runs in one process: "
+            "[server].workers must be 1"
+        )
+    return cfg
 
 
 def _flags_of_operations(cfg: Config, args: argparse.Namespace) -> Config:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -82,6 +83,42 @@ class Pool(Protocol):
     def snapshot(self) -> dict[str, object]: ...
 
 
+class Holder(Protocol):
+    """Counts a model's requests on one engine while they run (what may not be unloaded
+    under them, and when it was used last)."""
+
+    def used(self, model: str) -> None: ...
+
+    def released(self, model: str) -> None: ...
+
+
+class Placer(Protocol):
+    """The fleet's control plane as the router sees it (``neutrino/fleet/plane.py``):
+    models it can place on node agents, loaded on a request's demand."""
+
+    catalogue: frozenset[str]  # the models it places
+
+    def infos(self) -> Mapping[str, ModelInfo]:
+        """What each catalogued model is, loaded somewhere or not."""
+        ...
+
+    def capacity(self) -> int:
+        """Requests the models not placed yet will take (admission lets them in)."""
+        ...
+
+    def serving(self) -> bool:
+        """Whether a node is up to place models on."""
+        ...
+
+    async def ensure(self, model: str, deadline: float) -> None:
+        """Return once an engine of ``model`` is connected (placing it if need be)."""
+        ...
+
+    async def unload(self, model: str) -> None:
+        """Unload every replica of ``model`` (an operator's ask)."""
+        ...
+
+
 def _pool(cfg: EngineConfig, link: EngineLinkConfig, on_change: Callable[[], None]) -> Pool:
     if cfg.upstream:
         return UpstreamPool(cfg, link, on_change)
@@ -94,9 +131,9 @@ class _Held(LinkSubmission):
 
     __slots__ = ("_keeper", "_model")
 
-    def __init__(self, owner: RequestOwner, rid: int, keeper: ModelKeeper, model: str) -> None:
+    def __init__(self, owner: RequestOwner, rid: int, keeper: Holder, model: str) -> None:
         super().__init__(owner, rid)
-        self._keeper: ModelKeeper | None = keeper
+        self._keeper: Holder | None = keeper
         self._model = model
         keeper.used(model)
 
@@ -113,6 +150,33 @@ class _Held(LinkSubmission):
         if self._keeper is not None:
             self._keeper.released(self._model)
             self._keeper = None
+
+
+class _HeldAttempt:
+    """A request that may move to another replica (failover) on a fleet's engine: its
+    model counts as in use on the first engine until the request ends."""
+
+    __slots__ = ("_holder", "_inner", "_model")
+
+    def __init__(self, inner: Submission, holder: Holder, model: str) -> None:
+        self._inner = inner
+        self._holder: Holder | None = holder
+        self._model = model
+        holder.used(model)
+
+    def cancel(self, reason: str) -> bool:
+        sent = self._inner.cancel(reason)
+        self._release()
+        return sent
+
+    def forget(self) -> None:
+        self._inner.forget()
+        self._release()
+
+    def _release(self) -> None:
+        if self._holder is not None:
+            self._holder.released(self._model)
+            self._holder = None
 
 
 class _HeldRelay:
@@ -149,6 +213,7 @@ class EngineRouter:
         link: EngineLinkConfig,
         routing: RoutingConfig | None = None,
     ) -> None:
+        self._link = link
         self.pools = [_pool(e, link, self._refresh) for e in engines]
         routing = routing or RoutingConfig()
         self.routing = Routing(routing)
@@ -161,6 +226,11 @@ class EngineRouter:
         # Engines that load models on demand (a memory budget in their hello), by pool.
         self.keepers: dict[int, ModelKeeper] = {}
         self.lifecycle = LifecycleStats()
+        # The fleet's control plane, when node agents are configured; the engines it
+        # placed count their requests through their holders.
+        self.placer: Placer | None = None
+        self._placeable: frozenset[str] = frozenset()
+        self.holders: dict[int, Holder] = {}
         self._known: set[str] = set()
         self._connected = False
         self._capacity = 0
@@ -186,6 +256,10 @@ class EngineRouter:
                     relays.setdefault(m.name, []).append(pool)
                 else:
                     by_model.setdefault(m.name, []).append(pool)
+        placer = self.placer
+        if placer is not None:
+            for name, info in placer.infos().items():
+                models.setdefault(name, info)  # placed nowhere yet: shown as it will be
         self._models = models
         self._by_model = by_model
         self._relays = relays
@@ -193,7 +267,7 @@ class EngineRouter:
         self._connected = any(p.connected for p in self.pools)
         self._capacity = sum(
             p.hello.capacity for p in self.pools if p.connected and p.hello is not None
-        )
+        ) + (placer.capacity() if placer is not None else 0)
         self._known |= models.keys()
         self._changed.set()
         self._changed = asyncio.Event()
@@ -240,6 +314,8 @@ class EngineRouter:
         """Served, and loaded where it loads on demand with no load or unload waiting."""
         if model not in self._models:
             return False
+        if model in self._placeable and model not in self._by_model:
+            return False  # catalogued, and no engine of it is connected: placed first
         if not self.keepers:
             return True
         keepers = [self.keepers.get(id(p)) for p in self._serving(model)]
@@ -247,6 +323,9 @@ class EngineRouter:
 
     async def ensure_loaded(self, model: str, timeout: float) -> None:
         """Return once an engine serving ``model`` has it loaded (loading it if need be)."""
+        if self.placer is not None and model in self._placeable and model not in self._by_model:
+            await self.placer.ensure(model, asyncio.get_running_loop().time() + timeout)
+            return
         pools = self._serving(model)
         if not pools:
             return  # not served: the request fails as it would have
@@ -260,12 +339,18 @@ class EngineRouter:
         """An operator's load (admin route): as a request's, without the request."""
         if model not in self._models:
             raise NeutrinoError(ErrorKind.MODEL_NOT_FOUND, f"the model {model!r} does not exist")
+        if model in self._placeable:
+            await self.ensure_loaded(model, timeout)
+            return
         if not any(id(p) in self.keepers for p in self._serving(model)):
             raise NeutrinoError(ErrorKind.UNSUPPORTED, f"no engine of {model!r} loads on demand")
         await self.ensure_loaded(model, timeout)
 
     async def unload(self, model: str) -> None:
         """An operator's unload: every engine that loads on demand unloads ``model``."""
+        if self.placer is not None and model in self._placeable:
+            await self.placer.unload(model)
+            return
         keepers = [self.keepers[id(p)] for p in self._serving(model) if id(p) in self.keepers]
         if not keepers:
             raise NeutrinoError(ErrorKind.UNSUPPORTED, f"no engine of {model!r} loads on demand")
@@ -330,7 +415,7 @@ class EngineRouter:
         return self._known
 
     def has_engine(self) -> bool:
-        return self._connected
+        return self._connected or (self.placer is not None and self.placer.serving())
 
     def capacity(self) -> int:
         return self._capacity
@@ -347,7 +432,9 @@ class EngineRouter:
                 prompt = query.prompt_tokens if type(query) is TextQuery else ()
                 best = self.routing.choose(query.model, pools, prompt)
                 if self.budget.ratio and not self.keepers:
-                    return self._failover(query, sink, best)
+                    attempt = self._failover(query, sink, best)
+                    holder = self.holders.get(id(best)) if self.holders else None
+                    return attempt if holder is None else _HeldAttempt(attempt, holder, query.model)
             conn = best.pick()
         if conn is None:
             if not self.has_engine() or query.model in self._known:
@@ -360,7 +447,9 @@ class EngineRouter:
                 param="model",
             )
         rid = conn.submit(query, sink)
-        keeper = self.keepers.get(id(best)) if self.keepers else None
+        keeper: Holder | None = self.keepers.get(id(best)) if self.keepers else None
+        if keeper is None and self.holders:
+            keeper = self.holders.get(id(best))
         if keeper is not None:
             return _Held(conn, rid, keeper, query.model)
         return LinkSubmission(conn, rid)
@@ -450,6 +539,39 @@ class EngineRouter:
             keeper.released(model)
             raise
         return _HeldRelay(answer, keeper, model)
+
+    # ------------------------------------------------------------------ the fleet
+
+    def place_with(self, placer: Placer) -> None:
+        """Serve ``placer``'s catalogue: its models are listed, and loaded on demand."""
+        self.placer = placer
+        self._placeable = placer.catalogue
+        self._refresh()
+
+    def refresh(self) -> None:
+        """Read again what the pools and the placer say (a placement changed)."""
+        self._refresh()
+
+    async def attach(self, cfg: EngineConfig, holder: Holder) -> Pool:
+        """A placed engine's pool, started (it connects in the background)."""
+        pool = _pool(cfg, self._link, self._refresh)
+        self.pools.append(pool)
+        self.holders[id(pool)] = holder
+        await pool.start()
+        return pool
+
+    async def detach(self, pool: Pool) -> None:
+        """Close a placed engine's pool (its requests in flight end as a lost engine's)."""
+        with contextlib.suppress(ValueError):
+            self.pools.remove(pool)
+        self.holders.pop(id(pool), None)
+        self._refresh()  # no request is routed to it from now on
+        await pool.close()
+        self._refresh()
+
+    def serves(self, model: str) -> bool:
+        """Whether a connected engine takes ``model``'s queries now."""
+        return model in self._by_model
 
     def snapshot(self) -> list[dict[str, object]]:
         return [p.snapshot() for p in self.pools]

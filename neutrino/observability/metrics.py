@@ -31,6 +31,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 
 from neutrino.errors import ErrorKind
+from neutrino.observability.fleet_metrics import fleet_families
 
 PREFIX = "neutrino_"
 PROTOCOLS = ("http", "grpc", "quic")
@@ -261,7 +262,9 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     lifecycle: dict[str, dict[str, float]] = {}
     routing: dict[str, dict[str, Any]] = {}
     failover: dict[str, Any] = {"ejections": {}}
+    fleet: dict[str, Any] = {}
     for raw in raws:
+        fleet = fleet or raw.get("fleet", {})  # one process runs the control plane
         for *labels, n in raw.get("requests", ()):
             key = tuple(labels)
             requests[key] = requests.get(key, 0) + n
@@ -297,6 +300,7 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "lifecycle": lifecycle,
         "routing": routing,
         "failover": failover,
+        **({"fleet": fleet} if fleet else {}),
     }
 
 
@@ -397,6 +401,7 @@ def _live_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
     yield from _process_families(raw)
     yield from _lifecycle_families(raw)
     yield from _routing_families(raw)
+    yield from fleet_families(raw)
 
 
 # Models loaded on demand (engine/lifecycle.py): metric, help, key of its counts.

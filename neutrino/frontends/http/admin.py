@@ -30,6 +30,8 @@ def _unavailable(status: str, kind: ErrorKind, down: list[str] | None = None) ->
 Reload = Callable[[], Awaitable[dict[str, Any]]]
 # What app_state adds to its own fields (the embedded engine, the workers of --workers).
 ExtraState = Callable[[], Awaitable[dict[str, Any]]]
+# The fleet's nodes and catalogue, as the control plane knows them (/neutrino/v1/nodes).
+FleetState = Callable[[], dict[str, Any]]
 
 
 class AdminRoutes:
@@ -46,9 +48,11 @@ class AdminRoutes:
         extra_state: ExtraState,
         admin_listener: bool = False,
         reload: Reload | None = None,
+        fleet: FleetState | None = None,
     ) -> None:
         self.orch = orchestrator
         self._reload = reload
+        self._fleet = fleet
         self._extra = extra_state
         self._started = time.time()
         self._on_admin_listener = admin_listener
@@ -63,6 +67,7 @@ class AdminRoutes:
         if self._on_admin_listener or not self.orch.keys.admin_listener:
             r.add_get("/neutrino/v1/app_state", guarded(self.app_state))
             r.add_get("/neutrino/v1/history", guarded(self.history))
+            r.add_get("/neutrino/v1/nodes", guarded(self.nodes))
             r.add_post("/neutrino/v1/reload", guarded(self.reload))
             r.add_post("/neutrino/v1/models/{model:.+}/load", guarded(self.load_model))
             r.add_post("/neutrino/v1/models/{model:.+}/unload", guarded(self.unload_model))
@@ -111,7 +116,10 @@ class AdminRoutes:
         engines = self.orch.engines.model_engines(name)
         states = {state.name.lower() for _, state in engines}
         # Loaded where any engine holds it; else loading, else unloaded (loaded on demand).
-        if "loaded" in states or not states:
+        if not states:  # no engine holds it now: as its listing says (a fleet's catalogue)
+            info = self.orch.engines.models().get(name)
+            card["status"] = info.state.name.lower() if info is not None else "loaded"
+        elif "loaded" in states:
             card["status"] = "loaded"
         else:
             card["status"] = "loading" if "loading" in states else "unloaded"
@@ -233,6 +241,16 @@ class AdminRoutes:
         }
         state.update(await self._extra())
         return json_response(state)
+
+    async def nodes(self, request: web.Request) -> web.Response:
+        """The fleet: each node agent (up or down, its host, devices, memory, models) and
+        the catalogue (where each model is placed)."""
+        self._admin(request)
+        if self._fleet is None:
+            raise NeutrinoError(
+                ErrorKind.NOT_FOUND, "no fleet is configured ([[nodes]] or [fleet] etcd)"
+            )
+        return json_response(self._fleet())
 
     async def history(self, request: web.Request) -> web.Response:
         self._admin(request)

@@ -14,7 +14,7 @@ from neutrino.config.checks import split_address
 from neutrino.errors import NeutrinoError, StartupError, os_reason
 from neutrino.frontends.common import client_request_id
 from neutrino.frontends.http import h1, h1_wire
-from neutrino.frontends.http.admin import AdminRoutes, ExtraState, Reload
+from neutrino.frontends.http.admin import AdminRoutes, ExtraState, FleetState, Reload
 from neutrino.frontends.http.anthropic import AnthropicRoutes
 from neutrino.frontends.http.audio import AudioRoutes
 from neutrino.frontends.http.clock import Timeouts
@@ -36,11 +36,15 @@ _HANDLERS_AT_STOP_S = 1.0
 
 
 def build_admin_app(
-    orchestrator: Orchestrator, extra_state: ExtraState, reload: Reload | None
+    orchestrator: Orchestrator,
+    extra_state: ExtraState,
+    reload: Reload | None,
+    fleet: FleetState | None = None,
 ) -> web.Application:
     """The admin listener's application ([admin] address): status, state, history, reload."""
     app = web.Application(client_max_size=1024 * 1024)
-    AdminRoutes(orchestrator, extra_state, admin_listener=True, reload=reload).register(app)
+    routes = AdminRoutes(orchestrator, extra_state, admin_listener=True, reload=reload, fleet=fleet)
+    routes.register(app)
     return app
 
 
@@ -49,6 +53,7 @@ def build_app(
     orchestrator: Orchestrator,
     extra_state: ExtraState,
     reload: Reload | None = None,
+    fleet: FleetState | None = None,
 ) -> web.Application:
     app = web.Application(client_max_size=cfg.limits.max_body_bytes)
     app[REFUSALS] = orchestrator.observe.refused
@@ -68,7 +73,7 @@ def build_app(
     EmbeddingRoutes(cfg, orchestrator).register(app)
     AudioRoutes(cfg, orchestrator).register(app)
     DetectRoutes(cfg, orchestrator).register(app)
-    AdminRoutes(orchestrator, extra_state, reload=reload).register(app)
+    AdminRoutes(orchestrator, extra_state, reload=reload, fleet=fleet).register(app)
     return app
 
 

@@ -1,0 +1,255 @@
+"""The fleet: node agents (``[[nodes]]``, or found in etcd through ``[fleet] etcd``), the
+catalogue of models they may be asked to load (``[[catalogue]]``) and the control plane's
+settings (``[fleet]``).
+
+::
+
+    [[nodes]]
+    name = "gpu-1"
+    endpoint = "http://10.0.0.7:51070"
+    token_file = "/etc/neutrino/node-token"
+
+    [[catalogue]]
+    id = "qwen2.5-7b-instruct"
+    harness = "llamacpp"               # llamacpp | llama-server | vllm | a node's [[harness]]
+    file = "qwen2.5-7b-instruct-q4_k_m.gguf"   # in the node's models folder
+    quant = "q4_k_m"
+    memory_mb = 6000                   # host memory it takes (CPU) ... or
+    vram_mb = 0                        # GPU memory, over min_devices devices
+    min_devices = 1
+    min_device_vram_mb = 0             # a device below this is not used for it
+    pinned_on = ["gpu-1"]              # loaded there always, never evicted there
+    replicas = { min = 0, max = 2 }
+
+    [fleet]
+    poll_s = 2.0
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from neutrino.config.checks import ConfigError, Range, read_token_file, shown, typed
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    name: str  # the node's name, in routes, metrics and logs
+    endpoint: str  # its agent's API: http://HOST:PORT
+    token_file: str = ""  # the agent's bearer token (and its engines' hello token)
+    token: str = field(default="", repr=False)  # read from token_file at load
+
+
+@dataclass(frozen=True, slots=True)
+class Replicas:
+    min: int = 0  # kept loaded, at start and whenever fewer are
+    max: int = 1  # added while the model's requests queue, up to this many
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogueEntry:
+    id: str  # the model's name, as clients ask for it
+    file: str  # its file (or folder) in the node's models folder
+    harness: str = "llamacpp"  # the engine that runs it on a node
+    quant: str = ""  # its quantisation, as said to the node (informational)
+    memory_mb: int = 0  # host memory it takes loaded (CPU models)
+    vram_mb: int = 0  # GPU memory it takes loaded, over its devices
+    min_devices: int = 1  # GPUs it is split over (tensor parallel), with vram_mb
+    min_device_vram_mb: int = 0  # only devices of at least this much VRAM take it
+    pinned_on: tuple[str, ...] = ()  # nodes that keep it loaded, never evicting it there
+    replicas: Replicas = field(default_factory=Replicas)
+    context_length: int = 2048  # each sequence's context, in tokens
+    slots: int = 4  # sequences each replica runs at once (its capacity for the queue)
+
+    @property
+    def gpu(self) -> bool:
+        return self.vram_mb > 0
+
+
+@dataclass(frozen=True, slots=True)
+class FleetConfig:
+    # Find node agents in etcd (their records under prefix, kept there on a lease by
+    # `neutrino node --etcd`), beside [[nodes]]; token_file is their shared token.
+    etcd: tuple[str, ...] = ()
+    prefix: str = "/neutrino/nodes/"
+    token_file: str = ""
+    token: str = field(default="", repr=False)
+    poll_s: float = 2.0  # how often each node's health and models are read
+    call_timeout_s: float = 3.0  # a poll or unload that takes longer failed
+    down_after: int = 2  # failed polls in a row that mark a node down
+    load_timeout_s: float = 300.0  # a load that takes longer failed (the next node is tried)
+    # A model's requests beyond its replicas' slots that count as a long queue, and how
+    # long the queue must stay long before another replica is added (up to replicas.max).
+    scale_up_queue: int = 1
+    scale_up_after_s: float = 10.0
+    # A replica above replicas.min that served nothing this long is unloaded (0: never).
+    scale_down_idle_s: float = 600.0
+    connections: int = 1  # connections to each placed engine
+
+
+_FLEET_RULES: dict[str, Any] = {
+    "poll_s": Range(0, 3600, above=True),
+    "call_timeout_s": Range(0, 600, above=True),
+    "down_after": Range(1, 1000),
+    "load_timeout_s": Range(0, 86400, above=True),
+    "scale_up_queue": Range(1, 1 << 20),
+    "scale_up_after_s": Range(0, 86400),
+    "scale_down_idle_s": Range(0, 1 << 30),
+    "connections": Range(1, 64),
+}
+
+
+def _table(raw: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where} must be a table, got {shown(raw)}")
+    return raw
+
+
+def fleet_section(raw: Any) -> FleetConfig:
+    raw = _table(raw, "[fleet]")
+    defaults = FleetConfig()
+    known = [f.name for f in fields(FleetConfig) if f.name != "token"]
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        where = f"[fleet].{key}"
+        if key not in known:
+            raise ConfigError(f"unknown key {where} (known: {', '.join(known)})")
+        value = typed(getattr(defaults, key), value, where)
+        rule = _FLEET_RULES.get(key)
+        problem = rule(value) if rule is not None else None
+        if problem:
+            raise ConfigError(f"{where} {problem}, got {shown(value)}")
+        values[key] = value
+    for url in values.get("etcd", ()):
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"[fleet].etcd must list http:// or https:// URLs, got {url!r}")
+    if not values.get("prefix", defaults.prefix).startswith("/"):
+        raise ConfigError("[fleet].prefix must start with /")
+    if values.get("token_file"):
+        values["token"] = read_token_file(values["token_file"], "[fleet].token_file")
+    elif values.get("etcd"):
+        raise ConfigError("[fleet].etcd needs [fleet].token_file (the agents' token)")
+    return FleetConfig(**values)
+
+
+def nodes_section(raw: Any) -> tuple[NodeEndpoint, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError("[[nodes]] must be an array of tables")
+    nodes = tuple(_node(i, item) for i, item in enumerate(raw))
+    names = [n.name for n in nodes]
+    for n in nodes:
+        if names.count(n.name) > 1:
+            raise ConfigError(f"[[nodes]]: two nodes are named {n.name!r}")
+    return nodes
+
+
+def _node(i: int, raw: Any) -> NodeEndpoint:
+    where = f"[nodes][{i}]"
+    raw = _table(raw, where)
+    extra = sorted(set(raw) - {"name", "endpoint", "token_file"})
+    if extra:
+        raise ConfigError(f"unknown key {where}.{extra[0]} (known: name, endpoint, token_file)")
+    name, endpoint = raw.get("name"), raw.get("endpoint")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(f"{where}.name must be letters, digits, '.', '_' or '-' (up to 63)")
+    if not isinstance(endpoint, str) or not re.match(r"^https?://[^/\s]+/?$", endpoint):
+        raise ConfigError(f"{where}.endpoint must be http://HOST:PORT, got {shown(endpoint)}")
+    token_file = raw.get("token_file")
+    if not isinstance(token_file, str) or not token_file:
+        raise ConfigError(f"{where}.token_file must name the file of the agent's token")
+    token = read_token_file(token_file, f"{where}.token_file")
+    return NodeEndpoint(name, endpoint.rstrip("/"), token_file, token)
+
+
+_ENTRY_INTS = {
+    "memory_mb": Range(0, 1 << 30),
+    "vram_mb": Range(0, 1 << 30),
+    "min_devices": Range(1, 64),
+    "min_device_vram_mb": Range(0, 1 << 30),
+    "context_length": Range(1, 1 << 24),
+    "slots": Range(1, 4096),
+}
+
+
+def catalogue_section(raw: Any) -> tuple[CatalogueEntry, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError("[[catalogue]] must be an array of tables")
+    entries = tuple(_entry(i, item) for i, item in enumerate(raw))
+    ids = [e.id for e in entries]
+    for e in entries:
+        if ids.count(e.id) > 1:
+            raise ConfigError(f"[[catalogue]]: the id {e.id!r} is listed twice")
+    return entries
+
+
+def _entry(i: int, raw: Any) -> CatalogueEntry:
+    where = f"[catalogue][{i}]"
+    raw = _table(raw, where)
+    known = [f.name for f in fields(CatalogueEntry)]
+    extra = sorted(set(raw) - set(known))
+    if extra:
+        raise ConfigError(f"unknown key {where}.{extra[0]} (known: {', '.join(known)})")
+    for key in ("id", "file"):
+        if key not in raw:
+            raise ConfigError(f"{where} needs {key}")
+    defaults = CatalogueEntry("x", "x")
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "replicas":
+            values[key] = _replicas(value, f"{where}.replicas")
+            continue
+        value = typed(getattr(defaults, key), value, f"{where}.{key}")
+        rule = _ENTRY_INTS.get(key)
+        problem = rule(value) if rule is not None else None
+        if problem:
+            raise ConfigError(f"{where}.{key} {problem}, got {shown(value)}")
+        values[key] = value
+    entry = CatalogueEntry(**values)
+    if not _MODEL.match(entry.id):
+        raise ConfigError(f"{where}.id must be letters, digits and . _ : / @ + - (up to 128)")
+    if not entry.file or entry.file.startswith("/") or ".." in entry.file.split("/"):
+        raise ConfigError(f"{where}.file must be a path inside the node's models folder")
+    if entry.memory_mb and entry.vram_mb:
+        raise ConfigError(f"{where}: give memory_mb (a CPU model) or vram_mb (a GPU model)")
+    if not entry.memory_mb and not entry.vram_mb:
+        raise ConfigError(f"{where} needs memory_mb or vram_mb: what it takes loaded")
+    if entry.replicas.max < max(1, entry.replicas.min, len(entry.pinned_on)):
+        raise ConfigError(
+            f"{where}.replicas.max must be at least 1, replicas.min and the pinned nodes"
+        )
+    return entry
+
+
+def _replicas(raw: Any, where: str) -> Replicas:
+    raw = _table(raw, where)
+    extra = sorted(set(raw) - {"min", "max"})
+    if extra:
+        raise ConfigError(f"unknown key {where}.{extra[0]} (known: min, max)")
+    values = {k: typed(0, v, f"{where}.{k}") for k, v in raw.items()}
+    for key, value in values.items():
+        problem = Range(0, 1024)(value)
+        if problem:
+            raise ConfigError(f"{where}.{key} {problem}, got {value}")
+    out = Replicas(**values)
+    if "max" not in values:
+        out = Replicas(out.min, max(1, out.min))
+    return out
+
+
+def check_fleet(
+    nodes: tuple[NodeEndpoint, ...], catalogue: tuple[CatalogueEntry, ...], fleet: FleetConfig
+) -> None:
+    """What the three sections must agree on."""
+    if catalogue and not nodes and not fleet.etcd:
+        raise ConfigError("[[catalogue]] needs node agents: [[nodes]] or [fleet].etcd")
+    names = {n.name for n in nodes}
+    for entry in catalogue:
+        unknown = [n for n in entry.pinned_on if names and n not in names and not fleet.etcd]
+        if unknown:
+            raise ConfigError(f"[[catalogue]] {entry.id!r}: pinned_on names no node {unknown[0]!r}")
