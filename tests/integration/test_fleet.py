@@ -59,7 +59,8 @@ class Fleet:
         return {c["id"]: c for c in self.server.get_json("/neutrino/v1/nodes")["catalogue"]}
 
     def holder(self, model: str) -> list[str]:
-        return self.catalogue()[model]["placed_on"]
+        placed: list[str] = self.catalogue()[model]["placed_on"]
+        return placed
 
 
 def sample(

@@ -61,7 +61,7 @@ def test_bad_catalogue_entries_are_refused(
 
 def test_bad_nodes_and_fleet_are_refused(tmp_path: Path) -> None:
     token = _token(tmp_path)
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         (
             {"nodes": [{"name": "a", "endpoint": "10.0.0.1:1", "token_file": token}]},
             "endpoint must be",
