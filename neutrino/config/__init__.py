@@ -376,7 +376,7 @@ class Config:
     @property
     def has_fleet(self) -> bool:
         """Node agents are configured (or found in etcd): the control plane runs."""
-        return bool(self.nodes or self.fleet.etcd)
+        return bool(self.nodes or self.fleet.etcd or self.fleet.dns)
 
     @property
     def embedded_mock(self) -> bool:
@@ -665,7 +665,7 @@ def load(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
     cfg = _worker_flags(_flags_of_operations(replace(cfg, mock=mock), args), args)
     if cfg.has_fleet and cfg.server.workers > 1:
         raise ConfigError(
-            "the fleet's control plane ([[nodes]], [fleet].etcd) runs in one process: "
+            "the fleet's control plane ([[nodes]], [fleet] etcd or dns) runs in one process: "
             "[server].workers must be 1"
         )
     return cfg

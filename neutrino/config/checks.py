@@ -228,6 +228,9 @@ def typed(default: Any, value: Any, where: str) -> Any:
     elif kind is float:
         ok = isinstance(value, int | float)
         value = float(value) if ok else value
+    elif kind is int and isinstance(value, float) and value.is_integer():
+        # 1024.0: how YAML-to-TOML writers (Helm's toToml) spell a whole number.
+        ok, value = True, int(value)
     elif kind in (int, str):
         ok = isinstance(value, kind)
     elif kind is tuple:

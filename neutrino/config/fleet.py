@@ -78,6 +78,9 @@ class FleetConfig:
     # `neutrino node --etcd`), beside [[nodes]]; token_file is their shared token.
     etcd: tuple[str, ...] = ()
     prefix: str = "/neutrino/nodes/"
+    # HOST:PORT names whose every address is a node agent (a Kubernetes headless Service
+    # in front of the agents' DaemonSet), resolved at each poll; token_file is their token.
+    dns: tuple[str, ...] = ()
     token_file: str = ""
     token: str = field(default="", repr=False)
     poll_s: float = 2.0  # how often each node's health and models are read
@@ -133,8 +136,12 @@ def fleet_section(raw: Any) -> FleetConfig:
         raise ConfigError("[fleet].prefix must start with /")
     if values.get("token_file"):
         values["token"] = read_token_file(values["token_file"], "[fleet].token_file")
-    elif values.get("etcd"):
-        raise ConfigError("[fleet].etcd needs [fleet].token_file (the agents' token)")
+    elif values.get("etcd") or values.get("dns"):
+        raise ConfigError("[fleet] etcd and dns need [fleet].token_file (the agents' token)")
+    for name in values.get("dns", ()):
+        host, sep, port = name.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"[fleet].dns must list HOST:PORT names, got {name!r}")
     return FleetConfig(**values)
 
 
@@ -246,10 +253,11 @@ def check_fleet(
     nodes: tuple[NodeEndpoint, ...], catalogue: tuple[CatalogueEntry, ...], fleet: FleetConfig
 ) -> None:
     """What the three sections must agree on."""
-    if catalogue and not nodes and not fleet.etcd:
-        raise ConfigError("[[catalogue]] needs node agents: [[nodes]] or [fleet].etcd")
+    if catalogue and not nodes and not fleet.etcd and not fleet.dns:
+        raise ConfigError("[[catalogue]] needs node agents: [[nodes]], [fleet].etcd or .dns")
     names = {n.name for n in nodes}
     for entry in catalogue:
-        unknown = [n for n in entry.pinned_on if names and n not in names and not fleet.etcd]
+        found = fleet.etcd or fleet.dns  # nodes known only when they answer
+        unknown = [n for n in entry.pinned_on if n not in names and not found]
         if unknown:
             raise ConfigError(f"[[catalogue]] {entry.id!r}: pinned_on names no node {unknown[0]!r}")

@@ -114,8 +114,8 @@ class FleetPlane:
         return node
 
     async def remove_node(self, name: str) -> None:
-        """A node no longer known (gone from etcd)."""
-        await self.node_down(name, "it is gone from etcd")
+        """A node no longer known (gone from etcd or DNS)."""
+        await self.node_down(name, "it is no longer found")
         self.topology.nodes.pop(name, None)
         client = self.clients.pop(name, None)
         if client is not None:

@@ -9,9 +9,10 @@ import asyncio
 import contextlib
 import json
 import logging
+import socket
 import time
 
-from neutrino.fleet.agents import AgentDown, AgentRefused
+from neutrino.fleet.agents import AgentClient, AgentDown, AgentRefused
 from neutrino.fleet.plane import FleetPlane
 from neutrino.registration import etcd_api
 from neutrino.registration.etcd import EtcdClient, EtcdUnavailable
@@ -56,8 +57,13 @@ class NodePoller:
                 log.exception("fleet poll failed")
 
     async def round(self) -> None:
+        found: dict[str, str] | None = None
         if self._etcd is not None:
-            await self._discover()
+            found = await self._from_etcd()
+        if self.fleet.dns:
+            found = {**(found or {}), **await self._from_dns()}
+        if found is not None:
+            await self._adopt_found(found)
         names = list(self.plane.topology.nodes)
         await asyncio.gather(*(self._poll(name) for name in names))
         self.rounds += 1
@@ -91,14 +97,14 @@ class NodePoller:
             plane.router.refresh()
         await plane.sync_node(name)
 
-    async def _discover(self) -> None:
-        """The agents in etcd: new ones added, vanished ones removed ([[nodes]] stay)."""
+    async def _from_etcd(self) -> dict[str, str] | None:
+        """The agents' records in etcd: name -> endpoint (None: etcd did not answer)."""
         assert self._etcd is not None
         try:
             answer = await self._etcd.call(etcd_api.range_prefix(self.fleet.prefix))
         except (EtcdUnavailable, etcd_api.EtcdError) as exc:
             log.warning("fleet: etcd unavailable, the known nodes stay: %s", exc)
-            return
+            return None
         found: dict[str, str] = {}
         for key, value in etcd_api.range_values(answer).items():
             try:
@@ -109,14 +115,51 @@ class NodePoller:
             where = next((x.address for x in record.listeners if x.protocol == "node"), "")
             if where:
                 found[record.instance_id] = f"http://{where}"
+        return found
+
+    async def _from_dns(self) -> dict[str, str]:
+        """Every address of the ``[fleet] dns`` names, each an agent, named as it says
+        (its discovery's ``node``; one that does not answer is left for the next round)."""
+        loop = asyncio.get_running_loop()
+        endpoints: set[str] = set()
+        for name in self.fleet.dns:
+            host, _, port = name.rpartition(":")
+            try:
+                infos = await loop.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+            except OSError as exc:
+                log.warning("fleet: %s does not resolve: %s", name, exc)
+                continue
+            for family, *_, address in infos:
+                ip = str(address[0])
+                endpoints.add(f"http://[{ip}]:{port}" if family == socket.AF_INET6 else
+                              f"http://{ip}:{port}")  # fmt: skip
+        known = {n.endpoint: n.name for n in self.plane.topology.nodes.values()}
+        found: dict[str, str] = {}
+        for endpoint in sorted(endpoints):
+            name = known.get(endpoint) or await self._name_of(endpoint)
+            if name:
+                found[name] = endpoint
+        return found
+
+    async def _name_of(self, endpoint: str) -> str:
+        client = AgentClient("?", endpoint, self.fleet.token, self.fleet.call_timeout_s)
+        try:
+            return str((await client.discovery()).get("node", ""))
+        except (AgentDown, AgentRefused) as exc:
+            log.debug("fleet: %s does not answer yet: %s", endpoint, exc)
+            return ""
+        finally:
+            await client.close()
+
+    async def _adopt_found(self, found: dict[str, str]) -> None:
+        """Nodes found: new ones added, vanished ones removed ([[nodes]] stay)."""
         plane = self.plane
         for name, endpoint in found.items():
             if name not in self._configured:
-                known = plane.topology.nodes.get(name)
-                if known is None:
-                    log.info("fleet: node %s found in etcd at %s", name, endpoint)
+                if name not in plane.topology.nodes:
+                    log.info("fleet: node %s found at %s", name, endpoint)
                 plane.add_node(name, endpoint, self.fleet.token)
         for name in list(plane.topology.nodes):
             if name not in found and name not in self._configured:
-                log.info("fleet: node %s left etcd", name)
+                log.info("fleet: node %s is no longer found", name)
                 await plane.remove_node(name)

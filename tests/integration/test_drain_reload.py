@@ -63,6 +63,8 @@ def test_sigterm_lets_live_streams_finish_and_refuses_new_requests(
     assert wait_for(lambda: _get(server.base_url + "/neutrino/v1/status")[0] == 503, 5)
     status, headers = _get(server.base_url + "/neutrino/v1/status")
     assert status == 503 and headers.get("Retry-After") == "5"
+    # Not ready, yet alive: a liveness probe does not restart a server that drains.
+    assert _get(server.base_url + "/neutrino/v1/live")[0] == 200
     late = socket.create_connection(("127.0.0.1", server.port), timeout=15)
     late.sendall(_chat(stream=False, max_tokens=5))
     late_answer = read_all(late)

@@ -334,3 +334,30 @@ def test_agents_are_found_through_etcd(tmp_path: Path) -> None:
         server.stop()
         agent.stop()
         etcd.stop()
+
+
+def test_agents_are_found_by_a_dns_name(tmp_path: Path) -> None:
+    """As a Kubernetes headless Service names a DaemonSet's pods: every address of the name
+    is an agent, known by the name it gives itself."""
+    agent = NodeAgent(tmp_path, "127.0.0.1", name="by-dns", budget="500M",
+                      extra_config=harness(tmp_path))  # fmt: skip
+    (agent.models_dir / "mock.bin").write_bytes(b"")
+    config = entry("d1") + (
+        f'[fleet]\npoll_s = 0.3\ndns = ["localhost:{agent.port}"]\n'
+        f'token_file = "{agent.token_file}"\n'
+    )
+    server = NeutrinoProc(tmp_path, config=config)
+    try:
+        agent.start()
+        server.start(timeout=60)
+        assert wait_for(lambda: bool(server.get_json("/neutrino/v1/nodes")["nodes"]), 10)
+        (node,) = server.get_json("/neutrino/v1/nodes")["nodes"]
+        assert node["name"] == "by-dns" and node["up"]
+        client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+        r = client.chat.completions.create(
+            model="d1", messages=[{"role": "user", "content": "hi"}], max_tokens=3
+        )
+        assert r.usage is not None and r.usage.completion_tokens == 3
+    finally:
+        server.stop()
+        agent.stop()

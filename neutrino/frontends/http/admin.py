@@ -63,6 +63,7 @@ class AdminRoutes:
             r.add_get("/v1/models", guarded(self.models))
             r.add_get("/v1/models/{model:.+}", guarded(self.model))
         r.add_get("/neutrino/v1/status", guarded(self.status))
+        r.add_get("/neutrino/v1/live", guarded(self.live))
         r.add_get("/health", guarded(self.status))
         if self._on_admin_listener or not self.orch.keys.admin_listener:
             r.add_get("/neutrino/v1/app_state", guarded(self.app_state))
@@ -186,6 +187,11 @@ class AdminRoutes:
                 )
             )
         return json_response(self._model_card(info.name, info.context_length))
+
+    async def live(self, request: web.Request) -> web.Response:
+        """Liveness: 200 while the process answers, engines or not, draining or not (a
+        supervisor restarts it only when it does not; readiness is the status route)."""
+        return json_response({"status": "alive", "draining": self.orch.draining})
 
     async def status(self, request: web.Request) -> web.Response:
         engines = self.orch.engines

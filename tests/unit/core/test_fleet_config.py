@@ -76,7 +76,7 @@ def test_bad_nodes_and_fleet_are_refused(tmp_path: Path) -> None:
             "two nodes",
         ),
         ({"catalogue": [{"id": "m", "file": "m", "memory_mb": 1}]}, "needs node agents"),
-        ({"fleet": {"etcd": ["http://127.0.0.1:2379"]}}, r"needs \[fleet\]\.token_file"),
+        ({"fleet": {"dns": ["agents:51070"]}}, r"dns need \[fleet\]\.token_file"),
         ({"fleet": {"poll_s": 0}}, r"\[fleet\]\.poll_s must be > 0"),
         ({"fleet": {"nope": 1}}, r"unknown key \[fleet\]\.nope"),
     ]
