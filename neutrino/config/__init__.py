@@ -147,10 +147,9 @@ class EngineConfig:
     # Models an engine that loads on demand keeps loaded (loaded at its connection, never
     # evicted to make room for another).
     pinned: tuple[str, ...] = ()
-    # HOST:PORT of an engine listening on TCP instead of a socket (one a node agent runs);
-    # its hello carries the token read from token_file.
+    # HOST:PORT of an engine listening on TCP instead of a socket (one a node agent runs).
     address: str = ""
-    token_file: str = ""
+    token_file: str = ""  # the secret its hello must carry (with address)
     token: str = field(default="", repr=False)  # read from token_file at load
 
     @property

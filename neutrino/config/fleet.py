@@ -74,22 +74,22 @@ class CatalogueEntry:
 
 @dataclass(frozen=True, slots=True)
 class FleetConfig:
-    # Find node agents in etcd (their records under prefix, kept there on a lease by
-    # `neutrino node --etcd`), beside [[nodes]]; token_file is their shared token.
+    # etcd endpoints where node agents keep their records (`neutrino node --etcd`), found
+    # at each poll beside [[nodes]].
     etcd: tuple[str, ...] = ()
-    prefix: str = "/neutrino/nodes/"
+    prefix: str = "/neutrino/nodes/"  # the agents' records' prefix in etcd
     # HOST:PORT names whose every address is a node agent (a Kubernetes headless Service
-    # in front of the agents' DaemonSet), resolved at each poll; token_file is their token.
+    # in front of the agents' DaemonSet), resolved at each poll.
     dns: tuple[str, ...] = ()
-    token_file: str = ""
+    token_file: str = ""  # the token of the agents found in etcd or by DNS
     token: str = field(default="", repr=False)
     poll_s: float = 2.0  # how often each node's health and models are read
     call_timeout_s: float = 3.0  # a poll or unload that takes longer failed
     down_after: int = 2  # failed polls in a row that mark a node down
     load_timeout_s: float = 300.0  # a load that takes longer failed (the next node is tried)
-    # A model's requests beyond its replicas' slots that count as a long queue, and how
-    # long the queue must stay long before another replica is added (up to replicas.max).
+    # Requests of a model beyond its replicas' slots that make a long queue.
     scale_up_queue: int = 1
+    # How long the queue must stay long before another replica is added (up to max).
     scale_up_after_s: float = 10.0
     # A replica above replicas.min that served nothing this long is unloaded (0: never).
     scale_down_idle_s: float = 600.0

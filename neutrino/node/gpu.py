@@ -92,7 +92,7 @@ class Gpus:
         if not driver_present():
             return None, "no NVIDIA driver on this host"
         try:
-            import pynvml  # type: ignore[import-untyped]
+            import pynvml
         except ImportError:
             return None, "nvidia-ml-py is not installed"
         try:

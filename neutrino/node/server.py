@@ -2,6 +2,7 @@
 otherwise), every call behind the shared bearer token, registered in etcd when asked,
 and at its end every engine it started stopped.
 
+``GET /livez`` (the one call without the token: a probe's, it tells nothing),
 ``GET /discovery``, ``GET /health``, ``GET /models``, ``GET /models/{id}``,
 ``POST /models/load``, ``POST /models/unload``, ``GET /models/{id}/endpoint``; a refusal
 is ``{"error": {"type", "message"}}`` with its status (401 without the token).
@@ -57,6 +58,7 @@ class NodeAgent:
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._auth], client_max_size=MAX_BODY_BYTES)
+        app.router.add_get("/livez", self.livez)
         app.router.add_get("/discovery", self.discovery)
         app.router.add_get("/health", self.health)
         app.router.add_get("/models", self.models)
@@ -68,6 +70,8 @@ class NodeAgent:
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == "/livez":  # a probe's: says nothing but that it answers
+            return await handler(request)
         given = request.headers.get("Authorization", "")
         scheme, _, token = given.partition(" ")
         expected = self.cfg.token.encode()
@@ -87,6 +91,9 @@ class NodeAgent:
             return web.json_response(error_body("http_error", exc.reason), status=exc.status)
 
     # ------------------------------------------------------------------ routes
+
+    async def livez(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "alive"})
 
     async def discovery(self, request: web.Request) -> web.Response:
         gpus = self.gpus

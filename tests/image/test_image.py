@@ -27,6 +27,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -272,3 +273,69 @@ def test_it_exits_zero_within_its_grace_period_on_docker_stop(
     assert state["ExitCode"] == 0, docker("logs", cid)
     assert not state["OOMKilled"]
     assert took < 15, f"docker stop took {took:.1f} s (the grace period is 10 s)"
+
+
+HELM = Path(sys.prefix) / "bin" / "helm"
+
+
+def _chart_pod(work: Path) -> tuple[dict[str, Any], str]:
+    """The chart's Neutrino container as `helm template` renders it with its defaults, and
+    the neutrino.toml of its ConfigMap."""
+    import yaml
+
+    out = _run(str(HELM), "template", "rel", str(REPO / "deploy" / "helm" / "neutrino"))
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    (config,) = [d["data"]["neutrino.toml"] for d in docs if d["kind"] == "ConfigMap"]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    container = next(
+        c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "neutrino"
+    )
+    return container, config
+
+
+@pytest.mark.skipif(not HELM.is_file(), reason="helm is missing (make helm)")
+def test_the_charts_container_becomes_ready_with_the_charts_config(
+    docker: Docker, tmp_path: Path
+) -> None:
+    """As the Deployment runs it: its args after the image's entrypoint, the ConfigMap's
+    file where NEUTRINO_CFG points, uid 10001 on a read-only root with the chart's empty
+    folders, no capabilities; ready when its readiness probe's route answers 200."""
+    container, config = _chart_pod(tmp_path)
+    folder = tmp_path / "config"
+    folder.mkdir()
+    (folder / "neutrino.toml").write_text(config)
+    folder.chmod(0o755)
+    (folder / "neutrino.toml").chmod(0o644)
+    env = {e["name"]: e["value"] for e in container["env"]}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    probe = container["readinessProbe"]["httpGet"]
+    live = container["livenessProbe"]["httpGet"]["path"]
+    http = free_port()
+    argv = ["run", "-d", "--user", "10001:10001", "--read-only", "--cap-drop", "ALL",
+            "--security-opt", "no-new-privileges",
+            "-v", f"{folder}:{mounts['config']}:ro",
+            "-p", f"127.0.0.1:{http}:{ports[probe['port']]}"]  # fmt: skip
+    for name in ("tmp", "state", "sockets"):
+        argv += ["--tmpfs", f"{mounts[name]}:uid=10001,gid=10001"]
+    for key, value in env.items():
+        argv += ["-e", f"{key}={value}"]
+    cid = docker(*argv, TAG, *container["args"]).strip()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{http}{probe['path']}", timeout=3
+                ) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "not ready:\n" + docker("logs", cid)
+            time.sleep(0.5)
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}{live}", timeout=3) as r:
+            assert json.loads(r.read())["status"] == "alive"
+    finally:
+        subprocess.run([docker.cli, "rm", "-f", cid], capture_output=True,
+                       env={**os.environ, **docker.env})  # fmt: skip

@@ -40,6 +40,7 @@ def test_every_call_needs_the_token(agent: NodeAgent) -> None:
             assert status == 401 and body["error"]["type"] == "unauthorized", (path, token)
     status, _ = agent.call("POST", "/models/load", {**MOCK, "model": "m"}, token="")
     assert status == 401 and "m" not in agent.models()
+    assert agent.call("GET", "/livez", token="") == (200, {"status": "alive"})  # probes
 
 
 def test_discovery_and_health_describe_the_host(agent: NodeAgent) -> None:
