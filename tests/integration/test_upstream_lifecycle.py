@@ -155,7 +155,8 @@ def test_a_model_that_fails_to_load_is_a_clear_error(
     assert code == 502, body
     message = body["error"]["message"]
     assert BROKEN in message and "could not load" in message and "exited with" in message
-    assert _states(server)[BROKEN] == "unloaded"
+    # As the upstream's listing says at the next read (it may still say loading at once).
+    assert wait_for(lambda: _states(server)[BROKEN] == "unloaded", 15)
     assert upstream.states()[PINNED] == "loaded"  # the pin was not given up for it
     assert _ask_all(server.base_url, [PINNED]) != [""]
 

@@ -158,7 +158,7 @@ def test_debug_shows_the_traceback_before_the_line(tmpdir_: Path, busy_port: int
             (),
             "{cfg}: unknown section [limit] (known: engines, server, model, tokenizer, mock, "
             "limits, engine_link, http, grpc, shutdown, admin, metrics, tracing, logging, "
-            "sombrero, discovery, responses, auth, routing, routes)",
+            "sombrero, discovery, responses, auth, routing, routes, nodes, catalogue, fleet)",
         ),
         (None, ("--no-such-flag",), "unrecognized arguments: --no-such-flag (see neutrino --help)"),
         (
