@@ -28,9 +28,9 @@ settings (``[fleet]``).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from neutrino.config.checks import ConfigError, Range, read_token_file, shown, typed
 
@@ -145,15 +145,27 @@ def fleet_section(raw: Any) -> FleetConfig:
     return FleetConfig(**values)
 
 
-def nodes_section(raw: Any) -> tuple[NodeEndpoint, ...]:
+T = TypeVar("T")
+
+
+def _array(
+    raw: Any, header: str, parse: Callable[[int, Any], T], key: Callable[[T], str], twice: str
+) -> tuple[T, ...]:
+    """An array of tables, each parsed, no two with the same ``key`` (``twice``: the
+    error's words for one that is, with ``{}`` for the key)."""
     if not isinstance(raw, list):
-        raise ConfigError("[[nodes]] must be an array of tables")
-    nodes = tuple(_node(i, item) for i, item in enumerate(raw))
-    names = [n.name for n in nodes]
-    for n in nodes:
-        if names.count(n.name) > 1:
-            raise ConfigError(f"[[nodes]]: two nodes are named {n.name!r}")
-    return nodes
+        raise ConfigError(f"[[{header}]] must be an array of tables")
+    items = tuple(parse(i, item) for i, item in enumerate(raw))
+    seen: set[str] = set()
+    for item in items:
+        if key(item) in seen:
+            raise ConfigError(f"[[{header}]]: " + twice.format(repr(key(item))))
+        seen.add(key(item))
+    return items
+
+
+def nodes_section(raw: Any) -> tuple[NodeEndpoint, ...]:
+    return _array(raw, "nodes", _node, lambda n: n.name, "two nodes are named {}")
 
 
 def _node(i: int, raw: Any) -> NodeEndpoint:
@@ -185,14 +197,7 @@ _ENTRY_INTS = {
 
 
 def catalogue_section(raw: Any) -> tuple[CatalogueEntry, ...]:
-    if not isinstance(raw, list):
-        raise ConfigError("[[catalogue]] must be an array of tables")
-    entries = tuple(_entry(i, item) for i, item in enumerate(raw))
-    ids = [e.id for e in entries]
-    for e in entries:
-        if ids.count(e.id) > 1:
-            raise ConfigError(f"[[catalogue]]: the id {e.id!r} is listed twice")
-    return entries
+    return _array(raw, "catalogue", _entry, lambda e: e.id, "the id {} is listed twice")
 
 
 def _entry(i: int, raw: Any) -> CatalogueEntry:
