@@ -155,7 +155,12 @@ class MockGeneration:
         rng_seed: int = 0,
         alternatives: Sequence[int] = (),
         pause: tuple[int, float] | None = None,
+        start: int = 0,
     ) -> None:
+        """``start``: tokens of the reply another replica already gave (forced tokens):
+        the stream goes on after them, as an unbroken run's would (logprobs included);
+        a fault comes after ``fault_after`` tokens of its own (each replica a request
+        moves to meets it again, if the reply has not ended by then)."""
         if finish == FinishReason.NONE or finish == FinishReason.CANCELLED:
             raise ValueError("finish must be STOP or LENGTH")
         if tokens_per_frame < 1:
@@ -165,17 +170,23 @@ class MockGeneration:
         self._stop_token_id = stop_token_id
         self.prompt_tokens = prompt_tokens
         self._tpf = tokens_per_frame
-        self._fault = fault
-        self._fault_at = min(fault_after, len(self._tokens))
+        start = min(start, len(self._tokens))
+        # A continued request meets its fault only before the reply's end.
+        self._fault = fault if not start or start + fault_after < len(self._tokens) else None
+        self._fault_at = min(start + fault_after, len(self._tokens))
         self._logprobs = logprobs
         self._k = top_logprobs
         self._rng = random.Random(rng_seed)
         self._pool = tuple(alternatives)
-        self._pos = 0
+        self._pos = start
+        if logprobs:  # the draws the skipped tokens took in an unbroken run
+            for chosen in self._tokens[:start]:
+                self._token_logprobs(chosen, self._k)
         self._stalled = False
         self._created_ns = time.monotonic_ns()
         self._first_ns: int | None = None
-        self._pause = pause  # (position, seconds): a stall before that token
+        # (position, seconds): a stall before that token (not one passed already)
+        self._pause = pause if pause is None or pause[0] >= start else None
         self.done = False
 
     def pause_due(self) -> float:
@@ -372,6 +383,7 @@ class MockEngine:
             models=self.model_infos(),
             capacity=self.capacity,
             memory_budget=self.memory.budget if self.memory is not None else 0,
+            continues=True,
         )
 
     def model_infos(self) -> list[ModelInfo]:
@@ -428,6 +440,8 @@ class MockEngine:
         refused = _guided_refusal(query.guided)
         if refused is not None:
             return refused
+        if len(query.forced_tokens) >= s.max_tokens:
+            return EngineError(ErrorCode.INVALID_REQUEST, "forced tokens reach max_tokens")
         tok = self._tokenizers[model.tokenizer]
         key = _request_key(prompt, s.seed)
         rule: Rule | None = None
@@ -478,6 +492,7 @@ class MockEngine:
             rng_seed=int.from_bytes(key[16:32], "little"),
             alternatives=self._pool(model.tokenizer) if s.logprobs and s.top_logprobs else (),
             pause=(rule.pause_after, rule.pause_ms / 1e3) if rule and rule.pause_ms else None,
+            start=len(query.forced_tokens),
         )
 
     def _natural_reply(

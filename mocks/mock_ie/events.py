@@ -5,7 +5,8 @@ Every line has ``event`` (connect, hello, query, cancel, ping, disconnect, finis
 depend on the event (``request_id``, ``model``, ``prompt_tokens``, ``max_tokens``,
 ``seed``, ``reason``, ``finish_reason``, ...); a query's carries the ``traceparent`` its
 frame had ("" for none), a text query's also its prompt's token ids (``prompt_ids``) and
-how many images came with it (``images``).
+how many images came with it (``images``) and of forced tokens (``forced_tokens``: the
+answer so far of a request moved from another replica).
 """
 
 from __future__ import annotations

@@ -114,6 +114,7 @@ class MockHandler(EngineHandler):
             top_logprobs=s.top_logprobs,
             stop_token_ids=s.stop_token_ids,
             traceparent=q.traceparent,
+            forced_tokens=len(q.forced_tokens),
         )
 
     def hello_ack(self, hello: Hello) -> HelloAck:

@@ -79,7 +79,7 @@ _CAPABILITY_NAMES = {
 
 def encode(request_id: int, msg: Message) -> bytes:
     """One frame (standard stream framing) carrying ``msg`` for ``request_id``."""
-    if type(msg) is TextQuery and not msg.images and msg.guided is None:
+    if type(msg) is TextQuery and not msg.images and msg.guided is None and not msg.forced_tokens:
         return encode_text_query(request_id, msg)
     if type(msg) is TextResult and not msg.logprobs and not msg.top_logprobs:
         return encode_text_result(request_id, msg)
@@ -122,6 +122,8 @@ def encode_capnp(request_id: int, msg: Message) -> bytes:
             images = q.init("images", len(msg.images))
             for i, img in enumerate(msg.images):
                 fill_image(images[i], img)
+        if msg.forced_tokens:
+            q.forcedTokens = pack_u32(msg.forced_tokens)
         if msg.guided is not None:
             g = q.init("guided")
             g.mode = int(msg.guided.mode)
@@ -162,6 +164,7 @@ def encode_capnp(request_id: int, msg: Message) -> bytes:
         a.protocolVersion = msg.protocol_version
         a.capacity = msg.capacity
         a.memoryBudget = msg.memory_budget
+        a.continues = msg.continues
         _fill_models(a.init("models", len(msg.models)), msg.models)
     elif isinstance(msg, LoadModel | UnloadModel):
         body.init("loadModel" if type(msg) is LoadModel else "unloadModel").name = msg.name
@@ -270,6 +273,7 @@ def _slow_body(body: Any) -> Message:
             traceparent=q.traceparent,
             images=[read_image(img) for img in q.images],
             guided=_guided(q.guided) if q._has("guided") and q.guided.mode.raw else None,
+            forced_tokens=unpack_u32(q.forcedTokens) if q.forcedTokens else (),
         )
     if kind == "tokenBatch":
         b = body.tokenBatch
@@ -302,6 +306,7 @@ def _slow_body(body: Any) -> Message:
             models=_models(a.models),
             capacity=a.capacity,
             memory_budget=a.memoryBudget,
+            continues=a.continues,
         )
     if kind in ("loadModel", "unloadModel"):
         name = (body.loadModel if kind == "loadModel" else body.unloadModel).name

@@ -76,6 +76,7 @@ class HelloAck:
     models: list[ModelInfo]
     capacity: int
     memory_budget: int = 0  # bytes its loaded models may take (0: no loading on demand)
+    continues: bool = False  # it honours TextQuery.forced_tokens (a migrated answer goes on)
 
 
 @dataclass(slots=True)
@@ -151,6 +152,9 @@ class TextQuery:
     traceparent: str = ""
     images: list[Image] = field(default_factory=list)
     guided: Guided | None = None
+    # The answer so far, from another replica (a migrated request): the engine takes these
+    # as its own output after the prompt and goes on (see schemas/ie.capnp).
+    forced_tokens: Sequence[int] = ()
 
 
 @dataclass(slots=True)

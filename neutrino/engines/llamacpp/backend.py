@@ -149,6 +149,7 @@ class Backend:
             if not g:
                 sampler.free()
                 raise BackendError("llama.cpp could not parse the grammar")
+            sampler.grammar = int(lc.llama_sampler_chain_n(chain))
             add(chain, g)
         if s.temperature <= 0.0:
             add(chain, lc.llama_sampler_init_greedy())
@@ -179,11 +180,12 @@ class Backend:
 class Sampler:
     """One request's llama.cpp sampler chain (freed with :meth:`free`)."""
 
-    __slots__ = ("chain", "repetition")
+    __slots__ = ("chain", "grammar", "repetition")
 
     def __init__(self, chain: object) -> None:
         self.chain = chain
         self.repetition = -1  # index in the chain of the repetition penalty, if any
+        self.grammar = -1  # and of the grammar
 
     def saw(self, tokens: Sequence[int]) -> None:
         """Tell the repetition penalty about the prompt's tokens (vLLM counts them)."""
@@ -191,6 +193,22 @@ class Sampler:
             sub = lc.llama_sampler_chain_get(self.chain, self.repetition)
             for t in tokens:
                 lc.llama_sampler_accept(sub, t)
+
+    def forced(self, tokens: Sequence[int]) -> None:
+        """Accept ``tokens`` as if sampled (the answer so far of a moved request): the
+        grammar advances over them, the penalties count them. A token the grammar does
+        not allow there raises BackendError (llama.cpp's grammar would abort on it)."""
+        grammar = None
+        if self.grammar >= 0:
+            grammar = lc.llama_sampler_chain_get(self.chain, self.grammar)
+        for i, t in enumerate(tokens):
+            if grammar is not None:
+                one = lc.llama_token_data(t, 0.0, 0.0)
+                cand = lc.llama_token_data_array(ctypes.pointer(one), 1, -1, False)
+                lc.llama_sampler_apply(grammar, ctypes.byref(cand))
+                if one.logit == -math.inf:
+                    raise BackendError(f"forced token {i} (id {t}) breaks the guided constraint")
+            lc.llama_sampler_accept(self.chain, t)
 
     def free(self) -> None:
         if self.chain:

@@ -91,7 +91,9 @@ class LlamaEngine:
 
     def hello_ack(self) -> HelloAck:
         info = ModelInfo(self.model, self.backend.n_ctx_seq, 0, (Capability.GENERATE,))
-        return HelloAck(ENGINE_NAME, PROTOCOL_VERSION, [info], self.backend.cfg.slots)
+        return HelloAck(
+            ENGINE_NAME, PROTOCOL_VERSION, [info], self.backend.cfg.slots, continues=True
+        )
 
     # ------------------------------------------------------------------ requests
 
@@ -104,14 +106,18 @@ class LlamaEngine:
         prompt, ctx = q.prompt_tokens, self.backend.n_ctx_seq
         if not prompt:
             return EngineError(ErrorCode.INVALID_REQUEST, "the prompt is empty")
-        if len(prompt) >= ctx:
+        forced = q.forced_tokens
+        if len(prompt) + len(forced) >= ctx:
             return EngineError(
                 ErrorCode.CONTEXT_LENGTH,
                 f"the prompt has {len(prompt)} tokens; this engine's context is {ctx}",
             )
-        if min(prompt) < 0 or max(prompt) >= self.backend.n_vocab:
+        ids = [*prompt, *forced] if forced else prompt
+        if min(ids) < 0 or max(ids) >= self.backend.n_vocab:
             return EngineError(ErrorCode.INVALID_REQUEST, "a token id is outside the vocabulary")
         s = q.sampling
+        if len(forced) >= s.max_tokens:
+            return EngineError(ErrorCode.INVALID_REQUEST, "the forced tokens reach max_tokens")
         if s.max_tokens < 1 or not 0 <= s.top_logprobs <= MAX_TOP_LOGPROBS:
             return EngineError(ErrorCode.INVALID_REQUEST, "bad max_tokens or top_logprobs")
         if s.temperature < 0 or not 0 < s.top_p <= 1 or s.repetition_penalty <= 0:

@@ -15,6 +15,7 @@ the slot's cells at once.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -56,6 +57,9 @@ class Seq:
     cached: int = 0
     pending: int = -1  # the sampled token to feed next (-1: still prefilling)
     generated: int = 0
+    # The answer so far given by another replica (a moved request): the last ``forced``
+    # ids of the query's prompt here, counted as generated (schemas/ie.capnp).
+    forced: int = 0
     stops: frozenset[int] = frozenset()
     admitted_ns: int = 0
     first_ns: int = 0
@@ -109,7 +113,12 @@ class Scheduler:
     # ------------------------------------------------------------------ from the loop
 
     def start(self, key: int, query: TextQuery) -> None:
-        self.inbox.put(("start", Seq(key, query, time.monotonic_ns())))
+        forced = len(query.forced_tokens)
+        if forced:  # prefilled after the prompt, as if this engine had generated them
+            context = [*query.prompt_tokens, *query.forced_tokens]
+            query = dataclasses.replace(query, prompt_tokens=context, forced_tokens=())
+        seq = Seq(key, query, time.monotonic_ns(), generated=forced, forced=forced)
+        self.inbox.put(("start", seq))
 
     def cancel(self, key: int) -> None:
         self.inbox.put(("cancel", key))
@@ -211,7 +220,15 @@ class Scheduler:
         if q.guided is not None:  # a finished grammar allows end-of-generation tokens only
             stops |= self.backend.eog
         seq.stops = frozenset(stops)
-        seq.sampler.saw(q.prompt_tokens)
+        prompt = q.prompt_tokens
+        if seq.forced:
+            seq.sampler.saw(prompt[: -seq.forced])
+            try:  # the grammar and the penalties advanced over the answer so far
+                seq.sampler.forced(prompt[-seq.forced :])
+            except BackendError as exc:
+                return EngineError(ErrorCode.INVALID_REQUEST, str(exc))
+        else:
+            seq.sampler.saw(prompt)
         return None
 
     def _place(self, seq: Seq, free: list[Slot]) -> None:
@@ -328,7 +345,7 @@ class Scheduler:
             mask(logits, sorted(seq.stops))
         token = self.backend.sample(seq.sampler, index)  # type: ignore[arg-type]
         now = time.monotonic_ns()
-        if not seq.generated:
+        if seq.generated == seq.forced:
             seq.first_ns = now
         seq.generated += 1
         result = TextResult([token])
@@ -358,14 +375,14 @@ class Scheduler:
         return FinishReason.NONE
 
     def _final(self, seq: Seq, result: TextResult, now: int) -> None:
-        result.prompt_tokens = len(seq.query.prompt_tokens)
+        result.prompt_tokens = len(seq.query.prompt_tokens) - seq.forced
         result.cached_tokens = seq.cached
         result.completion_tokens = seq.generated
         result.queue_ns = max(1, seq.admitted_ns - seq.arrived_ns)
         result.prefill_ns = max(1, seq.first_ns - seq.admitted_ns)
         result.decode_ns = max(1, now - seq.first_ns)
         self.stats.finished += 1
-        self.stats.generated_tokens += seq.generated
+        self.stats.generated_tokens += seq.generated - seq.forced
         self._release(seq, keep=True)
         self._write_stats(force=True)
 

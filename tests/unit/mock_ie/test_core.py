@@ -334,3 +334,45 @@ def test_stand_in_tokenizer() -> None:
     q = TextQuery("b", list(b"other"), Sampling(max_tokens=100, seed=1))
     ids = all_tokens(drain(start(e, q)))
     assert 8 <= len(ids) <= 48
+
+
+def test_a_continued_request_goes_on_as_an_unbroken_run(engine: MockEngine) -> None:
+    prompt = prompt_of(engine, "Continue where the other replica stopped.")
+    whole = drain(start(engine, query(prompt, seed=4, logprobs=True, top_logprobs=3)))
+    ids = all_tokens(whole)
+    for cut in (1, 5, len(ids) - 2):
+        moved = TextQuery(
+            model=MODEL.name, prompt_tokens=prompt, forced_tokens=ids[:cut],
+            sampling=Sampling(max_tokens=200, seed=4, logprobs=True, top_logprobs=3),
+        )  # fmt: skip
+        rest = drain(start(engine, moved))
+        assert all_tokens(rest) == ids[cut:]
+        entries = [(t, lp) for f in rest for t, lp in zip(f.tokens, f.logprobs, strict=True)]
+        assert entries == [(t, lp) for f in whole for t, lp in zip(f.tokens, f.logprobs,
+                                                                    strict=True)][cut:]  # fmt: skip
+        assert rest[-1].completion_tokens == whole[-1].completion_tokens
+        assert rest[-1].prompt_tokens == len(prompt)
+    assert engine.hello_ack().continues
+
+
+def test_forced_tokens_reaching_max_tokens_are_refused(engine: MockEngine) -> None:
+    q = TextQuery(model=MODEL.name, prompt_tokens=[1, 2], forced_tokens=[3, 4],
+                  sampling=Sampling(max_tokens=2))  # fmt: skip
+    err = engine.start(q)
+    assert isinstance(err, EngineError) and err.code is ErrorCode.INVALID_REQUEST
+
+
+def test_a_fault_comes_after_tokens_of_the_replicas_own() -> None:
+    script = Script.from_rules([{"match": "*", "fault": "error", "fault_after": 3,
+                                  "error_code": "internal"}])  # fmt: skip
+    e = make_engine(script=script, reply_tokens=20)
+    prompt = prompt_of(e, "faulty")
+    moved = TextQuery(model=MODEL.name, prompt_tokens=prompt, forced_tokens=list(range(5)),
+                      sampling=Sampling(max_tokens=200))  # fmt: skip
+    gen = start(e, moved)
+    out = [gen.next() for _ in range(4)]
+    assert sum(len(f.tokens) for f in out[:3] if isinstance(f, TextResult)) == 3
+    assert isinstance(out[3], Fault)
+    near_end = TextQuery(model=MODEL.name, prompt_tokens=prompt, forced_tokens=list(range(18)),
+                         sampling=Sampling(max_tokens=200))  # fmt: skip
+    assert drain(start(e, near_end))[-1].finish_reason is FinishReason.STOP  # none left to fail
