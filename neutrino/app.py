@@ -201,6 +201,8 @@ class Neutrino:
                 "retries": budget.retries,
                 "retries_refused": budget.refused,
                 "ejections": {n: h.ejected_total for n, h in self.router.outliers.health.items()},
+                "migrations": dict(self.router.migrations.moved),
+                "migrations_refused": dict(self.router.migrations.refused),
             }
         if self.processes.engines:
             raw["processes"] = {

@@ -19,6 +19,8 @@ failed before its first token is retried on another.
     eject_base_s = 5             #   for this long, doubled each time after, at most
     eject_max_s = 300            #   this long (never the last replica of a model)
     overload_skip_s = 1          # a replica that said "overloaded" is passed by this long
+    migration_limit = 2          # moves of an answer to another replica after its first
+                                 #   token (its engine lost, failing or drained; 0: none)
 
     [routing.models."qwen2.5-7b"]
     policy = "round_robin"       # this model's own policy
@@ -59,6 +61,9 @@ class RoutingConfig:
     eject_base_s: float = 5.0  # its first time out; doubled each time after
     eject_max_s: float = 300.0  # the longest time out
     overload_skip_s: float = 1.0  # a replica that said "overloaded" is passed by this long
+    # Times one answer may go on on another replica after its first token (its engine
+    # lost, failing it or drained: engine/migration.py); 0: it fails with its engine.
+    migration_limit: int = 2
     models: Mapping[str, str] = field(default_factory=dict)  # model -> its own policy
 
     def policy_of(self, model: str) -> str:
@@ -79,6 +84,7 @@ _RULES: dict[str, Any] = {
     "eject_base_s": Range(0, above=True),
     "eject_max_s": Range(0, above=True),
     "overload_skip_s": Range(0),
+    "migration_limit": Range(0, 100),
 }
 
 

@@ -61,6 +61,11 @@ class StreamSink(Protocol):
         """Deliver what the batch produced (one write per stream per batch)."""
         ...
 
+    def on_moved(self, engine: str, reason: str) -> None:
+        """Its answer goes on on ``engine``: the one it was on was lost, failed it or was
+        drained (``reason``) after its first token (engine/migration.py)."""
+        ...
+
 
 def sink_failure(exc: Exception) -> NeutrinoError:
     """The error a request ends with when its sink raised while taking engine output."""
@@ -196,6 +201,16 @@ class EngineClient(Protocol):
 
     def model_engines(self, model: str) -> list[tuple[str, ModelState]]:
         """Each engine serving ``model``, and the model's state there."""
+        ...
+
+    def drain(self, engine: str) -> int:
+        """An operator's drain of ``engine``: no request goes to it from now on, and the
+        answers it is making move to other replicas (how many did; raises NeutrinoError
+        NOT_FOUND for an unknown engine)."""
+        ...
+
+    def resume(self, engine: str) -> None:
+        """Route to a drained ``engine`` again."""
         ...
 
     # The models served by passthrough upstreams only: their requests are relayed as the

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import logging
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from neutrino.config.routing import RoutingConfig
 from neutrino.engine.client import RequestOwner, StreamSink
-from neutrino.engine.messages import ModalResult, Query, TextResult
+from neutrino.engine.messages import ModalResult, Query, TextQuery, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
 
 log = logging.getLogger("neutrino.engine")
@@ -144,28 +146,57 @@ Resend = Callable[["Failover", NeutrinoError], bool]
 Answered = Callable[[str], None]
 
 
+class Holder(Protocol):
+    """Counts a model's requests on one engine while they run (a fleet's engine: what
+    may not be unloaded under them)."""
+
+    def used(self, model: str) -> None: ...
+
+    def released(self, model: str) -> None: ...
+
+
 class Failover:
     """A request routed among replicas, as its current replica sees it (a StreamSink),
-    and as the pipeline holds it (a Submission)."""
+    and as the pipeline holds it (a Submission).
+
+    With ``record`` (migration allowed), the token ids of its answer are kept as they
+    pass (packed, 4 bytes each: at most its ``max_tokens``), so that the answer can go on
+    on another replica if this one is lost after its first token (engine/migration.py).
+    """
 
     __slots__ = (
-        "_answered", "_live", "_owner", "_resend", "_rid", "attempt", "flush", "on_modal",
-        "on_result", "on_tokens", "pool_name", "query", "sink", "tried",
+        "_answered", "_held", "_live", "_owner", "_record", "_resend", "_rid",
+        "_sink_result", "_sink_tokens", "attempt", "flush", "generated", "moves", "on_modal",
+        "on_result", "on_tokens", "origin", "pool_name", "query", "sink", "tried",
     )  # fmt: skip
 
-    def __init__(self, query: Query, sink: StreamSink, resend: Resend, answered: Answered) -> None:
-        self.query = query
+    def __init__(
+        self,
+        query: Query,
+        sink: StreamSink,
+        resend: Resend,
+        answered: Answered,
+        record: bool = False,
+    ) -> None:
+        self.origin = query  # as the pipeline sent it
+        self.query = query  # as the current attempt was sent (forced tokens after a move)
         self.sink = sink
         self._resend = resend
         self._answered = answered
+        self._record = record and type(query) is TextQuery
         self.on_result: Callable[[TextResult], bool] = self._first_result
         self.on_tokens: Callable[[list[int]], bool] = self._first_tokens
         self.on_modal: Callable[[ModalResult], None] = self._first_modal
         self.flush: Callable[[], None] = sink.flush
+        self._sink_tokens = sink.on_tokens
+        self._sink_result = sink.on_result
         self._live = False  # the first output has passed
         self._owner: RequestOwner | None = None
+        self._held: Holder | None = None
         self._rid = 0
         self.attempt = 0
+        self.moves = 0  # times its answer went on on another replica
+        self.generated = array("I")  # the answer's ids so far (with ``record``)
         self.pool_name = ""
         self.tried: list[str] = []
 
@@ -174,13 +205,26 @@ class Failover:
         if attempt == self.attempt:
             self._owner, self._rid = owner, rid
 
-    def begin(self, pool_name: str) -> int:
-        """A new attempt, on ``pool_name``: its number."""
+    def begin(self, pool_name: str, holder: Holder | None = None) -> int:
+        """A new attempt, on ``pool_name`` (whose ``holder`` counts the model in use
+        there until the request ends or moves on): its number."""
         self.attempt += 1
         self.pool_name = pool_name
         self.tried.append(pool_name)
         self._owner = None
+        self._hold(holder)
         return self.attempt
+
+    def _hold(self, holder: Holder | None) -> None:
+        held = self._held
+        if held is holder:
+            return
+        model = self.origin.model
+        if holder is not None:
+            holder.used(model)
+        self._held = holder
+        if held is not None:
+            held.released(model)
 
     @property
     def live(self) -> bool:
@@ -188,39 +232,56 @@ class Failover:
 
     def _going(self) -> None:
         sink = self.sink
-        self.on_result, self.on_tokens, self.on_modal = (
-            sink.on_result,
-            sink.on_tokens,
-            sink.on_modal,
-        )
+        if self._record:
+            self.on_result, self.on_tokens = self._kept_result, self._kept_tokens
+        else:
+            self.on_result, self.on_tokens = sink.on_result, sink.on_tokens
+        self.on_modal = sink.on_modal
         self._live = True
         self._answered(self.pool_name)
 
+    def _kept_tokens(self, tokens: list[int]) -> bool:
+        self.generated.extend(tokens)
+        return self._sink_tokens(tokens)
+
+    def _kept_result(self, result: TextResult) -> bool:
+        if result.tokens:
+            self.generated.extend(result.tokens)
+        return self._sink_result(result)
+
     def _first_result(self, result: TextResult) -> bool:
         self._going()
-        return self.sink.on_result(result)
+        return self.on_result(result)
 
     def _first_tokens(self, tokens: list[int]) -> bool:
         self._going()
-        return self.sink.on_tokens(tokens)
+        return self.on_tokens(tokens)
 
     def _first_modal(self, result: ModalResult) -> None:
         self._going()
         self.sink.on_modal(result)
 
     def on_error(self, error: NeutrinoError) -> None:
-        """The attempt failed: the router records it, and sends the request elsewhere or
-        lets it end with ``error``."""
+        """The attempt failed: the router records it, and sends the request elsewhere
+        (before its first token a retry, after it a move) or lets it end with ``error``."""
         if not self._resend(self, error):
             self.sink.on_error(error)
+
+    def on_moved(self, engine: str, reason: str) -> None:
+        """Its answer goes on on ``engine`` (the sink is told where it went, and why)."""
+        self.moves += 1
+        self.sink.on_moved(engine, reason)
 
     # Submission: what the pipeline does with it reaches the current attempt.
 
     def cancel(self, reason: str) -> bool:
         owner = self._owner
-        return owner.cancel(self._rid, reason) if owner is not None else False
+        sent = owner.cancel(self._rid, reason) if owner is not None else False
+        self._hold(None)
+        return sent
 
     def forget(self) -> None:
         owner = self._owner
         if owner is not None:
             owner.forget(self._rid)
+        self._hold(None)

@@ -127,6 +127,12 @@ class InProcessEngineClient:
     async def unload(self, model: str) -> None:
         raise NeutrinoError(ErrorKind.UNSUPPORTED, "the in-process engine loads no models")
 
+    def drain(self, engine: str) -> int:
+        raise NeutrinoError(ErrorKind.NOT_FOUND, f"no engine is named {engine!r}")
+
+    def resume(self, engine: str) -> None:
+        raise NeutrinoError(ErrorKind.NOT_FOUND, f"no engine is named {engine!r}")
+
     def model_engines(self, model: str) -> list[tuple[str, ModelState]]:
         return [("in-process", ModelState.LOADED)] if model in self.models() else []
 

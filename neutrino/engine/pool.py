@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from neutrino.backoff import Backoff
 from neutrino.config import EngineConfig, EngineLinkConfig
+from neutrino.engine.client import RequestOwner, StreamSink
 from neutrino.engine.connection import EngineConnection
 from neutrino.engine.messages import HelloAck, LoadModel, ModelInfo, UnloadModel
 from neutrino.engine.stats import EngineStats
@@ -99,6 +100,10 @@ class EnginePool:
             if pong is not None and pong.running + pong.waiting > most:
                 most = pong.running + pong.waiting
         return most
+
+    def in_flight(self) -> list[tuple[RequestOwner, int, StreamSink]]:
+        """Every query in flight on its connections: the connection, its id, its sink."""
+        return [(c, rid, sink) for c in self.connections for rid, sink in c.link.streams.items()]
 
     def pick(self) -> EngineConnection | None:
         """The open connection with the fewest requests in flight, preferring one whose

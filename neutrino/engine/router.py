@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from neutrino.config import EngineConfig, EngineLinkConfig, RoutingConfig
 from neutrino.engine.client import LinkSubmission, Relayed, RequestOwner, StreamSink, Submission
-from neutrino.engine.failover import RETRYABLE, Failover, Outliers, RetryBudget
+from neutrino.engine.failover import RETRYABLE, Failover, Holder, Outliers, RetryBudget
 from neutrino.engine.lifecycle import LifecycleStats, ModelKeeper
 from neutrino.engine.messages import (
     HelloAck,
@@ -22,6 +22,7 @@ from neutrino.engine.messages import (
     TextQuery,
     UnloadModel,
 )
+from neutrino.engine.migration import Migrations, Plan, reason_of
 from neutrino.engine.pool import EnginePool
 from neutrino.engine.routing import Routing, load
 from neutrino.engine.stats import EngineStats
@@ -74,6 +75,10 @@ class Pool(Protocol):
 
     def pick(self) -> Connection | None: ...
 
+    def in_flight(self) -> list[tuple[RequestOwner, int, StreamSink]]:
+        """The queries in flight on it: who holds each, its id and its sink."""
+        ...
+
     async def start(self) -> None: ...
 
     async def wait_connected(self, timeout: float) -> bool: ...
@@ -81,15 +86,6 @@ class Pool(Protocol):
     async def close(self) -> None: ...
 
     def snapshot(self) -> dict[str, object]: ...
-
-
-class Holder(Protocol):
-    """Counts a model's requests on one engine while they run (what may not be unloaded
-    under them, and when it was used last)."""
-
-    def used(self, model: str) -> None: ...
-
-    def released(self, model: str) -> None: ...
 
 
 class Placer(Protocol):
@@ -152,33 +148,6 @@ class _Held(LinkSubmission):
             self._keeper = None
 
 
-class _HeldAttempt:
-    """A request that may move to another replica (failover) on a fleet's engine: its
-    model counts as in use on the first engine until the request ends."""
-
-    __slots__ = ("_holder", "_inner", "_model")
-
-    def __init__(self, inner: Submission, holder: Holder, model: str) -> None:
-        self._inner = inner
-        self._holder: Holder | None = holder
-        self._model = model
-        holder.used(model)
-
-    def cancel(self, reason: str) -> bool:
-        sent = self._inner.cancel(reason)
-        self._release()
-        return sent
-
-    def forget(self) -> None:
-        self._inner.forget()
-        self._release()
-
-    def _release(self) -> None:
-        if self._holder is not None:
-            self._holder.released(self._model)
-            self._holder = None
-
-
 class _HeldRelay:
     """A relayed answer from an upstream that loads on demand: its model counts as in
     use until the answer is closed."""
@@ -219,6 +188,8 @@ class EngineRouter:
         self.routing = Routing(routing)
         self.outliers = Outliers(routing)
         self.budget = RetryBudget(routing.retry_budget, routing.retry_burst)
+        self.migrations = Migrations(routing.migration_limit, load)
+        self.draining: set[str] = set()  # engines no request is sent to (their answers moved)
         self._models: dict[str, ModelInfo] = {}
         self._by_model: dict[str, list[Pool]] = {}
         self._relays: dict[str, list[UpstreamPool]] = {}  # passthrough upstreams by model
@@ -243,6 +214,8 @@ class EngineRouter:
         relays: dict[str, list[UpstreamPool]] = {}
         for pool in self.pools:
             if not pool.connected or pool.hello is None:
+                continue
+            if pool.name in self.draining:
                 continue
             if pool.hello.memory_budget:
                 self._pin(self._keeper_of(pool), pool.hello)
@@ -431,10 +404,8 @@ class EngineRouter:
                 pools = self._in_rotation(pools)
                 prompt = query.prompt_tokens if type(query) is TextQuery else ()
                 best = self.routing.choose(query.model, pools, prompt)
-                if self.budget.ratio and not self.keepers:
-                    attempt = self._failover(query, sink, best)
-                    holder = self.holders.get(id(best)) if self.holders else None
-                    return attempt if holder is None else _HeldAttempt(attempt, holder, query.model)
+                if (self.budget.ratio or self.migrations.limit) and not self.keepers:
+                    return self._failover(query, sink, best)
             conn = best.pick()
         if conn is None:
             if not self.has_engine() or query.model in self._known:
@@ -469,7 +440,8 @@ class EngineRouter:
         """Submit to ``pool`` a request that another replica takes if this one fails
         before its first token (see engine/failover.py)."""
         self.budget.earn()
-        attempt = Failover(query, sink, self._resend, self.outliers.succeeded)
+        record = self.migrations.limit > 0
+        attempt = Failover(query, sink, self._resend, self.outliers.succeeded, record)
         self._send(attempt, pool)
         return attempt
 
@@ -479,7 +451,7 @@ class EngineRouter:
             raise NeutrinoError(
                 ErrorKind.NO_ENGINE, f"no engine serving {attempt.query.model!r} is connected"
             )
-        n = attempt.begin(pool.name)
+        n = attempt.begin(pool.name, self.holders.get(id(pool)) if self.holders else None)
         attempt.bind(pool.name, conn, conn.submit(attempt.query, attempt), n)
 
     def _resend(self, attempt: Failover, error: NeutrinoError) -> bool:
@@ -488,7 +460,10 @@ class EngineRouter:
         budget (True), else let it end."""
         name, model = attempt.pool_name, attempt.query.model
         self.outliers.failed(name, error.kind, lambda: self._others_in_rotation(name))
-        if attempt.live or error.kind not in RETRYABLE or len(attempt.tried) > 1:
+        if attempt.live:
+            reason = reason_of(error, name in self.draining)
+            return reason is not None and self._move(attempt, reason)
+        if error.kind not in RETRYABLE or len(attempt.tried) > 1 or not self.budget.ratio:
             return False
         others = [
             p for p in self._in_rotation(self._by_model.get(model, []))
@@ -505,6 +480,50 @@ class EngineRouter:
                  target.name)  # fmt: skip
         return True
 
+    def _move(self, attempt: Failover, reason: str, plan: Plan | None = None) -> bool:
+        """Send a request whose answer began to another replica, with its answer so far
+        (engine/migration.py): True if it went."""
+        plan = plan or self.migrations.plan(attempt, self._by_model.get(attempt.origin.model, []))
+        if plan is None:
+            return False
+        was, attempt.query = attempt.pool_name, plan.query
+        try:
+            self._send(attempt, plan.target)
+        except NeutrinoError:
+            return False
+        self.migrations.moved[reason] += 1
+        attempt.on_moved(plan.target.name, reason)
+        log.info("an answer of %s moved from %s to %s after %d tokens (%s)", plan.query.model,
+                 was, plan.target.name, len(plan.query.forced_tokens), reason)  # fmt: skip
+        return True
+
+    def drain(self, name: str) -> int:
+        """Send no more requests to the engine ``name``, and move the answers it is making
+        to other replicas now (each cancelled there once): how many moved. Those that
+        cannot move finish where they are."""
+        pool = next((p for p in self.pools if p.name == name), None)
+        if pool is None:
+            raise NeutrinoError(ErrorKind.NOT_FOUND, f"no engine is named {name!r}")
+        self.draining.add(name)
+        self._refresh()
+        moved = 0
+        for owner, rid, sink in pool.in_flight():
+            if not isinstance(sink, Failover) or sink.pool_name != name:
+                continue
+            plan = self.migrations.plan(sink, self._by_model.get(sink.origin.model, []))
+            if plan is not None and owner.cancel(rid, "drained"):
+                if self._move(sink, "drained", plan):
+                    moved += 1
+                else:  # pragma: no cover - a planned target refused at once
+                    sink.sink.on_error(NeutrinoError(ErrorKind.ENGINE_DISCONNECTED,
+                                                     "the engine was drained"))  # fmt: skip
+        return moved
+
+    def resume(self, name: str) -> None:
+        """Route to a drained engine again."""
+        self.draining.discard(name)
+        self._refresh()
+
     def _others_in_rotation(self, name: str) -> bool:
         """Whether every model the engine ``name`` serves has another replica in rotation."""
         now = time.monotonic()
@@ -519,6 +538,8 @@ class EngineRouter:
         return {
             "retries": self.budget.retries,
             "retries_refused": self.budget.refused,
+            "migrations": self.migrations.snapshot(),
+            "draining": sorted(self.draining),
             "engines": self.outliers.snapshot(),
         }
 
@@ -582,3 +603,4 @@ class EngineRouter:
             self.routing = Routing(cfg)
             self.outliers = Outliers(cfg)
             self.budget = RetryBudget(cfg.retry_budget, cfg.retry_burst)
+            self.migrations.limit = cfg.migration_limit

@@ -306,9 +306,10 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _merge_failover(into: dict[str, Any], raw: Mapping[str, Any]) -> None:
     for k, v in raw.items():
-        if k == "ejections":
-            for engine, n in v.items():
-                into["ejections"][engine] = into["ejections"].get(engine, 0) + n
+        if isinstance(v, Mapping):  # counts by engine or by reason
+            mine = into.setdefault(k, {})
+            for name, n in v.items():
+                mine[name] = mine.get(name, 0) + n
         else:
             into[k] = into.get(k, 0) + v
 
@@ -474,6 +475,28 @@ def _routing_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
     for engine, n in sorted(failover.get("ejections", {}).items()):
         ejections.add_metric([engine], n)
     yield ejections
+    yield from _migration_families(failover)
+
+
+def _migration_families(failover: Mapping[str, Any]) -> Iterator[Metric]:
+    moved = CounterMetricFamily(
+        PREFIX + "migrations",
+        "Answers that went on on another replica after their first token, by why they"
+        " moved (lost: the engine connection; engine_error; drained).",
+        labels=("reason",),
+    )
+    for reason, n in sorted(failover.get("migrations", {}).items()):
+        moved.add_metric([reason], n)
+    yield moved
+    refused = CounterMetricFamily(
+        PREFIX + "migrations_refused",
+        "Answers that could not move and ended with their engine's error (limit: the"
+        " migration limit reached; no_replica: none left that continues answers).",
+        labels=("reason",),
+    )
+    for reason, n in sorted(failover.get("migrations_refused", {}).items()):
+        refused.add_metric([reason], n)
+    yield refused
 
 
 PROCESS_STATES = ("starting", "ready", "restarting", "stopped")

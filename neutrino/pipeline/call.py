@@ -75,6 +75,9 @@ class ModalCall:
     def on_result(self, result: TextResult) -> bool:
         raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered wrongly")
 
+    def on_moved(self, engine: str, reason: str) -> None:
+        """Never: only text answers move (engine/migration.py)."""
+
     def on_tokens(self, tokens: list[int]) -> bool:
         raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered wrongly")
 

@@ -101,6 +101,7 @@ class Generation:
         "created",
         "echo",
         "engine_cancels",
+        "hops",
         "lifecycle",
         "model",
         "obs",
@@ -132,6 +133,9 @@ class Generation:
         self.prompt_tokens = prompt_tokens
         self.echo = ""  # text that precedes the completion in the answer (``echo``)
         self.engine_cancels = 0
+        # Where its answer went on after its engine was lost, failed or drained, and why
+        # (at most [routing] migration_limit).
+        self.hops: list[tuple[str, str]] | None = None
         self.principal: Principal | None = None  # the API key it counts against
         self.obs: Observed | None = None  # its labels and span, for metrics and tracing
         self.route = ""  # how a manifest route sent it here (pipeline/routes.py Hop)
@@ -233,6 +237,13 @@ class Generation:
 
     def on_modal(self, result: ModalResult) -> None:
         raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered a text query wrongly")
+
+    def on_moved(self, engine: str, reason: str) -> None:
+        """Its answer goes on on ``engine``: nothing changes for the client."""
+        hops = self.hops
+        if hops is None:
+            hops = self.hops = []
+        hops.append((engine, reason))
 
     def on_error(self, error: NeutrinoError) -> None:
         if self.lifecycle.terminal:
@@ -457,6 +468,9 @@ class Generation:
             attrs["gen_ai.response.finish_reasons"] = [self._outcome.finish_reason]
         if self.route:
             attrs["neutrino.route"] = self.route
+        if self.hops:
+            attrs["neutrino.migrations"] = len(self.hops)
+            attrs["neutrino.migrated_to"] = [f"{e} ({why})" for e, why in self.hops]
         return attrs
 
     def history_entry(self) -> HistoryEntry:
@@ -473,4 +487,6 @@ class Generation:
         )
         if self.route:
             entry.route = self.route
+        if self.hops:
+            entry.hops = [f"{e} ({why})" for e, why in self.hops]
         return entry

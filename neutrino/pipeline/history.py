@@ -43,6 +43,7 @@ class HistoryEntry:
     error_message: str | None = None
     key: str | None = None  # the name of the API key that made it (never the key)
     route: str | None = None  # how a manifest route sent it (alias; intent; model)
+    hops: list[str] | None = None  # engines its answer moved to mid-stream, and why
 
     @classmethod
     def of(
@@ -75,6 +76,8 @@ class HistoryEntry:
         """What this entry holds, roughly: its objects and its strings."""
         text = len(self.request_id) + len(self.model) + len(self.error_message or "")
         text += len(self.route or "")
+        if self.hops:
+            text += sum(56 + len(h) for h in self.hops)
         return _ENTRY_BYTES + 48 * len(self.times) + text
 
     def to_dict(self) -> dict[str, Any]:
@@ -94,6 +97,7 @@ class HistoryEntry:
             "finish_reason": self.finish_reason,
             "key": self.key,
             "route": self.route,
+            **({"migrated_to": self.hops} if self.hops else {}),
             "error": {"kind": self.error_kind, "message": self.error_message}
             if self.error_kind is not None
             else None,

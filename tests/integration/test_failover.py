@@ -1,8 +1,9 @@
 """Failover over three ``mock_ie`` replicas (round robin, so each takes its share):
 
 - a replica killed under load: the requests it held before their first token are answered
-  by the others, none fails; one killed in the middle of its streams ends those streams
-  cleanly (an error event) and no other;
+  by the others, none fails; with migration off, one killed in the middle of its streams
+  ends those streams cleanly (an error event) and no other (test_migration.py: with it
+  on, they go on elsewhere);
 - a replica that fails every request is ejected after three failures in a row, its
   requests retried elsewhere meanwhile, and comes back in rotation once healthy;
 - when every replica fails, retries stay within the retry budget.
@@ -126,8 +127,11 @@ def test_a_replica_killed_before_the_first_tokens_fails_no_request(
     assert server.get_json("/neutrino/v1/app_state")["requests"]["finished"].get("failed", 0) == 0
 
 
-@pytest.mark.parametrize("stack", [(("--itl-ms", "40", "--reply-tokens", "60"), (), "")],
-                         indirect=True)  # fmt: skip
+@pytest.mark.parametrize(
+    "stack",
+    [(("--itl-ms", "40", "--reply-tokens", "60"), (), "migration_limit = 0\n")],
+    indirect=True,
+)
 def test_a_replica_killed_mid_stream_ends_only_its_streams(
     stack: tuple[list[MockIE], NeutrinoProc],
 ) -> None:

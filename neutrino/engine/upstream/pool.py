@@ -28,6 +28,7 @@ import orjson
 from neutrino.backoff import Backoff
 from neutrino.config import EngineConfig, EngineLinkConfig
 from neutrino.engine.client import (
+    RequestOwner,
     StreamSink,
     classify_engine_error,
     lost_connection,
@@ -216,6 +217,9 @@ class UpstreamPool:
         req = self._requests[rid] = _Request(sink)
         req.task = asyncio.get_running_loop().create_task(self._run(rid, query, req))
         return rid
+
+    def in_flight(self) -> list[tuple[RequestOwner, int, StreamSink]]:
+        return [(self, rid, req.sink) for rid, req in self._requests.items()]
 
     def cancel(self, rid: int, reason: str) -> bool:
         req = self._requests.pop(rid, None)

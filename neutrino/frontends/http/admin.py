@@ -72,6 +72,8 @@ class AdminRoutes:
             r.add_post("/neutrino/v1/reload", guarded(self.reload))
             r.add_post("/neutrino/v1/models/{model:.+}/load", guarded(self.load_model))
             r.add_post("/neutrino/v1/models/{model:.+}/unload", guarded(self.unload_model))
+            r.add_post("/neutrino/v1/engines/{engine}/drain", guarded(self.drain_engine))
+            r.add_post("/neutrino/v1/engines/{engine}/resume", guarded(self.resume_engine))
         r.add_route("*", _CATCH_ALL, guarded(self.not_found))
 
     def _admin(self, request: web.Request, changes_state: bool = False) -> None:
@@ -147,6 +149,21 @@ class AdminRoutes:
         await self.orch.engines.unload(name)
         info = self.orch.engines.models()[name]
         return json_response(self._model_card(info.name, info.context_length))
+
+    async def drain_engine(self, request: web.Request) -> web.Response:
+        """POST /neutrino/v1/engines/{name}/drain (admin): no request goes to the engine
+        from now on; the answers it is making go on on other replicas (engine/migration.py)."""
+        self._admin(request, changes_state=True)
+        name = request.match_info["engine"]
+        moved = self.orch.engines.drain(name)
+        return json_response({"engine": name, "draining": True, "moved": moved})
+
+    async def resume_engine(self, request: web.Request) -> web.Response:
+        """POST /neutrino/v1/engines/{name}/resume (admin): route to a drained engine again."""
+        self._admin(request, changes_state=True)
+        name = request.match_info["engine"]
+        self.orch.engines.resume(name)
+        return json_response({"engine": name, "draining": False})
 
     async def models(self, request: web.Request) -> web.Response:
         """The served models (those the caller's key may use)."""

@@ -1,0 +1,122 @@
+"""The rules of an answer's move (engine/migration.py) and what a Failover keeps for it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from neutrino.engine.codec import decode, encode
+from neutrino.engine.failover import Failover
+from neutrino.engine.messages import (
+    HelloAck,
+    ModalResult,
+    Sampling,
+    TextQuery,
+    TextResult,
+)
+from neutrino.engine.migration import Migrations, reason_of
+from neutrino.errors import ErrorKind, NeutrinoError
+
+
+@dataclass
+class Sink:
+    tokens: list[int] = field(default_factory=list)
+    moves: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[NeutrinoError] = field(default_factory=list)
+
+    def on_result(self, result: TextResult) -> bool:
+        self.tokens += result.tokens
+        return False
+
+    def on_tokens(self, tokens: list[int]) -> bool:
+        self.tokens += tokens
+        return False
+
+    def on_error(self, error: NeutrinoError) -> None:
+        self.errors.append(error)
+
+    def on_modal(self, result: ModalResult) -> None:
+        raise AssertionError
+
+    def flush(self) -> None:
+        pass
+
+    def on_moved(self, engine: str, reason: str) -> None:
+        self.moves.append((engine, reason))
+
+
+@dataclass
+class Replica:
+    name: str
+    continues: bool = True
+    connected: bool = True
+    load: float = 0.0
+    hello: HelloAck | None = None
+
+    def __post_init__(self) -> None:
+        self.hello = HelloAck("e", 1, [], 4, continues=self.continues)
+
+
+QUERY = TextQuery(model="m", prompt_tokens=[1, 2, 3], sampling=Sampling(max_tokens=10, seed=4))
+
+
+def _live(record: bool = True) -> tuple[Failover, Sink]:
+    sink = Sink()
+    attempt = Failover(QUERY, sink, lambda a, e: False, lambda name: None, record)
+    attempt.begin("a")
+    attempt.on_tokens([7])
+    attempt.on_result(TextResult([8, 9]))
+    attempt.on_tokens([10])
+    return attempt, sink
+
+
+def test_a_failover_keeps_the_answers_ids_as_they_pass() -> None:
+    attempt, sink = _live()
+    assert sink.tokens == [7, 8, 9, 10] and list(attempt.generated) == [7, 8, 9, 10]
+    unkept, _ = _live(record=False)
+    assert not unkept.generated  # migration off: nothing kept on the token path
+
+
+def test_the_plan_continues_the_answer_on_the_least_loaded_able_replica() -> None:
+    attempt, _ = _live()
+    m = Migrations(2, lambda r: r.load)
+    replicas = [Replica("a"), Replica("b", load=0.5), Replica("c", load=0.1),
+                Replica("d", continues=False), Replica("e", connected=False)]  # fmt: skip
+    plan = m.plan(attempt, replicas)
+    assert plan is not None and plan.target.name == "c"
+    assert plan.query.forced_tokens == [7, 8, 9, 10]
+    assert plan.query.prompt_tokens == QUERY.prompt_tokens and plan.query.sampling == QUERY.sampling
+    attempt.tried.append("c")  # been there: another one first
+    plan = m.plan(attempt, replicas)
+    assert plan is not None and plan.target.name == "b"
+
+
+def test_no_plan_past_the_limit_without_a_replica_or_at_max_tokens() -> None:
+    attempt, sink = _live()
+    m = Migrations(1, lambda r: 0.0)
+    assert m.plan(attempt, [Replica("a"), Replica("x", continues=False)]) is None
+    assert m.refused == {"limit": 0, "no_replica": 1}
+    attempt.on_moved("b", "lost")
+    assert sink.moves == [("b", "lost")] and attempt.moves == 1
+    assert m.plan(attempt, [Replica("c")]) is None
+    assert m.refused == {"limit": 1, "no_replica": 1}
+    full, _ = _live()
+    full.generated.extend(range(6))  # ten ids: max_tokens reached
+    assert Migrations(5, lambda r: 0.0).plan(full, [Replica("c")]) is None
+
+
+def test_the_reason_of_a_move() -> None:
+    lost = NeutrinoError(ErrorKind.ENGINE_DISCONNECTED, "gone")
+    failed = NeutrinoError(ErrorKind.ENGINE_ERROR, "failed")
+    assert reason_of(lost, drained=False) == "lost"
+    assert reason_of(failed, drained=False) == "engine_error"
+    assert reason_of(lost, drained=True) == "drained"
+    assert reason_of(NeutrinoError(ErrorKind.CONTEXT_LENGTH, "too long"), drained=False) is None
+
+
+def test_forced_tokens_and_continues_cross_the_wire() -> None:
+    moved = TextQuery(model="m", prompt_tokens=[1, 2], sampling=Sampling(max_tokens=9),
+                      forced_tokens=[5, 2**32 - 1])  # fmt: skip
+    rid, back = decode(encode(7, moved))
+    assert rid == 7 and isinstance(back, TextQuery) and list(back.forced_tokens) == [5, 2**32 - 1]
+    _, ack = decode(encode(0, HelloAck("e", 1, [], 2, continues=True)))
+    assert isinstance(ack, HelloAck) and ack.continues
