@@ -194,15 +194,16 @@ class Neutrino:
         lifecycle = self.router.lifecycle.models
         if lifecycle:
             raw["lifecycle"] = {name: dataclasses.asdict(c) for name, c in lifecycle.items()}
-        if self.router.routing.models:
+        if self.router.routing.models or self.router.resender.used:
             raw["routing"] = self.router.routing.counts()
-            budget = self.router.budget
+            resender = self.router.resender
+            budget, migrations = resender.budget, resender.migrations
             raw["failover"] = {
                 "retries": budget.retries,
                 "retries_refused": budget.refused,
-                "ejections": {n: h.ejected_total for n, h in self.router.outliers.health.items()},
-                "migrations": dict(self.router.migrations.moved),
-                "migrations_refused": dict(self.router.migrations.refused),
+                "ejections": {n: h.ejected_total for n, h in resender.outliers.health.items()},
+                "migrations": dict(migrations.moved),
+                "migrations_refused": dict(migrations.refused),
             }
         if self.processes.engines:
             raw["processes"] = {
@@ -224,7 +225,7 @@ class Neutrino:
             extra["embedded_mock"] = {"pid": mock.pid, "restarts": mock.restarts}
         if self.registrars:
             extra["registration"] = [r.snapshot() for r in self.registrars]
-        if self.router.routing.models:
+        if self.router.routing.models or self.router.resender.used:
             extra["routing"] = {
                 **self.router.routing.snapshot(),
                 "failover": self.router.failover_snapshot(),

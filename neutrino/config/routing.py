@@ -21,6 +21,8 @@ failed before its first token is retried on another.
     overload_skip_s = 1          # a replica that said "overloaded" is passed by this long
     migration_limit = 2          # moves of an answer to another replica after its first
                                  #   token (its engine lost, failing or drained; 0: none)
+    migration_wait_s = 30        # with none now, how long it waits for one to start or be
+                                 #   placed (0: it fails at once)
 
     [routing.models."qwen2.5-7b"]
     policy = "round_robin"       # this model's own policy
@@ -64,6 +66,9 @@ class RoutingConfig:
     # Times one answer may go on on another replica after its first token (its engine
     # lost, failing it or drained: engine/migration.py); 0: it fails with its engine.
     migration_limit: int = 2
+    # With no replica to move to now but one coming (a managed engine restarting, a model
+    # the fleet places again), how long the answer waits for it (0: it fails at once).
+    migration_wait_s: float = 30.0
     models: Mapping[str, str] = field(default_factory=dict)  # model -> its own policy
 
     def policy_of(self, model: str) -> str:
@@ -85,6 +90,7 @@ _RULES: dict[str, Any] = {
     "eject_max_s": Range(0, above=True),
     "overload_skip_s": Range(0),
     "migration_limit": Range(0, 100),
+    "migration_wait_s": Range(0, 3600),
 }
 
 

@@ -166,8 +166,9 @@ class Failover:
 
     __slots__ = (
         "_answered", "_held", "_live", "_owner", "_record", "_resend", "_rid",
-        "_sink_result", "_sink_tokens", "attempt", "flush", "generated", "moves", "on_modal",
-        "on_result", "on_tokens", "origin", "pool_name", "query", "sink", "tried",
+        "_sink_result", "_sink_tokens", "attempt", "ended", "flush", "generated", "moves",
+        "on_modal", "on_result", "on_tokens", "origin", "pool_name", "query", "sink", "tried",
+        "waiting",
     )  # fmt: skip
 
     def __init__(
@@ -196,6 +197,8 @@ class Failover:
         self._rid = 0
         self.attempt = 0
         self.moves = 0  # times its answer went on on another replica
+        self.waiting = False  # its answer waits for a replica to move to
+        self.ended = False  # cancelled or forgotten: the request is over
         self.generated = array("I")  # the answer's ids so far (with ``record``)
         self.pool_name = ""
         self.tried: list[str] = []
@@ -275,12 +278,14 @@ class Failover:
     # Submission: what the pipeline does with it reaches the current attempt.
 
     def cancel(self, reason: str) -> bool:
+        self.ended = True
         owner = self._owner
         sent = owner.cancel(self._rid, reason) if owner is not None else False
         self._hold(None)
         return sent
 
     def forget(self) -> None:
+        self.ended = True
         owner = self._owner
         if owner is not None:
             owner.forget(self._rid)

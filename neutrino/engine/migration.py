@@ -7,14 +7,15 @@ generated so far as ``forced_tokens``: the engine takes them as its own output a
 prompt and goes on (``schemas/ie.capnp``), so the client sees one answer, its text, counts
 and id unbroken. Only engines whose hello says ``continues`` are moved to. A request moves
 at most ``[routing] migration_limit`` times; with no replica left, past the limit, or with
-its answer already at ``max_tokens``, it ends with its replica's error, as before.
+its answer already at ``max_tokens``, it ends with its replica's error, as before. With
+no replica now but one coming (a managed engine restarting, a model the fleet places
+again), the answer waits for it, at most ``migration_wait_s``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from neutrino.engine.failover import FAILURES, Failover
@@ -45,12 +46,6 @@ def reason_of(error: NeutrinoError, drained: bool) -> str | None:
     return "lost" if error.kind is ErrorKind.ENGINE_DISCONNECTED else "engine_error"
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    query: TextQuery  # the original, with the answer so far as its forced tokens
-    target: Any  # the replica (a router's Pool) it goes to
-
-
 class Migrations:
     """Where answers move, and how many moved or could not, by reason (the metric's
     counts). ``load``: a replica's load (the least loaded of those that can take it)."""
@@ -61,10 +56,9 @@ class Migrations:
         self.moved = dict.fromkeys(REASONS, 0)
         self.refused = dict.fromkeys(REFUSALS, 0)
 
-    def plan(self, attempt: Failover, replicas: Iterable[Replica]) -> Plan | None:
-        """Where ``attempt``'s answer goes on, and the query that takes it there; None when
-        it may not move (not a text query, past the limit, nothing left to generate, no
-        replica that continues answers), and it ends with its error."""
+    def allowed(self, attempt: Failover) -> TextQuery | None:
+        """The query that takes ``attempt``'s answer on, or None when it may not move (not
+        a text query, past the limit, nothing left to generate)."""
         query = attempt.origin
         if type(query) is not TextQuery:
             return None
@@ -74,17 +68,21 @@ class Migrations:
         done = attempt.generated
         if len(done) >= query.sampling.max_tokens:
             return None
+        return dataclasses.replace(query, forced_tokens=done.tolist())
+
+    def pick(self, attempt: Failover, replicas: Iterable[Replica], anew: bool = False) -> Any:
+        """The least loaded connected replica that continues answers, not the one that
+        failed (unless ``anew``: it connected again since), one not tried before where
+        there is such; None if there is none."""
         able = [
             r for r in replicas
-            if r.name != attempt.pool_name and r.connected and r.hello is not None
+            if (anew or r.name != attempt.pool_name) and r.connected and r.hello is not None
             and r.hello.continues
         ]  # fmt: skip
         if not able:
-            self.refused["no_replica"] += 1
             return None
         fresh = [r for r in able if r.name not in attempt.tried]
-        target = min(fresh or able, key=self._load)
-        return Plan(dataclasses.replace(query, forced_tokens=done.tolist()), target)
+        return min(fresh or able, key=self._load)
 
     def snapshot(self) -> dict[str, object]:
         return {"limit": self.limit, "moved": dict(self.moved), "refused": dict(self.refused)}

@@ -167,6 +167,7 @@ class EnginePool:
             conn.on_models = self._models_changed
             self.hello = conn.hello
             self._slots[slot] = conn
+            self.stats.connects += 1
             log.info(
                 "engine %s slot %d connected (%s)",
                 self.name,

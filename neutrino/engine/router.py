@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from neutrino.config import EngineConfig, EngineLinkConfig, RoutingConfig
 from neutrino.engine.client import LinkSubmission, Relayed, RequestOwner, StreamSink, Submission
-from neutrino.engine.failover import RETRYABLE, Failover, Holder, Outliers, RetryBudget
+from neutrino.engine.failover import Holder
 from neutrino.engine.lifecycle import LifecycleStats, ModelKeeper
 from neutrino.engine.messages import (
     HelloAck,
@@ -22,8 +21,8 @@ from neutrino.engine.messages import (
     TextQuery,
     UnloadModel,
 )
-from neutrino.engine.migration import Migrations, Plan, reason_of
 from neutrino.engine.pool import EnginePool
+from neutrino.engine.resend import Resender
 from neutrino.engine.routing import Routing, load
 from neutrino.engine.stats import EngineStats
 from neutrino.engine.upstream.pool import UpstreamPool
@@ -186,10 +185,7 @@ class EngineRouter:
         self.pools = [_pool(e, link, self._refresh) for e in engines]
         routing = routing or RoutingConfig()
         self.routing = Routing(routing)
-        self.outliers = Outliers(routing)
-        self.budget = RetryBudget(routing.retry_budget, routing.retry_burst)
-        self.migrations = Migrations(routing.migration_limit, load)
-        self.draining: set[str] = set()  # engines no request is sent to (their answers moved)
+        self.resender = Resender(routing, self, load)
         self._models: dict[str, ModelInfo] = {}
         self._by_model: dict[str, list[Pool]] = {}
         self._relays: dict[str, list[UpstreamPool]] = {}  # passthrough upstreams by model
@@ -215,7 +211,7 @@ class EngineRouter:
         for pool in self.pools:
             if not pool.connected or pool.hello is None:
                 continue
-            if pool.name in self.draining:
+            if pool.name in self.resender.draining:
                 continue
             if pool.hello.memory_budget:
                 self._pin(self._keeper_of(pool), pool.hello)
@@ -343,14 +339,22 @@ class EngineRouter:
                 out.append((pool.name, state))
         return out
 
+    def _may_return(self, pool: Pool, query: Query) -> bool:
+        """Whether a request on a model's only engine may move when it fails: the engine is
+        one Neutrino restarts, or the fleet places the model again."""
+        placer = self.placer
+        return pool.cfg.managed or (placer is not None and query.model in placer.catalogue)
+
     def _coming(self, model: str) -> bool:
         """Whether a managed engine that served ``model`` (or has not said yet what it
         serves) is not connected now: starting, or restarting after it died."""
-        for p in self.pools:
-            served = p.hello is None or any(m.name == model for m in p.hello.models)
-            if p.cfg.managed and not p.connected and served:
-                return True
-        return False
+        return any(p.cfg.managed and not p.connected and self._may_serve(p, model)
+                   for p in self.pools)  # fmt: skip
+
+    @staticmethod
+    def _may_serve(pool: Pool, model: str) -> bool:
+        hello = pool.hello
+        return hello is None or any(m.name == model for m in hello.models)
 
     async def wait_for(self, model: str, timeout: float) -> bool:
         deadline = asyncio.get_running_loop().time() + timeout
@@ -376,6 +380,7 @@ class EngineRouter:
         return any(results)
 
     async def close(self) -> None:
+        await self.resender.close()
         for p in self.pools:
             await p.close()
 
@@ -398,14 +403,17 @@ class EngineRouter:
         conn: Connection | None = None
         best: Pool | None = None
         if pools:
+            resender = self.resender
             if len(pools) == 1:
                 best = pools[0]
+                if resender.active and not self.keepers and self._may_return(best, query):
+                    return resender.failover(query, sink, best)
             else:
-                pools = self._in_rotation(pools)
+                pools = resender.in_rotation(pools)
                 prompt = query.prompt_tokens if type(query) is TextQuery else ()
                 best = self.routing.choose(query.model, pools, prompt)
-                if (self.budget.ratio or self.migrations.limit) and not self.keepers:
-                    return self._failover(query, sink, best)
+                if resender.active and not self.keepers:
+                    return resender.failover(query, sink, best)
             conn = best.pick()
         if conn is None:
             if not self.has_engine() or query.model in self._known:
@@ -427,121 +435,51 @@ class EngineRouter:
 
     # ------------------------------------------------------------------ failover
 
-    def _in_rotation(self, pools: list[Pool]) -> list[Pool]:
-        """The replicas not ejected nor skipped (all of them if none is left)."""
-        outliers = self.outliers
-        if not outliers.health:
-            return pools
-        now = time.monotonic()
-        usable = [p for p in pools if outliers.usable(p.name, now)]
-        return usable or pools
+    def replicas_of(self, model: str) -> Sequence[Pool]:
+        return self._by_model.get(model, ())
 
-    def _failover(self, query: Query, sink: StreamSink, pool: Pool) -> Failover:
-        """Submit to ``pool`` a request that another replica takes if this one fails
-        before its first token (see engine/failover.py)."""
-        self.budget.earn()
-        record = self.migrations.limit > 0
-        attempt = Failover(query, sink, self._resend, self.outliers.succeeded, record)
-        self._send(attempt, pool)
-        return attempt
+    def served(self) -> Mapping[str, Sequence[Pool]]:
+        return self._by_model
 
-    def _send(self, attempt: Failover, pool: Pool) -> None:
-        conn = pool.pick()
-        if conn is None:
-            raise NeutrinoError(
-                ErrorKind.NO_ENGINE, f"no engine serving {attempt.query.model!r} is connected"
-            )
-        n = attempt.begin(pool.name, self.holders.get(id(pool)) if self.holders else None)
-        attempt.bind(pool.name, conn, conn.submit(attempt.query, attempt), n)
+    def holder_of(self, replica: Any) -> Holder | None:
+        return self.holders.get(id(replica)) if self.holders else None
 
-    def _resend(self, attempt: Failover, error: NeutrinoError) -> bool:
-        """An attempt failed: record it against its replica; send the request to another
-        replica if it failed before its first token, by the replica's fault, within the
-        budget (True), else let it end."""
-        name, model = attempt.pool_name, attempt.query.model
-        self.outliers.failed(name, error.kind, lambda: self._others_in_rotation(name))
-        if attempt.live:
-            reason = reason_of(error, name in self.draining)
-            return reason is not None and self._move(attempt, reason)
-        if error.kind not in RETRYABLE or len(attempt.tried) > 1 or not self.budget.ratio:
-            return False
-        others = [
-            p for p in self._in_rotation(self._by_model.get(model, []))
-            if p.name not in attempt.tried and p.connected
-        ]  # fmt: skip
-        if not others or not self.budget.spend():
-            return False
-        target = min(others, key=load)
-        try:
-            self._send(attempt, target)
-        except NeutrinoError:
-            return False
-        log.info("request for %s failed on %s (%s): sent to %s", model, name, error.kind.name,
-                 target.name)  # fmt: skip
-        return True
+    def coming(self, model: str) -> bool:
+        placer = self.placer
+        if placer is not None and model in placer.catalogue:
+            return True
+        return any(p.cfg.managed and self._may_serve(p, model) for p in self.pools)
 
-    def _move(self, attempt: Failover, reason: str, plan: Plan | None = None) -> bool:
-        """Send a request whose answer began to another replica, with its answer so far
-        (engine/migration.py): True if it went."""
-        plan = plan or self.migrations.plan(attempt, self._by_model.get(attempt.origin.model, []))
-        if plan is None:
-            return False
-        was, attempt.query = attempt.pool_name, plan.query
-        try:
-            self._send(attempt, plan.target)
-        except NeutrinoError:
-            return False
-        self.migrations.moved[reason] += 1
-        attempt.on_moved(plan.target.name, reason)
-        log.info("an answer of %s moved from %s to %s after %d tokens (%s)", plan.query.model,
-                 was, plan.target.name, len(plan.query.forced_tokens), reason)  # fmt: skip
-        return True
+    def connects(self, name: str) -> int:
+        return sum(p.stats.connects for p in self.pools if p.name == name)
+
+    async def arrival(self, model: str, timeout: float) -> None:
+        placer = self.placer
+        loop = asyncio.get_running_loop()
+        changed = self._changed
+        if placer is not None and model in placer.catalogue and not self.serves(model):
+            try:
+                await placer.ensure(model, loop.time() + timeout)
+                return
+            except NeutrinoError:  # no room now: wait for a change before trying again
+                pass
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await changed.wait()
 
     def drain(self, name: str) -> int:
-        """Send no more requests to the engine ``name``, and move the answers it is making
-        to other replicas now (each cancelled there once): how many moved. Those that
-        cannot move finish where they are."""
         pool = next((p for p in self.pools if p.name == name), None)
         if pool is None:
             raise NeutrinoError(ErrorKind.NOT_FOUND, f"no engine is named {name!r}")
-        self.draining.add(name)
-        self._refresh()
-        moved = 0
-        for owner, rid, sink in pool.in_flight():
-            if not isinstance(sink, Failover) or sink.pool_name != name:
-                continue
-            plan = self.migrations.plan(sink, self._by_model.get(sink.origin.model, []))
-            if plan is not None and owner.cancel(rid, "drained"):
-                if self._move(sink, "drained", plan):
-                    moved += 1
-                else:  # pragma: no cover - a planned target refused at once
-                    sink.sink.on_error(NeutrinoError(ErrorKind.ENGINE_DISCONNECTED,
-                                                     "the engine was drained"))  # fmt: skip
-        return moved
+        return self.resender.drain(pool)
 
     def resume(self, name: str) -> None:
-        """Route to a drained engine again."""
-        self.draining.discard(name)
-        self._refresh()
-
-    def _others_in_rotation(self, name: str) -> bool:
-        """Whether every model the engine ``name`` serves has another replica in rotation."""
-        now = time.monotonic()
-        for pools in self._by_model.values():
-            if any(p.name == name for p in pools) and not any(
-                p.name != name and self.outliers.usable(p.name, now) for p in pools
-            ):
-                return False
-        return True
+        if not any(p.name == name for p in self.pools):
+            raise NeutrinoError(ErrorKind.NOT_FOUND, f"no engine is named {name!r}")
+        self.resender.resume(name)
 
     def failover_snapshot(self) -> dict[str, object]:
-        return {
-            "retries": self.budget.retries,
-            "retries_refused": self.budget.refused,
-            "migrations": self.migrations.snapshot(),
-            "draining": sorted(self.draining),
-            "engines": self.outliers.snapshot(),
-        }
+        return self.resender.snapshot()
 
     async def relay(
         self, model: str, path: str, doc: dict[str, Any], raw: bytes, traceparent: str
@@ -601,6 +539,4 @@ class EngineRouter:
         """A reload's routing settings (what was learned is kept when they are the same)."""
         if cfg != self.routing.cfg:
             self.routing = Routing(cfg)
-            self.outliers = Outliers(cfg)
-            self.budget = RetryBudget(cfg.retry_budget, cfg.retry_burst)
-            self.migrations.limit = cfg.migration_limit
+            self.resender.configure(cfg)

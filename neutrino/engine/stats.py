@@ -16,6 +16,7 @@ CLIENT_GONE = frozenset({"client disconnected", "client too slow"})
 @dataclass(slots=True)
 class EngineStats:
     reconnects: int = 0  # connections lost and opened again
+    connects: int = 0  # connections opened (handshakes done)
     heartbeat_misses: int = 0  # connections dropped for showing no sign of life
     cancels_sent: int = 0  # cancel frames queued for the engine
     # Token ids the engine sent for a request after it was cancelled because its client

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -280,3 +282,28 @@ def test_the_last_replicas_death_ends_the_answer_with_its_error(
     answers = _run_streams(server, 2, mocks[2].kill)
     assert all(isinstance(a, openai.APIError) for a in answers), answers
     assert server.get_json("/neutrino/v1/app_state")["requests"]["finished"]["failed"] == 2
+
+
+def test_an_answer_waits_for_its_only_engine_to_be_restarted(
+    unbroken: Stack, tmp_path: Path
+) -> None:
+    command = ["python", "-m", "mocks.mock_ie", *MODELS, "--reply-tokens", "60",
+               "--itl-ms", "30"]  # fmt: skip
+    config = f'[[engines]]\nname = "only"\ncommand = {json.dumps(command)}\n'
+    server = NeutrinoProc(tmp_path, config=config)
+    try:
+        server.start(timeout=60)
+        texts = _texts(unbroken.http, 2)
+
+        def kill() -> None:
+            (engine,) = server.get_json("/neutrino/v1/app_state")["managed_engines"]
+            os.kill(engine["pid"], signal.SIGKILL)
+
+        answers = _run_streams(server, 2, kill)
+        _whole(answers, texts)  # Neutrino restarted it, and the answers went on there
+        (engine,) = server.get_json("/neutrino/v1/app_state")["managed_engines"]
+        assert engine["restarts"] == 1
+        assert _moved(server, "lost") == 2
+        assert all(e["migrated_to"] == ["only (lost)"] for e in server.history(2))
+    finally:
+        server.stop()

@@ -432,6 +432,8 @@ class UpstreamPool:
             self._changed()
 
     def _set_up(self, hello: HelloAck) -> None:
+        if not self._up:
+            self.stats.connects += 1
         changed = not self._up or self.hello != hello
         if not self._up:
             log.info("upstream %s is up (%s)", self.name, hello.engine)

@@ -76,32 +76,31 @@ def test_a_failover_keeps_the_answers_ids_as_they_pass() -> None:
     assert not unkept.generated  # migration off: nothing kept on the token path
 
 
-def test_the_plan_continues_the_answer_on_the_least_loaded_able_replica() -> None:
+def test_a_move_continues_the_answer_on_the_least_loaded_able_replica() -> None:
     attempt, _ = _live()
     m = Migrations(2, lambda r: r.load)
     replicas = [Replica("a"), Replica("b", load=0.5), Replica("c", load=0.1),
                 Replica("d", continues=False), Replica("e", connected=False)]  # fmt: skip
-    plan = m.plan(attempt, replicas)
-    assert plan is not None and plan.target.name == "c"
-    assert plan.query.forced_tokens == [7, 8, 9, 10]
-    assert plan.query.prompt_tokens == QUERY.prompt_tokens and plan.query.sampling == QUERY.sampling
+    query = m.allowed(attempt)
+    assert query is not None and query.forced_tokens == [7, 8, 9, 10]
+    assert query.prompt_tokens == QUERY.prompt_tokens and query.sampling == QUERY.sampling
+    assert m.pick(attempt, replicas).name == "c"
     attempt.tried.append("c")  # been there: another one first
-    plan = m.plan(attempt, replicas)
-    assert plan is not None and plan.target.name == "b"
+    assert m.pick(attempt, replicas).name == "b"
+    assert m.pick(attempt, [Replica("a")]) is None  # not the one that failed
+    assert m.pick(attempt, [Replica("a")], anew=True).name == "a"  # unless it came back
 
 
-def test_no_plan_past_the_limit_without_a_replica_or_at_max_tokens() -> None:
+def test_no_move_past_the_limit_or_at_max_tokens() -> None:
     attempt, sink = _live()
     m = Migrations(1, lambda r: 0.0)
-    assert m.plan(attempt, [Replica("a"), Replica("x", continues=False)]) is None
-    assert m.refused == {"limit": 0, "no_replica": 1}
     attempt.on_moved("b", "lost")
     assert sink.moves == [("b", "lost")] and attempt.moves == 1
-    assert m.plan(attempt, [Replica("c")]) is None
-    assert m.refused == {"limit": 1, "no_replica": 1}
+    assert m.allowed(attempt) is None
+    assert m.refused == {"limit": 1, "no_replica": 0}
     full, _ = _live()
     full.generated.extend(range(6))  # ten ids: max_tokens reached
-    assert Migrations(5, lambda r: 0.0).plan(full, [Replica("c")]) is None
+    assert Migrations(5, lambda r: 0.0).allowed(full) is None
 
 
 def test_the_reason_of_a_move() -> None:
