@@ -605,6 +605,7 @@ def main() -> None:
     p.add_argument("--no-loop-hold", action="store_true", help="skip the loop-hold table")
     p.add_argument("--no-decode", action="store_true", help="skip the typed-request section")
     p.add_argument("--no-routing", action="store_true", help="skip the routing section")
+    p.add_argument("--no-migration", action="store_true", help="skip the migration section")
     p.add_argument("--no-prompt-path", action="store_true", help="skip the long-prompt section")
     p.add_argument("--no-tokenize", action="store_true", help="skip the tokenizer-speed section")
     p.add_argument("--no-audio", action="store_true", help="skip the audio-decoding section")
@@ -623,6 +624,12 @@ def main() -> None:
 
         report["decode"] = measure_decode()
         print_decode(report["decode"])
+    if not args.no_migration:
+        from bench.migration import measure as measure_migration
+        from bench.migration import print_migration
+
+        report["migration"] = measure_migration()
+        print_migration(report["migration"])
     if not args.no_routing:
         from bench.routing import measure as measure_routing
         from bench.routing import print_routing

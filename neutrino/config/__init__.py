@@ -144,6 +144,11 @@ class EngineConfig:
     capacity: int = 64  # requests in flight to it at once (its connection pool's limit)
     context_length: int = 0  # 0: as the upstream reports it (else 4096)
     refresh_s: float = 10.0  # how often its health and models are read
+    # A relayed answer (passthrough): the longest wait for its body's first bytes, and
+    # for more of it once it began; past either it ends with a timeout (0: only the
+    # request's deadline bounds it).
+    first_byte_timeout_s: float = 0.0
+    idle_timeout_s: float = 30.0
     # Models an engine that loads on demand keeps loaded (loaded at its connection, never
     # evicted to make room for another).
     pinned: tuple[str, ...] = ()
@@ -434,6 +439,8 @@ _ENGINE_KEYS: dict[str, Any] = {
     "capacity": 64,
     "context_length": 0,
     "refresh_s": 10.0,
+    "first_byte_timeout_s": 0.0,
+    "idle_timeout_s": 30.0,
     "pinned": (),
     "address": "",
     "token_file": "",

@@ -135,6 +135,8 @@ RULES: dict[str, Rule] = {
     "engines.capacity": Range(1, 65536),
     "engines.context_length": _NON_NEGATIVE,
     "engines.refresh_s": _POSITIVE,
+    "engines.first_byte_timeout_s": _NON_NEGATIVE,  # 0: only the request's deadline
+    "engines.idle_timeout_s": _NON_NEGATIVE,
     "engines.stop_timeout_s": _POSITIVE,
     "mock.ttft_ms": _NON_NEGATIVE,
     "mock.itl_ms": _NON_NEGATIVE,

@@ -12,6 +12,7 @@ or Failed by a deadline or a shutdown (``abort``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from time import monotonic_ns
 from typing import Any
@@ -29,6 +30,7 @@ from neutrino.pipeline.state import Lifecycle, State
 from neutrino.sse_decoder import SSEDecoder, SSEError
 
 MAX_EVENT_BYTES = 4 * 1024 * 1024
+log = logging.getLogger("neutrino.engine")
 
 
 class Tally:
@@ -60,15 +62,17 @@ class Tally:
             if isinstance(doc, dict):
                 self._event(doc)
 
-    def whole(self, body: bytes) -> None:
-        """A non-streamed answer, whole."""
+    def whole(self, body: bytes) -> bool:
+        """A non-streamed answer, whole: whether it is a JSON object."""
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError:
-            return
-        if isinstance(doc, dict):
-            self._event(doc)
-            self.output = True
+            return False
+        if not isinstance(doc, dict):
+            return False
+        self._event(doc)
+        self.output = True
+        return True
 
     def _event(self, doc: dict[str, Any]) -> None:
         choices = doc.get("choices")
@@ -192,20 +196,28 @@ class RelayCall:
         return self._error
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """The streamed answer's bytes as they arrive (raises the request's error when
-        the upstream broke off, or when a deadline or a shutdown ended it)."""
+        """The streamed answer's bytes as they arrive, whole events only (raises the
+        request's error when the upstream broke off, sent an event past its bound, or
+        when a deadline or a shutdown ended it)."""
         tally = self.tally
+        held = b""  # the start of an event not ended yet: passed on once it ends
         try:
             async for chunk in self._relayed.chunks():
                 if self.lifecycle.terminal:
                     break
                 seen = tally.deliveries
-                tally.feed(chunk)
+                tally.feed(chunk)  # an event past its bound: SSEError
                 if tally.deliveries != seen:
                     self._delivered()
                 if tally.output and self.lifecycle.state is State.PROCESSING:
                     self.lifecycle.advance(State.GENERATING)
-                yield chunk
+                data = held + chunk if held else chunk
+                cut = _events_end(data)
+                held = data[cut:]
+                if cut:
+                    yield data[:cut] if held else data
+            if held and not self.lifecycle.terminal:
+                yield held  # the upstream ended inside an event: as it sent it
         except (NeutrinoError, SSEError) as exc:
             err = exc if isinstance(exc, NeutrinoError) else _malformed()
             self._end(State.FAILED, err)
@@ -214,15 +226,21 @@ class RelayCall:
         self._end(State.COMPLETE if tally.error is None else State.FAILED, tally.error)
 
     async def body(self, limit: int) -> bytes:
-        """The non-streamed answer, whole (raises the request's error)."""
+        """The non-streamed answer, whole (raises the request's error: its deadline's
+        when that ended it; a 502 for a body that is not JSON)."""
         try:
             data = await self._relayed.read(limit)
         except NeutrinoError as err:
             self._end(State.FAILED, err)
-            raise
+            raise (self._error or err).fresh() from None
         if self.lifecycle.state is State.PROCESSING:
             self.lifecycle.advance(State.GENERATING)
-        self.tally.whole(data)
+        if not self.tally.whole(data):
+            log.warning("upstream answer for %s is not JSON (%d bytes): %r", self.model,
+                        len(data), data[:200])  # fmt: skip
+            bad = NeutrinoError(ErrorKind.ENGINE_ERROR, "the upstream's answer is not JSON")
+            self._end(State.FAILED, bad)
+            raise bad.fresh()
         self._end(State.COMPLETE, None)
         return data
 
@@ -291,6 +309,12 @@ class RelayCall:
             t.finish_reason,
             self._error,
         )
+
+
+def _events_end(data: bytes) -> int:
+    """Where the last whole event of ``data`` ends (after its blank line; 0: none)."""
+    lf, crlf = data.rfind(b"\n\n"), data.rfind(b"\n\r\n")
+    return max(lf + 2 if lf >= 0 else 0, crlf + 3 if crlf >= 0 else 0)
 
 
 def _malformed() -> NeutrinoError:

@@ -70,16 +70,24 @@ class Response:
         """The whole body has arrived."""
         return self._eof
 
-    async def chunks(self, broken: Callable[[], Exception] | None = None) -> AsyncIterator[bytes]:
+    async def chunks(
+        self,
+        broken: Callable[[], Exception] | None = None,
+        idle_s: float | None = None,
+        first_s: float | None = None,
+    ) -> AsyncIterator[bytes]:
         """The body's bytes as they arrive (what arrived together, joined);
         UpstreamHTTPError (or what ``broken`` makes) when the connection breaks before
-        its end."""
+        its end; TimeoutError when its first bytes take longer than ``first_s``, or
+        nothing more arrives for ``idle_s``."""
+        wait = first_s
         while True:
             buf = self._buf
             if buf:
                 data = buf[0] if len(buf) == 1 else b"".join(buf)
                 buf.clear()
                 self._taken()
+                wait = idle_s
                 yield data
             elif self._eof:
                 return
@@ -88,30 +96,38 @@ class Response:
                     raise broken() from None
                 raise self._error
             else:
-                await self._wait()
+                await self._wait(wait)
 
-    async def read(self, limit: int) -> bytes:
-        """The body, whole, or its first bytes past ``limit`` (the caller checks)."""
+    async def read(self, limit: int, idle_s: float | None = None) -> bytes:
+        """The body, whole, or its first bytes past ``limit`` (the caller checks);
+        TimeoutError when nothing arrives for ``idle_s``."""
         self._whole = True  # read whole: reading does not pause
         self._resume()
         while not self._eof and self._size <= limit:
             if self._error is not None:
                 raise self._error
-            await self._wait()
+            await self._wait(idle_s)
         data = b"".join(self._buf)
         self._buf.clear()
         self._taken()
         return data
 
     def close(self) -> None:
+        """Release it; a reader still waiting for its body is woken with an error."""
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.done(self._eof and self._error is None)
+        if not self._eof and self._error is None:
+            self._end(UpstreamHTTPError("the response was closed"))
 
-    async def _wait(self) -> None:
+    async def _wait(self, timeout: float | None = None) -> None:
         waiter = self._waiter = asyncio.get_running_loop().create_future()
         try:
-            await waiter
+            if timeout is None:
+                await waiter
+            else:
+                async with asyncio.timeout(timeout):
+                    await waiter
         finally:
             self._waiter = None
 

@@ -383,7 +383,11 @@ class UpstreamPool:
             self._relays -= 1
             raise
         if resp.status == 200:
-            return RelayedAnswer(resp, self._relay_closed)
+            cfg = self.cfg
+            return RelayedAnswer(
+                resp, self._relay_closed, cfg.idle_timeout_s or None,
+                cfg.first_byte_timeout_s or None,
+            )  # fmt: skip
         self._relays -= 1
         try:
             body = (await resp.read(MAX_ERROR_BYTES))[:MAX_ERROR_BYTES]

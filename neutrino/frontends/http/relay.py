@@ -9,11 +9,13 @@ client that leaves, or reads too slowly, ends the upstream request (``RelayCall.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.exchange import Exchange
 from neutrino.frontends.http.generate import Passthrough
+from neutrino.frontends.http.render import SSE_KEEPALIVE
 from neutrino.frontends.http.sse import openai_error_events
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.relay import RelayCall
@@ -37,7 +39,8 @@ async def relay_answer(
     call = await orch.relay(req.doc, req.raw, _PATHS[route], route, req.origin, req.request_id)
     try:
         if call.streamed:
-            await _stream(ex, call, orch.cfg.limits.stream_buffer_bytes, error_events)
+            limit, every = orch.cfg.limits.stream_buffer_bytes, orch.cfg.http.sse_keepalive_s
+            await _stream(ex, call, limit, every, error_events)
         else:
             ex.reply(200, await call.body(MAX_ANSWER_BYTES))
     finally:
@@ -45,11 +48,26 @@ async def relay_answer(
 
 
 async def _stream(
-    ex: Exchange, call: RelayCall, unread_limit: int, error_events: ErrorEvents
+    ex: Exchange, call: RelayCall, unread_limit: int, keepalive_s: float, error_events: ErrorEvents
 ) -> None:
+    """Pass the stream on; a comment after each ``keepalive_s`` without an event (the
+    call yields whole events, so a comment never lands inside one)."""
     body = await ex.open_stream()
+    loop = asyncio.get_running_loop()
+    quiet = [True]
+    timer: list[asyncio.TimerHandle] = []
+
+    def tick() -> None:
+        if quiet[0]:
+            body.write(SSE_KEEPALIVE)
+        quiet[0] = True
+        timer[:] = [loop.call_later(keepalive_s, tick)]
+
+    if keepalive_s > 0:
+        timer.append(loop.call_later(keepalive_s, tick))
     try:
         async for chunk in call.chunks():
+            quiet[0] = False
             unread = body.write(chunk)
             if unread < 0:
                 return  # the client left: closing the call ends the upstream request
@@ -61,4 +79,6 @@ async def _stream(
         body.write(error_events(err))
         await body.end()
     finally:
+        for handle in timer:
+            handle.cancel()
         body.close()
