@@ -320,24 +320,23 @@ def test_client_disconnect_frees_the_slot(client: openai.OpenAI, server: Neutrin
 def test_engine_killed_mid_stream_then_restarted(
     client: openai.OpenAI, server: NeutrinoProc
 ) -> None:
+    """The only engine killed in the middle of a greedy answer: Neutrino restarts it, and
+    the answer goes on there (engine/migration.py), equal to an unbroken run's."""
     state = server.get_json("/neutrino/v1/app_state")
     (engine,) = [e for e in state["managed_engines"] if e["name"] == "llamacpp"]
     pid = engine["pid"]
-    stream = client.chat.completions.create(
-        model=MODEL,
-        messages=[{"role": "user", "content": "Write a very long story."}],
-        max_tokens=800,
-        stream=True,
-        extra_body={"ignore_eos": True},
-    )
-    got = 0
-    with pytest.raises(openai.APIError) as info:
-        for _chunk in stream:
-            got += 1
-            if got == 3:
+    ask: Any = {"model": MODEL, "messages": [{"role": "user", "content": "Write a long story."}],
+                "max_tokens": 96, "temperature": 0, "extra_body": {"ignore_eos": True}}  # fmt: skip
+    whole = client.chat.completions.create(**ask).choices[0].message.content
+    pieces: list[str] = []
+    for chunk in client.chat.completions.create(**ask, stream=True):
+        if chunk.choices and chunk.choices[0].delta.content:
+            pieces.append(chunk.choices[0].delta.content)
+            if len(pieces) == 3:
                 os.kill(pid, signal.SIGKILL)
-    assert got >= 3
-    assert "engine" in str(info.value).lower()
+    assert "".join(pieces) == whole
+    moved = [e for e in server.history(5) if e.get("migrated_to")]
+    assert moved and moved[0]["migrated_to"] == ["llamacpp (lost)"]
     # Asked while the engine restarts: the request waits for it rather than a 503.
     r = client.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "Hello"}], max_tokens=4
