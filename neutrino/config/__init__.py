@@ -250,6 +250,11 @@ class HttpConfig:
     header_timeout_s: float = 15.0
     # Longest pause between two reads of a request's body (408 and close after it).
     body_timeout_s: float = 30.0
+    # The least a body must average, in bytes a second, once body_grace_s have passed
+    # since it began (408 and close below it; 0: no minimum): a body dribbled a byte at a
+    # time, each within body_timeout_s, is cut all the same.
+    min_body_rate: float = 1024.0
+    body_grace_s: float = 5.0
     # How long a connection may wait idle for its next request.
     keepalive_timeout_s: float = 75.0
 

@@ -170,6 +170,8 @@ RULES: dict[str, Rule] = {
     "http.reasoning_field": _non_empty,
     "http.header_timeout_s": _POSITIVE,
     "http.body_timeout_s": _POSITIVE,
+    "http.min_body_rate": _NON_NEGATIVE,  # 0: no minimum
+    "http.body_grace_s": _NON_NEGATIVE,
     "http.keepalive_timeout_s": _POSITIVE,
     "grpc.address": _address,
     "grpc.max_message_bytes": Range(1, MAX_GRPC_MESSAGE_BYTES),

@@ -5,7 +5,8 @@
   close would keep the socket and its buffers for a client that never reads).
 * Twenty of them at once leave memory bounded and do not slow another client down.
 * A request whose head or body dribbles in (slowloris) gets a 408 and is closed after
-  ``[http] header_timeout_s`` / ``body_timeout_s``.
+  ``[http] header_timeout_s`` / ``body_timeout_s``; a body sent a byte at a time, each
+  well within ``body_timeout_s``, is cut by ``min_body_rate`` once its grace is over.
 """
 
 from __future__ import annotations
@@ -256,6 +257,56 @@ def test_a_stalled_body_gets_408_and_a_silent_connection_is_closed(
         assert 0.8 < time.monotonic() - t0 < 5
     assert not mock.events("query")
     assert state(server)["in_flight"] == 0
+
+
+def test_a_body_sent_a_byte_at_a_time_is_cut_by_the_minimum_rate(
+    mock_factory: Callable[..., MockIE], neutrino_factory: Callable[..., NeutrinoProc]
+) -> None:
+    mock = mock_factory()
+    server = neutrino_factory(config=f"""
+[[engines]]
+socket = "{mock.socket}"
+[http]
+body_timeout_s = 5.0
+min_body_rate = 1024
+body_grace_s = 1.0
+""")  # fmt: skip
+    whole = chat_request()
+    head, _, body = whole.partition(b"\r\n\r\n")
+    for path in (b"/v1/chat/completions", b"/v1/embeddings"):  # served here, relayed to aiohttp
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(head.replace(b"/v1/chat/completions", path) + b"\r\n\r\n")
+            t0 = time.monotonic()
+            answer = b""
+            for byte in body:  # a byte every 0.2 s: every read far within body_timeout_s
+                try:
+                    s.sendall(bytes([byte]))
+                except OSError:
+                    break
+                s.settimeout(0.2)
+                try:
+                    answer += s.recv(65536)
+                except TimeoutError:
+                    continue
+                if answer or not s.recv(1, socket.MSG_PEEK):
+                    break
+            s.settimeout(10)
+            answer += read_all(s)
+            took = time.monotonic() - t0
+            assert 0.9 < took < 4, took  # the grace (1 s) and little more
+            if path == b"/v1/chat/completions":
+                assert answer.startswith(b"HTTP/1.1 408 "), answer[:100]
+            else:  # aiohttp had the request: the connection is closed
+                assert answer == b""
+    # A body at a fair pace passes: a megabyte over 0.5 s, in pieces.
+    big = chat_request({"user": "x" * MB})
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+        for i in range(0, len(big), len(big) // 10 + 1):
+            s.sendall(big[i : i + len(big) // 10 + 1])
+            time.sleep(0.05)
+        s.shutdown(socket.SHUT_WR)
+        assert read_all(s).startswith(b"HTTP/1.1 200 ")
+    assert len(mock.events("query")) == 1
 
 
 def test_an_http10_stream_that_is_not_read_is_dropped_after_the_send_timeout(

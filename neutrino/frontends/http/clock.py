@@ -5,7 +5,10 @@ Three limits, as nginx has them (``client_header_timeout``, ``client_body_timeou
 
 * a request's head must arrive within ``head_s`` of its first byte (a new connection
   within ``head_s`` of being accepted): a client dribbling headers (slowloris) is cut;
-* its body may pause at most ``body_s`` between two reads;
+* its body may pause at most ``body_s`` between two reads, and must arrive at
+  ``min_body_rate`` bytes a second at least, on average, once ``body_grace_s`` have
+  passed since it began (as Kestrel's minimum request body data rate): a body sent a
+  byte a second, each read well within ``body_s``, is cut all the same;
 * between requests, a connection may stay idle ``keepalive_s``.
 
 The protocol reports what the parser saw and when reads end; :meth:`expired` says
@@ -34,16 +37,20 @@ class Timeouts:
     body_s: float = 30.0
     keepalive_s: float = 75.0
     send_s: float = 60.0  # how long writes may stay paused on a client that reads nothing
+    min_body_rate: float = 1024.0  # bytes a second a body must average (0: no minimum)
+    body_grace_s: float = 5.0  # from the body's start, before the rate is asked
 
 
 class ConnectionClock:
-    __slots__ = ("deadline", "heard", "phase", "timeouts")
+    __slots__ = ("body_bytes", "body_since", "deadline", "heard", "phase", "timeouts")
 
     def __init__(self, timeouts: Timeouts, now: float) -> None:
         self.timeouts = timeouts
         self.phase = Phase.IDLE
         self.heard = False  # bytes of the current request arrived (a 408 can be sent)
         self.deadline = now + timeouts.head_s  # a new connection must speak soon
+        self.body_bytes = 0  # of the body arriving, so far (the parser adds them)
+        self.body_since = math.inf  # when its first read ended without all of it
 
     # The parser's callbacks (no clock read: the common request arrives in one read).
 
@@ -54,6 +61,8 @@ class ConnectionClock:
 
     def head_done(self) -> None:
         self.phase = Phase.BODY
+        self.body_bytes = 0
+        self.body_since = math.inf
 
     def message_done(self) -> None:
         self.phase = Phase.BUSY
@@ -67,7 +76,14 @@ class ConnectionClock:
             if self.deadline == math.inf:
                 self.deadline = now + self.timeouts.head_s
         elif self.phase is Phase.BODY:
-            self.deadline = now + self.timeouts.body_s
+            t = self.timeouts
+            if self.body_since == math.inf:
+                self.body_since = now
+            deadline = now + t.body_s
+            if t.min_body_rate > 0:  # when what arrived stops being enough
+                due = self.body_since + t.body_grace_s + self.body_bytes / t.min_body_rate
+                deadline = min(deadline, max(due, now + 0.001))
+            self.deadline = deadline
 
     def served(self, now: float) -> None:
         """Every request so far is answered: the keep-alive wait starts."""

@@ -266,6 +266,7 @@ class H1Protocol(asyncio.Protocol):
         )
 
     def on_body(self, body: bytes) -> None:
+        self._clock.body_bytes += len(body)
         if self._relay is not None:
             self._forward(chunk(body) if self._chunked else body)
             return

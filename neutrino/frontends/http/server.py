@@ -168,6 +168,8 @@ class HttpServer:
             http.body_timeout_s,
             http.keepalive_timeout_s,
             self.cfg.limits.send_timeout_s,
+            http.min_body_rate,
+            http.body_grace_s,
         )
         keys = self.keys
         admit_head = _key_check(keys) if keys is not None and keys.enabled else None
