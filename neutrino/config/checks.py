@@ -176,6 +176,7 @@ RULES: dict[str, Rule] = {
     "grpc.address": _address,
     "grpc.max_message_bytes": Range(1, MAX_GRPC_MESSAGE_BYTES),
     "grpc.health_interval_s": _POSITIVE,
+    "grpc.max_pending_calls": Range(1, 1 << 20),
     "admin.address": lambda v: None if v == "" else _address(v),
     "admin.allowed_origins": _origins,
     "shutdown.grace_s": _NON_NEGATIVE,

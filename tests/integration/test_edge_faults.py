@@ -1,9 +1,12 @@
 """Faults at the edges, through real processes: a passthrough upstream that falls silent
 after its headers or its first event, one that sends an endless line, one whose answer
-is not JSON (tests/support/rogue_upstream.py)."""
+is not JSON (tests/support/rogue_upstream.py); a burst of 2,000 gRPC calls on one
+channel (tests/reliability/test_slow_clients.py has the dribbled body)."""
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import json
 import subprocess
 import sys
@@ -11,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -104,3 +108,43 @@ def test_an_answer_that_is_not_json_is_a_502(relay: NeutrinoProc) -> None:
     assert "not JSON" in relay.log()
     status, raw, _ = _post(relay, "fine", stream=False)
     assert status == 200 and json.loads(raw)["choices"][0]["message"]["content"] == "fine"
+
+
+async def test_a_burst_of_grpc_calls_on_one_channel_is_served_or_refused_and_counted(
+    tmp_path: Path,
+) -> None:
+    import grpc
+
+    from neutrino.v1 import inference_pb2, inference_pb2_grpc
+
+    grpc_address, metrics_port = f"127.0.0.1:{free_port()}", free_port()
+    config = "[limits]\nmax_queue = 300\nmax_inflight = 64\n[mock]\nitl_ms = 2\n"
+    server = NeutrinoProc(tmp_path, "--grpc-address", grpc_address, "--metrics-address",
+                          f"127.0.0.1:{metrics_port}", config=config)  # fmt: skip
+    server.start(timeout=30)
+    try:
+        msg = inference_pb2.ChatMessage(role="user", content="hi")
+        req = inference_pb2.GenerateRequest(
+            model="qwen2.5-mock", chat=inference_pb2.Chat(messages=[msg]), max_tokens=4
+        )
+        async with grpc.aio.insecure_channel(grpc_address) as channel:
+            stub = inference_pb2_grpc.InferenceStub(channel)
+
+            async def one() -> str:
+                try:
+                    await stub.Generate(req, timeout=60)
+                    return "OK"
+                except grpc.aio.AioRpcError as err:
+                    return str(err.code().name)
+
+            codes = await asyncio.gather(*(one() for _ in range(2000)))
+        assert set(codes) <= {"OK", "RESOURCE_EXHAUSTED"}, collections.Counter(codes)
+        assert codes.count("OK") >= 364  # the queue and the slots, at least
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        counted = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                      if line.startswith("neutrino_requests_total{")
+                      and 'protocol="grpc"' in line)  # fmt: skip
+        assert counted == 2000  # every call, served or refused, is in the metric
+    finally:
+        server.stop()

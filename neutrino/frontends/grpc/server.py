@@ -105,6 +105,8 @@ class GrpcServer:
                 # A port already taken is an error, not a port silently shared (but by
                 # the workers of --workers, whose supervisor holds the port for them).
                 ("grpc.so_reuseport", int(shared)),
+                ("grpc.server.max_pending_requests", self.cfg.grpc.max_pending_calls),
+                ("grpc.server.max_pending_requests_hard_limit", self.cfg.grpc.max_pending_calls),
             ]
         )
         try:
