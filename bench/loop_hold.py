@@ -278,6 +278,31 @@ async def empty_messages_grpc(t: Target, s: aiohttp.ClientSession) -> Outcome:
     return Outcome("OK")
 
 
+async def grpc_burst(t: Target, s: aiohttp.ClientSession) -> Outcome:
+    """2,000 unary calls at once on one channel: each served (or refused by the queue)."""
+    import grpc
+
+    from neutrino.v1 import inference_pb2, inference_pb2_grpc
+
+    msg = inference_pb2.ChatMessage(role="user", content="hi")
+    req = inference_pb2.GenerateRequest(
+        model=CHAT_MODEL, chat=inference_pb2.Chat(messages=[msg]), max_tokens=4
+    )
+    async with grpc.aio.insecure_channel(t.grpc) as ch:
+        stub = inference_pb2_grpc.InferenceStub(ch)
+
+        async def one() -> str:
+            try:
+                await stub.Generate(req, timeout=120)
+                return "OK"
+            except grpc.aio.AioRpcError as exc:
+                return str(exc.code().name)
+
+        codes = await asyncio.gather(*(one() for _ in range(2000)))
+    bad = sorted({c for c in codes if c not in ("OK", "RESOURCE_EXHAUSTED")})
+    return Outcome(bad[0] if bad else "OK", None, f"{codes.count('OK')} of 2,000 served")
+
+
 async def one_huge_message(t: Target, s: aiohttp.ClientSession) -> Outcome:
     """One message of 7 MB to a model of 131,072 tokens: templated, then refused."""
     msgs = [{"role": "user", "content": "lorem ipsum dolor " * 400_000}]
@@ -488,6 +513,7 @@ CASES: dict[str, tuple[Case, int | str, str | None]] = {
     "  the same, over gRPC": (big_logprobs_grpc, 200, None),
     "100,000 empty messages": (empty_messages, 400, "messages"),
     "  100,000 messages over gRPC": (empty_messages_grpc, "INVALID_ARGUMENT", None),
+    "2,000 unary gRPC calls at once": (grpc_burst, "OK", None),
     "10,000 tools": (many_tools, 400, "tools"),
     "json_schema 400 deep": (deep_schema, 400, "response_format.json_schema.schema"),
     "json_schema of 50 KB": (wide_schema, 200, None),

@@ -32,9 +32,9 @@ def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeutrinoProc]:
         [sys.executable, "-m", "tests.support.rogue_upstream", str(port)], cwd=REPO, env=_env()
     )
     config = (
-        "[limits]\nrequest_timeout_s = 4\n[http]\nsse_keepalive_s = 0.5\n"
+        "[limits]\nrequest_timeout_s = 2\n[http]\nsse_keepalive_s = 0.3\n"
         f'[[engines]]\nname = "rogue"\nurl = "http://127.0.0.1:{port}/v1"\n'
-        'mode = "passthrough"\nidle_timeout_s = 1\n'
+        'mode = "passthrough"\nidle_timeout_s = 0.5\n'
     )
     server = NeutrinoProc(work, config=config)
     try:
@@ -89,7 +89,7 @@ def test_an_upstream_silent_after_its_first_event_meets_the_idle_timeout(
     relay: NeutrinoProc,
 ) -> None:
     status, raw, took = _post(relay, "one-then-silent", stream=True)
-    assert status == 200 and took < 3.5  # the idle bound (1 s), not the deadline (4 s)
+    assert status == 200 and took < 1.8  # the idle bound (0.5 s), not the deadline (2 s)
     assert b'"content": "hi"' in raw  # the first event, as the upstream wrote it
     assert _error_event(raw)["code"] == "timeout"
     assert "stopped sending" in _error_event(raw)["message"]

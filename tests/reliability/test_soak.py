@@ -28,7 +28,7 @@ from neutrino.v1 import inference_pb2, inference_pb2_grpc
 from tests.support.procs import MockIE, NeutrinoProc, free_port
 
 MB = 1024 * 1024
-REQUESTS = int(os.environ.get("NEUTRINO_SOAK_REQUESTS", "10000"))
+REQUESTS = int(os.environ.get("NEUTRINO_SOAK_REQUESTS", "8000"))
 CONCURRENCY = 32
 # Embeddings (a tenth of the mix) are answered at once and never left: the others are
 # left a third of the time, so 30 % of all requests are.
