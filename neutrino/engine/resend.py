@@ -24,10 +24,6 @@ from neutrino.errors import ErrorKind, NeutrinoError
 log = logging.getLogger("neutrino.engine")
 
 
-class Link(RequestOwner, Protocol):
-    def submit(self, query: Query, sink: StreamSink) -> int: ...
-
-
 class Replica(Protocol):
     name: str
     hello: HelloAck | None
