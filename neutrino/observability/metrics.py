@@ -478,25 +478,20 @@ def _routing_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
     yield from _migration_families(failover)
 
 
+_MIGRATION_FAMILIES = (
+    ("migrations", "Answers that went on on another replica after their first token, by why"
+     " they moved (lost: the engine connection; engine_error; drained)."),
+    ("migrations_refused", "Answers that could not move and ended with their engine's error"
+     " (limit: the migration limit reached; no_replica: none left that continues answers)."),
+)  # fmt: skip
+
+
 def _migration_families(failover: Mapping[str, Any]) -> Iterator[Metric]:
-    moved = CounterMetricFamily(
-        PREFIX + "migrations",
-        "Answers that went on on another replica after their first token, by why they"
-        " moved (lost: the engine connection; engine_error; drained).",
-        labels=("reason",),
-    )
-    for reason, n in sorted(failover.get("migrations", {}).items()):
-        moved.add_metric([reason], n)
-    yield moved
-    refused = CounterMetricFamily(
-        PREFIX + "migrations_refused",
-        "Answers that could not move and ended with their engine's error (limit: the"
-        " migration limit reached; no_replica: none left that continues answers).",
-        labels=("reason",),
-    )
-    for reason, n in sorted(failover.get("migrations_refused", {}).items()):
-        refused.add_metric([reason], n)
-    yield refused
+    for key, help_text in _MIGRATION_FAMILIES:
+        family = CounterMetricFamily(PREFIX + key, help_text, labels=("reason",))
+        for reason, n in sorted(failover.get(key, {}).items()):
+            family.add_metric([reason], n)
+        yield family
 
 
 PROCESS_STATES = ("starting", "ready", "restarting", "stopped")
