@@ -135,7 +135,8 @@ async def test_a_moved_guided_answer_still_validates(faulty: Stack) -> None:
     assert all(hop.endswith("(engine_error)") for hop in entry["migrated_to"])
 
 
-def test_the_metric_counts_moves_by_reason(faulty: Stack) -> None:
+async def test_the_metric_counts_moves_by_reason(faulty: Stack) -> None:
+    assert (await http_chat(faulty, CASES["plain"][0])).error is None  # one move at least
     with urllib.request.urlopen(faulty.metrics_url, timeout=10) as r:
         text = r.read().decode()
     line = next(x for x in text.splitlines()
