@@ -144,6 +144,7 @@ class EngineLink:
         self._nonces = itertools.count(1)
         self._reads = 0  # reads from the engine so far: each is a sign of life
         self.reported: Pong | None = None  # the engine's own load, from its last pong
+        self.ours_at_report = 0  # our streams on this link when that pong came
         self._alive: Liveness | None = None
         hello = Hello(f"neutrino/{__version__}", PROTOCOL_VERSION, token_batches=True, token=token)
         self._send(0, hello)
@@ -431,6 +432,7 @@ class EngineLink:
             return self._on_engine_error(rid, msg)
         elif isinstance(msg, Pong):
             self.reported = msg  # the engine's own load (a pong's read counted as life)
+            self.ours_at_report = len(self.streams)
         elif isinstance(msg, Ping):
             self._send(0, Pong(nonce=msg.nonce))
         elif isinstance(msg, HelloAck):

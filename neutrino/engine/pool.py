@@ -92,14 +92,18 @@ class EnginePool:
 
     @property
     def reported(self) -> int:
-        """Requests the engine says it is running or holding, from every client (its
-        last pong on any connection; 0 when it does not say)."""
-        most = 0
+        """Requests the engine holds from every client, as of now: what its last pong
+        said beyond our own requests then (other front ends'), plus ours now; 0 when it
+        does not say. A pong taken in a burst of ours does not outlive the burst."""
+        said = ours_then = 0
         for c in self.connections:
             pong = c.link.reported
-            if pong is not None and pong.running + pong.waiting > most:
-                most = pong.running + pong.waiting
-        return most
+            if pong is not None:
+                said = max(said, pong.running + pong.waiting)
+                ours_then += c.link.ours_at_report
+        if not said:
+            return 0
+        return max(0, said - ours_then) + self.inflight
 
     def in_flight(self) -> list[tuple[RequestOwner, int, StreamSink]]:
         """Every query in flight on its connections: the connection, its id, its sink."""

@@ -1,4 +1,6 @@
-"""Write backpressure toward an engine: new queries go to a connection it still reads."""
+"""A pool toward an engine: new queries go to a connection it still reads (write
+backpressure), and the load the engine reports counts other front ends' requests
+without keeping ours past their end."""
 
 from __future__ import annotations
 
@@ -8,9 +10,11 @@ from pathlib import Path
 from neutrino.config import EngineConfig, EngineLinkConfig
 from neutrino.engine.messages import (
     EngineError,
+    FinishReason,
     HelloAck,
     ModalResult,
     ModelInfo,
+    Pong,
     Query,
     Sampling,
     TextQuery,
@@ -58,6 +62,9 @@ class _Sink:
     def flush(self) -> None:
         pass
 
+    def on_moved(self, engine: str, reason: str) -> None:
+        pass
+
 
 async def test_a_connection_the_engine_does_not_read_gets_no_new_queries(
     tmp_path: Path,
@@ -92,6 +99,69 @@ async def test_a_connection_the_engine_does_not_read_gets_no_new_queries(
             assert pool.pick() is reading
             reading.submit(TextQuery("m", [1], Sampling(max_tokens=1)), _Sink())
         assert reading.inflight > slow.inflight
+    finally:
+        await pool.close()
+        server.close()
+
+
+class _Shared(EngineHandler):
+    """Holds our queries until told; its pongs count two more from another front end."""
+
+    def __init__(self) -> None:
+        self.conn: ServerConnection | None = None
+        self.held: list[int] = []
+
+    def hello_ack(self, hello: object) -> HelloAck:
+        return HelloAck("shared", PROTOCOL_VERSION, [ModelInfo("m", 1 << 20)], 64)
+
+    def start(self, rid: int, query: Query) -> EngineError | None:
+        self.held.append(rid)
+        return None
+
+    def ping(self, rid: int, nonce: int) -> Pong | None:
+        return Pong(nonce, running=len(self.held) + 2)
+
+    def finish_all(self) -> None:
+        assert self.conn is not None
+        for rid in self.held:
+            self.conn.send(rid, TextResult([1], FinishReason.LENGTH, completion_tokens=1))
+        self.held = []
+        self.conn.flush()
+
+
+async def _until(check: object, what: str) -> None:
+    for _ in range(300):
+        if callable(check) and check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(what)
+
+
+async def test_a_reported_load_counts_others_and_forgets_our_ended_requests(
+    tmp_path: Path,
+) -> None:
+    handler = _Shared()
+
+    def factory() -> ServerConnection:
+        handler.conn = ServerConnection(handler)
+        return handler.conn
+
+    path = str(tmp_path / "e.sock")
+    server = await listen_unix(path, factory)
+    pool = EnginePool(
+        EngineConfig(path, "e", connections=1), EngineLinkConfig(heartbeat_interval_s=0.02)
+    )
+    await pool.start()
+    try:
+        assert await pool.wait_connected(5)
+        (conn,) = pool.connections
+        for _ in range(3):
+            conn.submit(TextQuery("m", [1], Sampling(max_tokens=1)), _Sink())
+        await _until(lambda: pool.reported == 5, "the engine's five (ours and two more)")
+        handler.ping = lambda rid, nonce: None  # type: ignore[method-assign]  # no more pongs
+        handler.finish_all()
+        await _until(lambda: pool.inflight == 0, "our three ended")
+        assert pool.reported == 2  # the other front end's two stand, ours do not linger
     finally:
         await pool.close()
         server.close()
