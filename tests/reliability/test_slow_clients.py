@@ -315,7 +315,7 @@ def test_an_http10_stream_that_is_not_read_is_dropped_after_the_send_timeout(
     """HTTP/1.0 streams go through aiohttp, whose writes wait for the client to read:
     a client that reads nothing held its request (and task) forever before."""
     mock = mock_factory(
-        "--itl-ms", "1", "--reply-tokens", "100000", "--model", "qwen2.5-mock:qwen2:131072"
+        "--itl-ms", "0", "--reply-tokens", "100000", "--model", "qwen2.5-mock:qwen2:131072"
     )
     server = neutrino_factory(
         config=f'[[engines]]\nsocket = "{mock.socket}"\n[limits]\nsend_timeout_s = 1.0\n'
