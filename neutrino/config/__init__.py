@@ -225,6 +225,18 @@ class LimitsConfig:
     # Longest a write to a client may wait for it to read (HTTP/1.0 and speech streams,
     # gRPC streams); past it the client is dropped and its engine request cancelled.
     send_timeout_s: float = 60.0
+    # The queue's fair shares (docs/limits.md): a queued request gains a priority level
+    # per this long waited (0: no ageing); a key's tokens weigh half after share_decay_s.
+    priority_age_s: float = 30.0
+    share_decay_s: float = 60.0
+    # The highest priority a request may ask for (x-neutrino-priority) when keys are off.
+    unkeyed_max_priority: int = 0
+    # The answer's tokens a request is charged at admission when it names no max_tokens
+    # (corrected at its end), in fair shares and tokens-per-minute limits.
+    answer_estimate_tokens: int = 256
+    # Where per-key request and token counters are shared by every worker and instance
+    # (redis://host:port/db; "": each process counts its own).
+    redis: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,6 +161,10 @@ RULES: dict[str, Rule] = {
     "limits.send_timeout_s": _POSITIVE,
     "limits.max_audio_seconds": Range(0, 86400, above=True),
     "limits.max_upload_bytes": _ONE_UP,
+    "limits.priority_age_s": _NON_NEGATIVE,  # 0: no ageing
+    "limits.share_decay_s": _POSITIVE,
+    "limits.unkeyed_max_priority": Range(0, 9),
+    "limits.answer_estimate_tokens": _ONE_UP,
     "engine_link.connect_timeout_s": _POSITIVE,
     "engine_link.heartbeat_interval_s": _NON_NEGATIVE,  # 0: no heartbeats
     "engine_link.heartbeat_timeout_s": _POSITIVE,

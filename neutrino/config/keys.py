@@ -12,10 +12,16 @@
     name = "team-a"                           # shown in logs and history, never the key
     models = ["qwen2.5-mock"]                 # the only models it may use
     max_concurrency = 4                       # its requests in flight at most
+    priority = 2                              # its requests' priority (0-9, higher first)
+    max_priority = 5                          # the most x-neutrino-priority may ask
+    requests_per_minute = 600                 # 0: no limit
+    tokens_per_minute = 200000                # prompt + answer tokens
+    tokens_per_day = 10000000                 # a budget, from midnight UTC
     admin = false
 
-A line of the keys file is ``<sha256 hex> [name=NAME] [models=A,B] [max_concurrency=N]
-[admin]``; ``#`` starts a comment. Every key is kept as its digest only.
+A line of the keys file is ``<sha256 hex> [name=NAME] [models=A,B] [OPTION=N ...]
+[admin]``, each OPTION one of the integer limits above; ``#`` starts a comment. Every
+key is kept as its digest only.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from typing import Any
 
 from neutrino.config.checks import ConfigError, shown
 
+MAX_PRIORITY = 9  # priorities are 0 (the default, the lowest) to 9
+
 
 @dataclass(frozen=True, slots=True)
 class KeyConfig:
@@ -36,6 +44,20 @@ class KeyConfig:
     models: frozenset[str] | None = None  # None: every model
     max_concurrency: int = 0  # 0: no limit of its own
     admin: bool = False
+    priority: int = 0  # its requests' priority when they ask none (0-9, higher first)
+    max_priority: int = -1  # the most a request may ask (-1: its priority)
+    requests_per_minute: int = 0  # 0: no limit
+    tokens_per_minute: int = 0
+    tokens_per_day: int = 0
+
+    @property
+    def ceiling(self) -> int:
+        return self.max_priority if self.max_priority >= 0 else self.priority
+
+    @property
+    def rated(self) -> bool:
+        """Whether it has a rate limit or a budget (its answers then carry their headers)."""
+        return bool(self.requests_per_minute or self.tokens_per_minute or self.tokens_per_day)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +65,16 @@ class AuthConfig:
     keys: tuple[KeyConfig, ...] = ()
 
 
-_TABLE_KEYS = ("key", "sha256", "name", "models", "max_concurrency", "admin")
+# The integer options of a key, in a table or on a keys file's line.
+_NUMBERS = (
+    "max_concurrency",
+    "priority",
+    "max_priority",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "tokens_per_day",
+)
+_TABLE_KEYS = ("key", "sha256", "name", "models", *_NUMBERS, "admin")
 
 
 def _digest_of(key: object, where: str) -> bytes:
@@ -75,6 +106,16 @@ def _limit(value: object, where: str) -> int:
     return value
 
 
+def _numbers(values: Mapping[str, object], where: str) -> dict[str, int]:
+    out = {k: _limit(values[k], f"{where}.{k}") for k in _NUMBERS if k in values}
+    for k in ("priority", "max_priority"):
+        if out.get(k, 0) > MAX_PRIORITY:
+            raise ConfigError(f"{where}.{k} must be 0 to {MAX_PRIORITY}, got {out[k]}")
+    if "max_priority" in out and out["max_priority"] < out.get("priority", 0):
+        raise ConfigError(f"{where}.max_priority is below its priority")
+    return out
+
+
 def _table(i: int, item: object) -> KeyConfig:
     where = f"[[auth.keys]][{i}]"
     if not isinstance(item, Mapping):
@@ -98,8 +139,8 @@ def _table(i: int, item: object) -> KeyConfig:
         digest=digest,
         name=name,
         models=_models(item["models"], f"{where}.models") if "models" in item else None,
-        max_concurrency=_limit(item.get("max_concurrency", 0), f"{where}.max_concurrency"),
         admin=admin,
+        **_numbers(item, where),
     )
 
 
@@ -115,18 +156,19 @@ def _file_line(line: str, where: str) -> KeyConfig:
             options["name"] = value
         elif eq and name == "models":
             options["models"] = _models([m for m in value.split(",") if m], f"{where} models")
-        elif eq and name == "max_concurrency" and value.isdigit():
-            options["max_concurrency"] = int(value)
+        elif eq and name in _NUMBERS and value.isdigit():
+            options[name] = int(value)
         else:  # not echoed: it may be a key pasted in by mistake
             raise ConfigError(
-                f"{where}: field {place} is not one of name=, models=, max_concurrency=N, admin"
+                f"{where}: field {place} is not one of name=, models=, "
+                f"{'=N, '.join(_NUMBERS)}=N, admin"
             )
     return KeyConfig(
         digest=key.digest,
         name=options.get("name", key.name),
         models=options.get("models"),
-        max_concurrency=options.get("max_concurrency", 0),
         admin=options.get("admin", False),
+        **_numbers({k: v for k, v in options.items() if k in _NUMBERS}, where),
     )
 
 

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from neutrino.audio.codecs import AudioError, decode_upload
 from neutrino.audio.wav import Audio
-from neutrino.errors import NeutrinoError, bad_request
+from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 
 # Request ids are unique across processes (the tag) and within one (the counter), and
 # shared by every protocol: an id names one request wherever it came in.
@@ -23,6 +23,24 @@ SSE_HEADERS = {
     "Cache-Control": "no-cache",
     "X-Accel-Buffering": "no",
 }
+
+
+PRIORITY_HEADER = "x-neutrino-priority"
+
+
+def asked_priority(value: str) -> int:
+    """The priority a request asks for in ``x-neutrino-priority`` (-1: none asked);
+    BAD_REQUEST for anything but an integer 0 to 9."""
+    text = value.strip()
+    if not text:
+        return -1
+    if len(text) == 1 and text.isdigit():
+        return int(text)
+    raise NeutrinoError(
+        ErrorKind.BAD_REQUEST,
+        f"{PRIORITY_HEADER} must be an integer from 0 to 9, got {text[:20]!r}",
+        param=PRIORITY_HEADER,
+    )
 
 
 def new_id(prefix: str) -> str:

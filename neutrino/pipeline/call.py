@@ -14,6 +14,7 @@ from collections.abc import Callable
 from neutrino.engine.client import Submission
 from neutrino.engine.messages import ModalResult, TextResult, is_final
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.admission import OPEN, Ticket
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
 from neutrino.pipeline.history import HistoryEntry
@@ -44,6 +45,7 @@ class ModalCall:
         self._submission: Submission | None = None
         self._timer: Deadline | None = None
         self.principal: Principal | None = None  # the API key it counts against
+        self.ticket: Ticket = OPEN  # its place in the fair shares and its key\'s limits
         self.obs: Observed | None = None  # its labels and span, for metrics and tracing
 
     def usage(self) -> tuple[int, int, int, int]:

@@ -43,11 +43,13 @@ class Endings:
         self.live.discard(gen)
         if gen.principal is not None:
             gen.principal.release()
+        usage = gen.usage()
+        self.admission.settle(gen.ticket, usage[0] + usage[1])  # its key's share, corrected
         self.admission.release()
         self._count(gen.lifecycle.state)
         if gen.obs is not None:
             gaps = None if isinstance(gen, ModalCall) else gen.gaps()
-            self.observe.end(gen.obs, gen.model, gen.lifecycle, gen.error, gen.usage(), gen, gaps)
+            self.observe.end(gen.obs, gen.model, gen.lifecycle, gen.error, usage, gen, gaps)
         entry = gen.history_entry()
         if gen.principal is not None:
             entry.key = gen.principal.name

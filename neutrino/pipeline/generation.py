@@ -20,6 +20,7 @@ from neutrino.engine.client import Submission, sink_failure
 from neutrino.engine.messages import FinishReason, ModalResult, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.observability.metrics import Gaps
+from neutrino.pipeline.admission import OPEN, Ticket
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
 from neutrino.pipeline.history import HistoryEntry
@@ -109,6 +110,7 @@ class Generation:
         "prompt_tokens",
         "request_id",
         "route",
+        "ticket",
     )
 
     def __init__(
@@ -137,6 +139,7 @@ class Generation:
         # (at most [routing] migration_limit).
         self.hops: list[tuple[str, str]] | None = None
         self.principal: Principal | None = None  # the API key it counts against
+        self.ticket: Ticket = OPEN  # its place in the fair shares and its key's limits
         self.obs: Observed | None = None  # its labels and span, for metrics and tracing
         self.route = ""  # how a manifest route sent it here (pipeline/routes.py Hop)
         self._stream = stream

@@ -21,7 +21,7 @@ from neutrino.engine.messages import Capability, ModalQuery, Query, TextQuery
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.observability.counters import Counters
 from neutrino.pipeline import limits
-from neutrino.pipeline.admission import Admission
+from neutrino.pipeline.admission import OPEN, Admission, Ticket
 from neutrino.pipeline.answering import generation
 from neutrino.pipeline.auth import KeyRing, Principal
 from neutrino.pipeline.call import ModalCall
@@ -91,7 +91,10 @@ class Orchestrator:
         self.engines = engines
         self.texts = texts
         self.history = history
-        self.admission = Admission(cfg.limits.max_queue, self._limit)
+        lim = cfg.limits
+        self.admission = Admission(
+            lim.max_queue, self._limit, lim.priority_age_s, lim.share_decay_s
+        )
         self.endings = Endings(self.admission, self.observe, history)
         self.prompts = PromptBuilder(cfg.tokenizer.offload_chars)
         self.deadlines = DeadlineWheel()
@@ -109,8 +112,8 @@ class Orchestrator:
         if cfg.routes != tuple(self.routes.by_name.values()):
             self.routes = Routes(cfg.routes)
         self.prompts = PromptBuilder(cfg.tokenizer.offload_chars)
-        self.admission.max_queue = cfg.limits.max_queue
-        self.admission.wake()
+        lim = cfg.limits
+        self.admission.tune(lim.max_queue, lim.priority_age_s, lim.share_decay_s)
 
     def _limit(self) -> int:
         return self.cfg.limits.max_inflight or self.engines.capacity()
@@ -146,6 +149,7 @@ class Orchestrator:
             return await self._start_routed(routes[req.model], req, on_queued)
         lifecycle = Lifecycle()
         admitted = counted = False  # holds an engine slot; its key counts it in flight
+        ticket = OPEN
         origin = req.origin
         kind = req.prompt.kind
         obs, traceparent = self._begin(
@@ -164,19 +168,21 @@ class Orchestrator:
             tools = template_tools(req.tools.tools)  # one view, for template and parser
             text, prompt, query = await self._prepare(req, timeout, traceparent, obs, tools)
             lifecycle.advance(State.QUEUED)
+            ticket = self._ticket(origin, len(prompt) + self._answer_estimate(req, query))
             admission = self.admission
-            if admission.closed or not admission.try_acquire():  # else a slot was free
-                await admission.enter(max(0.001, deadline - time.monotonic()), on_queued)
+            if admission.closed or not admission.try_acquire(ticket):  # else a slot was free
+                await admission.enter(max(0.001, deadline - time.monotonic()), on_queued, ticket)
             admitted = True
             if not self.engines.ready(req.model):  # its engine died, or it is not loaded
                 await self._ready(req.model, max(0.001, deadline - time.monotonic()))
             lifecycle.advance(State.PROCESSING)
             gen = generation(req, text, prompt, lifecycle, self.endings.done, tools)
-            gen.obs = obs
+            gen.obs, gen.ticket = obs, ticket
             submission = self._submit(query, gen, origin.principal)
             gen.attach(submission, max(0.001, deadline - time.monotonic()), self.deadlines)
             return gen
         except BaseException as exc:  # (no local may hold the error: see Endings.abort)
+            self.admission.settle(ticket, 0)  # admitted, it used no tokens
             raise self.endings.abort(
                 req.request_id, req.model, lifecycle, admitted, exc, origin.principal, counted, obs
             ) from None
@@ -196,6 +202,7 @@ class Orchestrator:
         model: str = doc["model"]
         lifecycle = Lifecycle()
         admitted = counted = False
+        ticket = OPEN
         obs, traceparent = self._begin(
             lifecycle, origin.protocol, route, origin.received_ns, model,
             _OPERATIONS.get(route, "chat"), origin.traceparent,
@@ -208,9 +215,10 @@ class Orchestrator:
             counted = True
             deadline = time.monotonic() + (origin.timeout_s or self.cfg.limits.request_timeout_s)
             lifecycle.advance(State.QUEUED)
+            ticket = self._ticket(origin, self._relay_estimate(doc, raw))
             admission = self.admission
-            if admission.closed or not admission.try_acquire():
-                await admission.enter(max(0.001, deadline - time.monotonic()), None)
+            if admission.closed or not admission.try_acquire(ticket):
+                await admission.enter(max(0.001, deadline - time.monotonic()), None, ticket)
             admitted = True
             if not self.engines.ready(model):  # it is not loaded (an upstream that loads)
                 await self._ready(model, max(0.001, deadline - time.monotonic()))
@@ -220,11 +228,12 @@ class Orchestrator:
                 request_id=request_id, model=model, lifecycle=lifecycle, relayed=relayed,
                 streamed=doc.get("stream") is True, on_done=self.endings.done,
             )  # fmt: skip
-            call.principal, call.obs = origin.principal, obs
+            call.principal, call.obs, call.ticket = origin.principal, obs, ticket
             self.endings.live.add(call)
             call.attach(max(0.001, deadline - time.monotonic()), self.deadlines)
             return call
         except BaseException as exc:
+            self.admission.settle(ticket, 0)
             raise self.endings.abort(
                 request_id, model, lifecycle, admitted, exc, origin.principal, counted, obs
             ) from None
@@ -255,6 +264,31 @@ class Orchestrator:
         gen = await self.start(req.replace(model=hop.model), on_queued)
         gen.route = hop.header()
         return gen
+
+    def _ticket(self, origin: Origin, tokens: int) -> Ticket:
+        """A request's place in the queue: its key, its priority (asked, capped by the
+        key's ceiling; else the key's own) and the tokens it is charged."""
+        principal = origin.principal
+        if principal is None:
+            tenant, own, ceiling = "", 0, self.cfg.limits.unkeyed_max_priority
+        else:
+            key = principal.key
+            tenant, own, ceiling = key.name, key.priority, key.ceiling
+        asked = origin.priority
+        return Ticket(tenant, own if asked < 0 else min(asked, ceiling), tokens)
+
+    def _answer_estimate(self, req: GenerateRequest, query: TextQuery) -> int:
+        """The answer's tokens charged at admission: what the client allows it, or the
+        configured estimate, within what the engine may give (corrected at the end)."""
+        asked = req.sampling.max_tokens or self.cfg.limits.answer_estimate_tokens
+        return req.n * min(asked, query.sampling.max_tokens or asked)
+
+    def _relay_estimate(self, doc: dict[str, Any], raw: bytes) -> int:
+        """A relayed request's tokens at admission (its prompt is not tokenized here):
+        about a token per four bytes of its body, and its answer's allowance."""
+        asked = doc.get("max_completion_tokens") or doc.get("max_tokens")
+        answer = asked if isinstance(asked, int) and asked > 0 else None
+        return len(raw) // 4 + (answer or self.cfg.limits.answer_estimate_tokens)
 
     async def _ready(self, model: str, timeout: float) -> None:
         """Wait for ``model``'s engine (it died while the request queued) and for the
@@ -339,6 +373,7 @@ class Orchestrator:
         model = job.model
         lifecycle = Lifecycle()
         admitted = counted = False
+        ticket = OPEN
         timeout = timeout_s or self.cfg.limits.request_timeout_s
         route = type(job).__name__.lower()
         obs, traceparent = self._begin(
@@ -354,7 +389,8 @@ class Orchestrator:
             query, prompt_tokens = await self._modal_query(job, traceparent)
             lifecycle.advance(State.QUEUED)
             deadline = time.monotonic() + timeout
-            await self.admission.enter(timeout, on_queued)
+            ticket = self._ticket(Origin(principal), prompt_tokens)
+            await self.admission.enter(timeout, on_queued, ticket)
             admitted = True
             lifecycle.advance(State.PROCESSING)
             call = ModalCall(
@@ -364,7 +400,7 @@ class Orchestrator:
                 lifecycle=lifecycle,
                 on_done=self.endings.done,
             )
-            call.obs = obs
+            call.obs, call.ticket = obs, ticket
             call.attach(
                 self._submit(query, call, principal),
                 max(0.001, deadline - time.monotonic()),
@@ -372,6 +408,7 @@ class Orchestrator:
             )
             return call
         except BaseException as exc:
+            self.admission.settle(ticket, 0)
             raise self.endings.abort(
                 request_id, model, lifecycle, admitted, exc, principal, counted, obs
             ) from None

@@ -22,6 +22,7 @@ import orjson
 from neutrino.engine.client import Relayed
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.observability.metrics import Gaps
+from neutrino.pipeline.admission import OPEN, Ticket
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
 from neutrino.pipeline.history import HistoryEntry
@@ -186,6 +187,7 @@ class RelayCall:
         self._error: NeutrinoError | None = None
         self._timer: Deadline | None = None
         self.principal: Principal | None = None
+        self.ticket: Ticket = OPEN  # its place in the fair shares and its key\'s limits
         self.obs: Observed | None = None
 
     def attach(self, timeout_s: float, deadlines: DeadlineWheel) -> None:

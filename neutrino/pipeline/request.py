@@ -72,6 +72,7 @@ class Origin(msgspec.Struct, frozen=True, gc=False):
     received_ns: int = 0  # monotonic ns when the front end received it (0: not known)
     traceparent: str = ""
     timeout_s: float | None = None
+    priority: int = -1  # the priority it asked for (-1: none; the key caps it)
 
 
 class GenerateRequest(msgspec.Struct, frozen=True, gc=False):

@@ -15,8 +15,14 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 from neutrino.config import Config
-from neutrino.errors import ClientTooSlow, NeutrinoError
-from neutrino.frontends.common import SCHEMA_OFFLOAD_BYTES, off_loop
+from neutrino.config.keys import MAX_PRIORITY
+from neutrino.errors import ClientTooSlow, NeutrinoError, bad_request
+from neutrino.frontends.common import (
+    PRIORITY_HEADER,
+    SCHEMA_OFFLOAD_BYTES,
+    asked_priority,
+    off_loop,
+)
 from neutrino.frontends.grpc import convert, render
 from neutrino.frontends.grpc.calls import (
     Context,
@@ -72,7 +78,13 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
             req = convert.to_request(msg, limits, stream=stream)
         traceparent = metadata(context, "traceparent")
         timeout = timeout_s(context, self.cfg)
-        req = req.replace(origin=Origin(principal, "grpc", "", received, traceparent, timeout))
+        asked = msg.priority if msg.HasField("priority") else -1
+        if asked == -1:
+            asked = asked_priority(metadata(context, PRIORITY_HEADER))
+        elif not 0 <= asked <= MAX_PRIORITY:
+            raise bad_request(f"priority must be 0 to {MAX_PRIORITY}, got {asked}", "priority")
+        origin = Origin(principal, "grpc", "", received, traceparent, timeout, asked)
+        req = req.replace(origin=origin)
         bind_request_id(req.request_id)  # every log line of this call's task names it
         return req
 

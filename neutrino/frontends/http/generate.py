@@ -16,7 +16,9 @@ from typing import Any
 from neutrino.config import LimitsConfig
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.common import (
+    PRIORITY_HEADER,
     SCHEMA_OFFLOAD_BYTES,
+    asked_priority,
     client_request_id,
     off_loop,
     request_id_for,
@@ -95,7 +97,10 @@ async def admit_or_relay(
     else:
         doc, req = _decoded(jsonbody.decode(raw), parse, limits, relayed)
     if req is None:
-        origin = Origin(principal, ex.protocol, "", received_ns, ex.header("traceparent"))
+        origin = Origin(
+            principal, ex.protocol, "", received_ns, ex.header("traceparent"),
+            priority=asked_priority(ex.header(PRIORITY_HEADER)),
+        )  # fmt: skip
         request_id = ex.request_id = request_id_for(id_prefix, client_id)
         bind_request_id(request_id)
         return Passthrough(doc, raw, origin, request_id)
@@ -132,7 +137,10 @@ def _named(
     route: str,
 ) -> GenerateRequest:
     """``req`` with its origin and id (the client's, or its own: echoed either way)."""
-    origin = Origin(principal, ex.protocol, route, received_ns, ex.header("traceparent"))
+    origin = Origin(
+        principal, ex.protocol, route, received_ns, ex.header("traceparent"),
+        priority=asked_priority(ex.header(PRIORITY_HEADER)),
+    )  # fmt: skip
     if client_id:
         req = req.replace(request_id=request_id_for(id_prefix, client_id), origin=origin)
     else:
