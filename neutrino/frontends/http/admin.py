@@ -255,6 +255,8 @@ class AdminRoutes:
             "engines": engines,
             "connections": sum(_count(e.get("connections")) for e in engines),
             "queue_depth": orch.admission.queued,
+            "queue_shed": orch.admission.shed,  # queued requests dropped for higher ones
+            "fair_shares": orch.admission.usage(),  # each key's tokens lately, as weighed
             "in_flight": orch.inflight,
             "capacity": orch.engines.capacity(),
             "requests": {"started": orch.started, "finished": dict(orch.finished)},
