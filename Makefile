@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
 # Debian packages the tests use: `capnp` decodes our frames in a test; `promtool` (prometheus) checks /metrics.
-APT_PACKAGES := capnproto prometheus etcd-server iproute2
+APT_PACKAGES := capnproto prometheus etcd-server iproute2 redis-server
 # `make bench` drives non-streamed load with wrk (a C load generator) when it can.
 BENCH_APT_PACKAGES := wrk valgrind
 

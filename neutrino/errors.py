@@ -78,6 +78,11 @@ class ErrorKind(enum.Enum):
         "key_concurrency_limit",
         1,
     )
+    # A key past its requests or tokens per minute, or its daily budget (the wait is the
+    # error's own: until the window resets).
+    RATE_LIMITED = ErrorSpec(
+        429, "rate_limit_error", "rate_limit_exceeded", "RESOURCE_EXHAUSTED", "rate_limited", 1
+    )
     INTERNAL = ErrorSpec(500, "server_error", "internal_error", "INTERNAL", "internal")
     ENGINE_ERROR = ErrorSpec(502, "server_error", "engine_error", "INTERNAL", "engine_error")
     ENGINE_DISCONNECTED = ErrorSpec(
@@ -117,8 +122,10 @@ class NeutrinoError(Exception):
         param: str | None = None,
         code: str | None = None,
         loc: tuple[str | int, ...] | None = None,
+        retry_after_s: int | None = None,
     ) -> None:
         super().__init__(message)
+        self._retry_after_s = retry_after_s  # None: the kind's
         self.kind = kind
         self.message = message
         self.param = param
@@ -136,7 +143,8 @@ class NeutrinoError(Exception):
 
     @property
     def retry_after_s(self) -> int | None:
-        return self.kind.spec.retry_after_s
+        own = self._retry_after_s
+        return own if own is not None else self.kind.spec.retry_after_s
 
     def openai_body(self) -> dict[str, Any]:
         """The ``{"error": {...}}`` object of OpenAI's API."""
@@ -164,8 +172,9 @@ class NeutrinoError(Exception):
         that memory would wait for the garbage collector's next full pass.
         """
         return NeutrinoError(
-            self.kind, self.message, param=self.param, code=self.code, loc=self.loc
-        )
+            self.kind, self.message, param=self.param, code=self.code, loc=self.loc,
+            retry_after_s=self._retry_after_s,
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         return f"NeutrinoError({self.kind.name}, {self.message!r}, param={self.param!r})"
@@ -188,6 +197,7 @@ ANTHROPIC_TYPES: dict[ErrorKind, str] = {
     ErrorKind.QUEUE_FULL: "rate_limit_error",
     ErrorKind.ENGINE_OVERLOADED: "overloaded_error",
     ErrorKind.KEY_CONCURRENCY: "rate_limit_error",
+    ErrorKind.RATE_LIMITED: "rate_limit_error",
     ErrorKind.INTERNAL: "api_error",
     ErrorKind.ENGINE_ERROR: "api_error",
     ErrorKind.ENGINE_DISCONNECTED: "api_error",

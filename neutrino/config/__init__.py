@@ -237,6 +237,9 @@ class LimitsConfig:
     # Where per-key request and token counters are shared by every worker and instance
     # (redis://host:port/db; "": each process counts its own).
     redis: str = ""
+    # The per-minute limits count in fixed windows this long, each allowed its share of
+    # the minute's (60: the minute itself; 10: a sixth in every ten seconds, fewer bursts).
+    rate_window_s: int = 60
 
 
 @dataclass(frozen=True, slots=True)

@@ -165,6 +165,12 @@ RULES: dict[str, Rule] = {
     "limits.share_decay_s": _POSITIVE,
     "limits.unkeyed_max_priority": Range(0, 9),
     "limits.answer_estimate_tokens": _ONE_UP,
+    "limits.rate_window_s": Range(1, 60),
+    "limits.redis": lambda v: (
+        None
+        if v == "" or v.startswith(("redis://", "rediss://", "unix://"))
+        else "must be a Redis URL (redis://host:port/db, rediss://, unix://)"
+    ),
     "engine_link.connect_timeout_s": _POSITIVE,
     "engine_link.heartbeat_interval_s": _NON_NEGATIVE,  # 0: no heartbeats
     "engine_link.heartbeat_timeout_s": _POSITIVE,

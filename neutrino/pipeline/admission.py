@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from neutrino.config import KeyConfig
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.fairness import FairQueue
 
@@ -41,6 +42,8 @@ class Ticket:
     priority: int = 0
     tokens: int = 0  # charged at admission: its prompt and an estimate of its answer
     admitted: bool = False
+    rated: KeyConfig | None = None  # the key whose rate limits counted it (pipeline/quota.py)
+    rated_tokens: int = 0  # the tokens they counted
 
 
 OPEN = Ticket()  # a request that brings none (the modal routes' default)

@@ -13,12 +13,13 @@ import asyncio
 import logging
 
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.pipeline.admission import Admission
+from neutrino.pipeline.admission import Admission, Ticket
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.call import ModalCall
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.history import History, HistoryEntry
 from neutrino.pipeline.observe import Observed, Observer
+from neutrino.pipeline.quota import Quotas
 from neutrino.pipeline.relay import RelayCall
 from neutrino.pipeline.state import Lifecycle, State
 
@@ -26,8 +27,11 @@ log = logging.getLogger("neutrino.pipeline")
 
 
 class Endings:
-    def __init__(self, admission: Admission, observe: Observer, history: History) -> None:
+    def __init__(
+        self, admission: Admission, observe: Observer, history: History, quotas: Quotas
+    ) -> None:
         self.admission = admission
+        self.quotas = quotas
         self.observe = observe
         self.history = history
         # Requests at an engine (Generation, ModalCall, RelayCall), for a shutdown to end them.
@@ -44,7 +48,7 @@ class Endings:
         if gen.principal is not None:
             gen.principal.release()
         usage = gen.usage()
-        self.admission.settle(gen.ticket, usage[0] + usage[1])  # its key's share, corrected
+        self.settle(gen.ticket, usage[0] + usage[1])
         self.admission.release()
         self._count(gen.lifecycle.state)
         if gen.obs is not None:
@@ -54,6 +58,15 @@ class Endings:
         if gen.principal is not None:
             entry.key = gen.principal.name
         self.history.add(entry)
+
+    def settle(self, ticket: Ticket, used: int) -> None:
+        """A request ended having used ``used`` tokens: its key's fair share and its rate
+        limits' token counts are corrected from the estimate it was charged."""
+        key = ticket.rated
+        if key is not None and used != ticket.rated_tokens:
+            self.quotas.settle(key, used - ticket.rated_tokens)
+            ticket.rated_tokens = used
+        self.admission.settle(ticket, used)
 
     def abort(
         self,

@@ -35,6 +35,8 @@ from neutrino.pipeline.models import ModelText, ModelTexts
 from neutrino.pipeline.observe import AttrValue, Observed, Observer
 from neutrino.pipeline.prompt import PromptBuilder, model_text
 from neutrino.pipeline.pull import collect
+from neutrino.pipeline.quota import Quotas
+from neutrino.pipeline.quota_store import store_for
 from neutrino.pipeline.relay import RelayCall
 from neutrino.pipeline.request import GenerateRequest, Origin, tool_guided
 from neutrino.pipeline.routes import Routes
@@ -95,7 +97,8 @@ class Orchestrator:
         self.admission = Admission(
             lim.max_queue, self._limit, lim.priority_age_s, lim.share_decay_s
         )
-        self.endings = Endings(self.admission, self.observe, history)
+        self.quotas = Quotas(store_for(lim.redis), lim.rate_window_s)
+        self.endings = Endings(self.admission, self.observe, history, self.quotas)
         self.prompts = PromptBuilder(cfg.tokenizer.offload_chars)
         self.deadlines = DeadlineWheel()
         self.draining = False  # new requests are refused; those in flight go on
@@ -103,6 +106,7 @@ class Orchestrator:
         self.counters = Counters()  # events beside requests, shown in app_state
         self.keys = KeyRing(cfg.auth.keys, bool(cfg.admin.address), self.counters)
         self.routes = Routes(cfg.routes)
+        self.cfg_redis = lim.redis  # where the quotas count (a reload may move them)
 
     def swap(self, cfg: Config, engines: EngineClient, texts: ModelTexts) -> None:
         """A reload: requests from now on use these; those in flight keep theirs."""
@@ -114,6 +118,9 @@ class Orchestrator:
         self.prompts = PromptBuilder(cfg.tokenizer.offload_chars)
         lim = cfg.limits
         self.admission.tune(lim.max_queue, lim.priority_age_s, lim.share_decay_s)
+        self.quotas.window_s = lim.rate_window_s
+        if lim.redis != self.cfg_redis:
+            self.quotas.store, self.cfg_redis = store_for(lim.redis), lim.redis
 
     def _limit(self) -> int:
         return self.cfg.limits.max_inflight or self.engines.capacity()
@@ -169,6 +176,7 @@ class Orchestrator:
             text, prompt, query = await self._prepare(req, timeout, traceparent, obs, tools)
             lifecycle.advance(State.QUEUED)
             ticket = self._ticket(origin, len(prompt) + self._answer_estimate(req, query))
+            await self._rate(origin, ticket)
             admission = self.admission
             if admission.closed or not admission.try_acquire(ticket):  # else a slot was free
                 await admission.enter(max(0.001, deadline - time.monotonic()), on_queued, ticket)
@@ -182,7 +190,7 @@ class Orchestrator:
             gen.attach(submission, max(0.001, deadline - time.monotonic()), self.deadlines)
             return gen
         except BaseException as exc:  # (no local may hold the error: see Endings.abort)
-            self.admission.settle(ticket, 0)  # admitted, it used no tokens
+            self.endings.settle(ticket, 0)  # admitted, it used no tokens
             raise self.endings.abort(
                 req.request_id, req.model, lifecycle, admitted, exc, origin.principal, counted, obs
             ) from None
@@ -216,6 +224,7 @@ class Orchestrator:
             deadline = time.monotonic() + (origin.timeout_s or self.cfg.limits.request_timeout_s)
             lifecycle.advance(State.QUEUED)
             ticket = self._ticket(origin, self._relay_estimate(doc, raw))
+            await self._rate(origin, ticket)
             admission = self.admission
             if admission.closed or not admission.try_acquire(ticket):
                 await admission.enter(max(0.001, deadline - time.monotonic()), None, ticket)
@@ -233,7 +242,7 @@ class Orchestrator:
             call.attach(max(0.001, deadline - time.monotonic()), self.deadlines)
             return call
         except BaseException as exc:
-            self.admission.settle(ticket, 0)
+            self.endings.settle(ticket, 0)
             raise self.endings.abort(
                 request_id, model, lifecycle, admitted, exc, origin.principal, counted, obs
             ) from None
@@ -277,11 +286,19 @@ class Orchestrator:
         asked = origin.priority
         return Ticket(tenant, own if asked < 0 else min(asked, ceiling), tokens)
 
+    async def _rate(self, origin: Origin, ticket: Ticket) -> None:
+        """Count the request against its key's rate limits, or refuse it (429)."""
+        principal = origin.principal
+        if principal is not None and principal.key.rated:
+            await self.quotas.admit(principal.key, ticket.tokens, origin.rates)
+            ticket.rated, ticket.rated_tokens = principal.key, ticket.tokens
+
     def _answer_estimate(self, req: GenerateRequest, query: TextQuery) -> int:
         """The answer's tokens charged at admission: what the client allows it, or the
-        configured estimate, within what the engine may give (corrected at the end)."""
+        configured estimate, within what the engine may give (corrected at the end).
+        Each choice of ``n`` is its own request, charged its own."""
         asked = req.sampling.max_tokens or self.cfg.limits.answer_estimate_tokens
-        return req.n * min(asked, query.sampling.max_tokens or asked)
+        return min(asked, query.sampling.max_tokens or asked)
 
     def _relay_estimate(self, doc: dict[str, Any], raw: bytes) -> int:
         """A relayed request's tokens at admission (its prompt is not tokenized here):
@@ -390,6 +407,7 @@ class Orchestrator:
             lifecycle.advance(State.QUEUED)
             deadline = time.monotonic() + timeout
             ticket = self._ticket(Origin(principal), prompt_tokens)
+            await self._rate(Origin(principal), ticket)
             await self.admission.enter(timeout, on_queued, ticket)
             admitted = True
             lifecycle.advance(State.PROCESSING)
@@ -408,7 +426,7 @@ class Orchestrator:
             )
             return call
         except BaseException as exc:
-            self.admission.settle(ticket, 0)
+            self.endings.settle(ticket, 0)
             raise self.endings.abort(
                 request_id, model, lifecycle, admitted, exc, principal, counted, obs
             ) from None

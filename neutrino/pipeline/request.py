@@ -24,6 +24,7 @@ from neutrino.engine.messages import Guided, GuidedMode, Image
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.chat import AUTO_TOOLS, Message, Tool, ToolChoice
 from neutrino.pipeline.fields import Loc, invalid
+from neutrino.pipeline.quota import Rates
 from neutrino.pipeline.sampling import SamplingParams, StopRules
 from neutrino.text.parsers.forced import forced_schema
 
@@ -73,6 +74,7 @@ class Origin(msgspec.Struct, frozen=True, gc=False):
     traceparent: str = ""
     timeout_s: float | None = None
     priority: int = -1  # the priority it asked for (-1: none; the key caps it)
+    rates: Rates | None = None  # where its key's rate limits are told (its answer's headers)
 
 
 class GenerateRequest(msgspec.Struct, frozen=True, gc=False):

@@ -257,6 +257,7 @@ class AdminRoutes:
             "queue_depth": orch.admission.queued,
             "queue_shed": orch.admission.shed,  # queued requests dropped for higher ones
             "fair_shares": orch.admission.usage(),  # each key's tokens lately, as weighed
+            "rate_limits": orch.quotas.store.describe(),  # where the key's counters are
             "in_flight": orch.inflight,
             "capacity": orch.engines.capacity(),
             "requests": {"started": orch.started, "finished": dict(orch.finished)},

@@ -95,6 +95,7 @@ class AnthropicRoutes:
     async def messages(self, ex: Exchange) -> None:
         """Answer one Messages request on ``ex``, streamed or not."""
         received = time.monotonic_ns()
+        ex.rate_style = "anthropic"  # its key's limits as anthropic-ratelimit-* headers
         try:
             req = await admit_or_relay(ex, self.orch, parse_messages, "msg", received, ROUTE)
             if isinstance(req, Passthrough):

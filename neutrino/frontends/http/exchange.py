@@ -21,9 +21,11 @@ from neutrino.frontends.common import SSE_HEADERS, off_loop
 from neutrino.frontends.http import jsonbody
 from neutrino.frontends.http.browsers import is_json
 from neutrino.frontends.http.guard import error_response
+from neutrino.frontends.http.headers import rate_headers
 from neutrino.frontends.http.render import SSE_OPEN
 from neutrino.frontends.http.reset import reset
 from neutrino.frontends.http.sse import Body, SlowClient, within
+from neutrino.pipeline.quota import Rates
 from neutrino.running import running_loop
 
 # What aiohttp raises when the client went away while we were writing.
@@ -50,6 +52,10 @@ class Exchange(Protocol):
     route: str
     # The transport, as metrics label it: "http" (HTTP/1.1) or "quic" (HTTP/3).
     protocol: str
+    # Its key's rate limits, once the pipeline counted it (None: a key without limits),
+    # rendered as ``rate_style`` says ("openai" or "anthropic": which headers).
+    rates: Rates | None
+    rate_style: str
 
     def header(self, name: str) -> str:
         """A request header's value ("" when absent)."""
@@ -77,7 +83,9 @@ class Exchange(Protocol):
 class AiohttpExchange:
     """An :class:`Exchange` over an aiohttp request; ``response`` is what to return."""
 
-    __slots__ = ("request", "request_id", "response", "route", "send_timeout_s")
+    __slots__ = (
+        "rate_style", "rates", "request", "request_id", "response", "route", "send_timeout_s",
+    )  # fmt: skip
     protocol = "http"
 
     def __init__(self, request: web.Request, send_timeout_s: float = 60.0) -> None:
@@ -86,12 +94,17 @@ class AiohttpExchange:
         self.send_timeout_s = send_timeout_s
         self.request_id = ""
         self.route = ""
+        self.rates: Rates | None = None
+        self.rate_style = "openai"
 
     def _tag(self, response: web.StreamResponse) -> web.StreamResponse:
         if self.request_id:
             response.headers["X-Request-Id"] = self.request_id
         if self.route:
             response.headers["X-Neutrino-Route"] = self.route
+        if self.rates is not None:
+            for name, value in rate_headers(self.rates.state, self.rate_style):
+                response.headers[name] = value
         return response
 
     def header(self, name: str) -> str:

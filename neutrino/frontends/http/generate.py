@@ -31,6 +31,7 @@ from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.generation import Generation, Outcome
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import collect
+from neutrino.pipeline.quota import Rates
 from neutrino.pipeline.request import GenerateRequest, Origin, choices
 
 log = logging.getLogger("neutrino.http")
@@ -99,7 +100,7 @@ async def admit_or_relay(
     if req is None:
         origin = Origin(
             principal, ex.protocol, "", received_ns, ex.header("traceparent"),
-            priority=asked_priority(ex.header(PRIORITY_HEADER)),
+            priority=asked_priority(ex.header(PRIORITY_HEADER)), rates=ex.rates,
         )  # fmt: skip
         request_id = ex.request_id = request_id_for(id_prefix, client_id)
         bind_request_id(request_id)
@@ -123,6 +124,8 @@ async def _read(ex: Exchange, orch: Orchestrator) -> tuple[bytes, Principal | No
     NeutrinoError: a bad key, not JSON, too large)."""
     client_id = ex.request_id = client_request_id(ex.header("x-request-id"))
     principal = orch.keys.authenticate(ex.header("authorization"), ex.header("x-api-key"))
+    if principal is not None and principal.key.rated:
+        ex.rates = Rates()  # the pipeline tells it the key's limits; the answer shows them
     check_json_type(ex.header("content-type"))
     return await ex.read(orch.cfg.limits.max_body_bytes), principal, client_id
 
@@ -139,7 +142,7 @@ def _named(
     """``req`` with its origin and id (the client's, or its own: echoed either way)."""
     origin = Origin(
         principal, ex.protocol, route, received_ns, ex.header("traceparent"),
-        priority=asked_priority(ex.header(PRIORITY_HEADER)),
+        priority=asked_priority(ex.header(PRIORITY_HEADER)), rates=ex.rates,
     )  # fmt: skip
     if client_id:
         req = req.replace(request_id=request_id_for(id_prefix, client_id), origin=origin)

@@ -21,7 +21,9 @@ from neutrino.frontends.http.h1_wire import (
     json_head,
     response_head,
 )
+from neutrino.frontends.http.headers import rate_headers
 from neutrino.frontends.http.reset import reset
+from neutrino.pipeline.quota import Rates
 
 
 class Connection(Protocol):
@@ -37,7 +39,10 @@ class H1Exchange:
     """One request served by :class:`~neutrino.frontends.http.h1.H1Protocol` (an
     ``Exchange`` of the routes)."""
 
-    __slots__ = ("_conn", "body", "close", "ended", "headers", "request_id", "route", "streaming")
+    __slots__ = (
+        "_conn", "body", "close", "ended", "headers", "rate_style", "rates", "request_id",
+        "route", "streaming",
+    )  # fmt: skip
     protocol = "http"
 
     def __init__(self, conn: Connection, headers: dict[bytes, bytes], close: bool) -> None:
@@ -49,12 +54,17 @@ class H1Exchange:
         self.ended = False
         self.request_id = ""
         self.route = ""  # how a manifest route answered it (X-Neutrino-Route)
+        self.rates: Rates | None = None
+        self.rate_style = "openai"
 
     def _tag(self) -> bytes:
         rid = self.request_id
         tag = b"X-Request-Id: %b\r\n" % rid.encode() if rid else b""
         if self.route:
             tag += b"X-Neutrino-Route: %b\r\n" % self.route.encode("latin-1", "replace")
+        if self.rates is not None:
+            for name, value in rate_headers(self.rates.state, self.rate_style):
+                tag += b"%b: %b\r\n" % (name.encode(), value.encode())
         return tag
 
     def header(self, name: str) -> str:

@@ -23,6 +23,7 @@ _ERROR_CODES = {
     ErrorKind.QUEUE_FULL: "rate_limit_exceeded",
     ErrorKind.ENGINE_OVERLOADED: "rate_limit_exceeded",
     ErrorKind.KEY_CONCURRENCY: "rate_limit_exceeded",
+    ErrorKind.RATE_LIMITED: "rate_limit_exceeded",
     ErrorKind.BAD_REQUEST: "invalid_prompt",
     ErrorKind.CONTEXT_LENGTH: "invalid_prompt",
 }

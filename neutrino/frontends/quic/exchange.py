@@ -11,9 +11,10 @@ import orjson
 
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.common import SSE_HEADERS
-from neutrino.frontends.http.headers import error_headers
+from neutrino.frontends.http.headers import error_headers, rate_headers
 from neutrino.frontends.http.render import SSE_OPEN
 from neutrino.frontends.quic.head import Fields, RequestHead, response_fields
+from neutrino.pipeline.quota import Rates
 from neutrino.running import running_loop
 
 _JSON = ("content-type", "application/json")
@@ -40,7 +41,8 @@ class H3Exchange:
     """One HTTP/3 request served by a generation route."""
 
     __slots__ = (
-        "_body", "_error", "_stream", "answered", "head", "request_id", "route", "streaming",
+        "_body", "_error", "_stream", "answered", "head", "rate_style", "rates", "request_id",
+        "route", "streaming",
     )  # fmt: skip
     protocol = "quic"
 
@@ -49,6 +51,8 @@ class H3Exchange:
         self.head = head
         self.request_id = ""
         self.route = ""
+        self.rates: Rates | None = None
+        self.rate_style = "openai"
         self._body: asyncio.Future[bytes] = running_loop().create_future()
         self._error: NeutrinoError | None = None
         self.answered = False  # a response head went out
@@ -87,6 +91,8 @@ class H3Exchange:
             extra.append(("x-request-id", self.request_id))
         if self.route:
             extra.append(("x-neutrino-route", self.route))
+        if self.rates is not None:
+            extra += rate_headers(self.rates.state, self.rate_style)
         return response_fields(status, extra)
 
     def reply(self, status: int, body: bytes) -> None:
