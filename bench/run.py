@@ -606,6 +606,7 @@ def main() -> None:
     p.add_argument("--no-decode", action="store_true", help="skip the typed-request section")
     p.add_argument("--no-routing", action="store_true", help="skip the routing section")
     p.add_argument("--no-migration", action="store_true", help="skip the migration section")
+    p.add_argument("--no-fairness", action="store_true", help="skip the noisy-neighbour section")
     p.add_argument("--no-prompt-path", action="store_true", help="skip the long-prompt section")
     p.add_argument("--no-tokenize", action="store_true", help="skip the tokenizer-speed section")
     p.add_argument("--no-audio", action="store_true", help="skip the audio-decoding section")
@@ -630,6 +631,12 @@ def main() -> None:
 
         report["migration"] = measure_migration()
         print_migration(report["migration"])
+    if not args.no_fairness:
+        from bench.fairness import measure as measure_fairness
+        from bench.fairness import print_fairness
+
+        report["fairness"] = measure_fairness()
+        print_fairness(report["fairness"])
     if not args.no_routing:
         from bench.routing import measure as measure_routing
         from bench.routing import print_routing
