@@ -177,10 +177,21 @@ $(HELM): | $(PY)
 	if [ $$ok -ne 0 ]; then echo "could not fetch helm (or its checksum differs)"; exit 1; fi
 helm: $(HELM)
 
-# The suite, the image's build and run (tests/image, see test-image) among it.
+# The suite, the image's build and run (tests/image, see test-image) among it. The unit and
+# integration tests run on TEST_WORKERS processes (pytest-xdist; a file's tests stay on one,
+# with the servers they share); the reliability suite (loop holds, RSS, timing) and the
+# image run alone after. Short temporary paths: UNIX socket paths have 107 bytes at most.
+TEST_WORKERS ?= 2
 test: install llamacpp llama-server helm
 	@$(MAKE) --no-print-directory system-deps EXTRA_APT="$(IMAGE_APT_PACKAGES)"
-	NEUTRINO_IMAGE_TEST=1 $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	@base=$$(mktemp -d /tmp/nt.XXXXXX); \
+	NEUTRINO_IMAGE_TEST=1 $(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) \
+		--dist loadfile --basetemp "$$base/p" tests/unit tests/integration $(PYTEST_ARGS); \
+	one=$$?; \
+	NEUTRINO_IMAGE_TEST=1 $(PY) -m pytest -q -p no:cacheprovider --basetemp "$$base/s" \
+		tests/reliability tests/image $(PYTEST_ARGS); \
+	two=$$?; rm -rf "$$base"; \
+	if [ $$one -ne 0 ] || [ $$two -ne 0 ]; then exit 1; fi
 
 # The Docker image built and run (tests/image): a Docker daemon of the test's own
 # (Debian's docker.io, started privately and stopped after), a Python base image made with

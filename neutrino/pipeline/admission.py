@@ -82,7 +82,7 @@ class Admission:
     def _admit(self, ticket: Ticket) -> None:
         self.inflight += 1
         ticket.admitted = True
-        if ticket.tokens:
+        if ticket.tenant:  # (keys off: one tenant, nothing to share)
             self._waiting.charge(ticket.tenant, ticket.tokens, time.monotonic())
 
     def try_acquire(self, ticket: Ticket = OPEN) -> bool:
@@ -154,7 +154,7 @@ class Admission:
     def settle(self, ticket: Ticket, used: int) -> None:
         """A request admitted with ``ticket`` ended having used ``used`` tokens: its key's
         share is corrected by the difference from the estimate."""
-        if ticket.admitted and used != ticket.tokens:
+        if ticket.admitted and ticket.tenant and used != ticket.tokens:
             self._waiting.charge(ticket.tenant, used - ticket.tokens, time.monotonic())
             ticket.tokens = used
 
