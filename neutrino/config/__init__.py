@@ -229,6 +229,10 @@ class LimitsConfig:
     # per this long waited (0: no ageing); a key's tokens weigh half after share_decay_s.
     priority_age_s: float = 30.0
     share_decay_s: float = 60.0
+    # The last this many free engine slots go only to keys with no request in flight: a
+    # key's request need not wait for another key's running answer to end (0: every slot
+    # to whoever is next; the busy keys cannot use them while no other key comes).
+    reserved_slots: int = 0
     # The highest priority a request may ask for (x-neutrino-priority) when keys are off.
     unkeyed_max_priority: int = 0
     # The answer's tokens a request is charged at admission when it names no max_tokens

@@ -163,6 +163,7 @@ RULES: dict[str, Rule] = {
     "limits.max_upload_bytes": _ONE_UP,
     "limits.priority_age_s": _NON_NEGATIVE,  # 0: no ageing
     "limits.share_decay_s": _POSITIVE,
+    "limits.reserved_slots": _NON_NEGATIVE,
     "limits.unkeyed_max_priority": Range(0, 9),
     "limits.answer_estimate_tokens": _ONE_UP,
     "limits.rate_window_s": Range(1, 60),

@@ -4,6 +4,11 @@ The queue's order is :mod:`neutrino.pipeline.fairness`: higher priorities first,
 shares by tokens among the keys of one priority, ageing. Each request brings a
 :class:`Ticket` (its key, priority and token estimate); the tokens are charged to its key
 when it is admitted and corrected when it ends (:meth:`Admission.settle`).
+
+The last ``reserved`` free slots go only to keys that hold none: a key that comes to a
+queue another key keeps full is served when one of those slots is free, not after an
+answer already running ends (no engine preempts one). They cost the busy keys those
+slots while no other key comes.
 """
 
 from __future__ import annotations
@@ -53,18 +58,26 @@ _Entry = tuple[asyncio.Future[None], Ticket]
 
 class Admission:
     def __init__(
-        self, max_queue: int, limit: Callable[[], int], age_s: float = 30.0, decay_s: float = 60.0
+        self,
+        max_queue: int,
+        limit: Callable[[], int],
+        age_s: float = 30.0,
+        decay_s: float = 60.0,
+        reserved: int = 0,
     ) -> None:
         self.max_queue = max_queue
         self._limit = limit
         self.inflight = 0
+        self.reserved = reserved  # the last free slots kept for keys holding none
+        self._held: dict[str, int] = {}  # a key's requests holding slots
         self._waiting: FairQueue[_Entry] = FairQueue(age_s, decay_s)
         self.closed = False  # a shutdown ended the queue: no slot is handed out any more
         self.shed = 0  # queued requests dropped for ones of higher priority
 
-    def tune(self, max_queue: int, age_s: float, decay_s: float) -> None:
+    def tune(self, max_queue: int, age_s: float, decay_s: float, reserved: int = 0) -> None:
         """A reload's bounds (the queue and its tenants' usage stay)."""
         self.max_queue = max_queue
+        self.reserved = reserved
         self._waiting.age_s, self._waiting.decay_s = age_s, decay_s
         self.wake()
 
@@ -76,21 +89,34 @@ class Admission:
     def full(self) -> bool:
         return len(self._waiting) >= self.max_queue
 
-    def _room(self) -> bool:
-        return self.inflight < max(1, self._limit())
+    def _free(self) -> int:
+        return max(1, self._limit()) - self.inflight
+
+    def _holds_none(self, tenant: str) -> bool:
+        """May ``tenant`` take a reserved slot (keys off: one tenant, nothing reserved)."""
+        return not tenant or tenant not in self._held
 
     def _admit(self, ticket: Ticket) -> None:
         self.inflight += 1
         ticket.admitted = True
-        if ticket.tenant:  # (keys off: one tenant, nothing to share)
-            self._waiting.charge(ticket.tenant, ticket.tokens, time.monotonic())
+        tenant = ticket.tenant
+        if tenant:  # (keys off: one tenant, nothing to share)
+            self._held[tenant] = self._held.get(tenant, 0) + 1
+            self._waiting.charge(tenant, ticket.tokens, time.monotonic())
 
     def try_acquire(self, ticket: Ticket = OPEN) -> bool:
-        """Take a slot at once if one is free and nobody is waiting."""
-        if not self._waiting and self._room():
+        """Take a slot at once if one is free and nobody waits who may take it (those
+        waiting may only be kept from the reserved slots)."""
+        free = self._free()
+        if free <= 0:
+            return False
+        if free > self.reserved:
+            ok = not self._waiting
+        else:
+            ok = self._holds_none(ticket.tenant) and not self._waiting.has(self._holds_none)
+        if ok:
             self._admit(ticket)
-            return True
-        return False
+        return ok
 
     def _may_queue(self, priority: int) -> bool:
         """Room in the queue for one of ``priority``: it is not full, or a lower
@@ -119,7 +145,7 @@ class Admission:
             await fut
         except BaseException:
             if fut.done() and not fut.cancelled() and fut.exception() is None:
-                self.release()  # the slot was handed to us as we were cancelled
+                self.release(ticket)  # the slot was handed to us as we were cancelled
             else:
                 queue.remove(waiter)
             raise
@@ -148,7 +174,7 @@ class Admission:
                 ErrorKind.TIMEOUT, "the request timed out waiting in the queue"
             ) from None
         if self.closed:  # handed a slot just before the shutdown ended the queue
-            self.release()
+            self.release(ticket)
             raise _shutting_down()
 
     def settle(self, ticket: Ticket, used: int) -> None:
@@ -158,8 +184,16 @@ class Admission:
             self._waiting.charge(ticket.tenant, used - ticket.tokens, time.monotonic())
             ticket.tokens = used
 
-    def release(self) -> None:
+    def release(self, ticket: Ticket = OPEN) -> None:
+        """A slot taken with ``ticket`` is free again."""
         self.inflight -= 1
+        tenant = ticket.tenant
+        if tenant:
+            held = self._held[tenant] - 1
+            if held:
+                self._held[tenant] = held
+            else:
+                del self._held[tenant]
         self.wake()
 
     def fail_waiters(self, error: NeutrinoError) -> int:
@@ -173,8 +207,9 @@ class Admission:
     def wake(self) -> None:
         """Hand free slots to waiters (also called when capacity grows)."""
         queue = self._waiting
-        while queue and self._room():
-            waiter = queue.pop(time.monotonic())
+        while queue and (free := self._free()) > 0:
+            allow = None if free > self.reserved else self._holds_none
+            waiter = queue.pop(time.monotonic(), allow)
             if waiter is None:
                 break
             fut, ticket = waiter.item

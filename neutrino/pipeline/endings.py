@@ -49,7 +49,7 @@ class Endings:
             gen.principal.release()
         usage = gen.usage()
         self.settle(gen.ticket, usage[0] + usage[1])
-        self.admission.release()
+        self.admission.release(gen.ticket)
         self._count(gen.lifecycle.state)
         if gen.obs is not None:
             gaps = None if isinstance(gen, ModalCall) else gen.gaps()
@@ -73,7 +73,7 @@ class Endings:
         request_id: str,
         model: str,
         lifecycle: Lifecycle,
-        admitted: bool,
+        admitted: Ticket | None,
         exc: BaseException,
         caller: Principal | None = None,
         counted: bool = False,
@@ -84,8 +84,8 @@ class Endings:
         The caller raises it straight from its ``except`` clause: bound to a local, the
         error would hold the caller's frame (its traceback does), and the frame the
         request, in a cycle only the garbage collector's full pass would free."""
-        if admitted and not lifecycle.terminal:
-            self.admission.release()
+        if admitted is not None and not lifecycle.terminal:
+            self.admission.release(admitted)
         if counted and caller is not None and not lifecycle.terminal:
             caller.release()
         key = caller.name if caller is not None else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -78,11 +79,14 @@ class FairQueue(Generic[T]):
             return priority
         return priority + int((now - head.since) / self.age_s)
 
-    def pop(self, now: float) -> Waiter[T] | None:
-        """The next to serve (taken out), or None when the queue is empty."""
+    def pop(self, now: float, allow: Callable[[str], bool] | None = None) -> Waiter[T] | None:
+        """The next to serve (taken out), or None when the queue is empty; with ``allow``,
+        the next of a tenant it allows (None: it allows none that waits)."""
         best: tuple[int, float, float] | None = None
         best_key: tuple[int, str] | None = None
         for key, queue in self._queues.items():
+            if allow is not None and not allow(key[1]):
+                continue
             head = queue[0]
             rank = (-self._effective(key[0], head, now), self.attained(key[1], now), head.since)
             if best is None or rank < best:
@@ -95,6 +99,10 @@ class FairQueue(Generic[T]):
             del self._queues[best_key]
         self._size -= 1
         return waiter
+
+    def has(self, allow: Callable[[str], bool]) -> bool:
+        """Whether a tenant ``allow`` allows waits."""
+        return any(allow(tenant) for _, tenant in self._queues)
 
     def lowest(self) -> int | None:
         """The lowest priority waiting (None: nobody waits)."""

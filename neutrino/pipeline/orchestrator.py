@@ -95,7 +95,7 @@ class Orchestrator:
         self.history = history
         lim = cfg.limits
         self.admission = Admission(
-            lim.max_queue, self._limit, lim.priority_age_s, lim.share_decay_s
+            lim.max_queue, self._limit, lim.priority_age_s, lim.share_decay_s, lim.reserved_slots
         )
         self.quotas = Quotas(store_for(lim.redis), lim.rate_window_s)
         self.endings = Endings(self.admission, self.observe, history, self.quotas)
@@ -117,7 +117,9 @@ class Orchestrator:
             self.routes = Routes(cfg.routes)
         self.prompts = PromptBuilder(cfg.tokenizer.offload_chars)
         lim = cfg.limits
-        self.admission.tune(lim.max_queue, lim.priority_age_s, lim.share_decay_s)
+        self.admission.tune(
+            lim.max_queue, lim.priority_age_s, lim.share_decay_s, lim.reserved_slots
+        )
         self.quotas.window_s = lim.rate_window_s
         if lim.redis != self.cfg_redis:
             self.quotas.store, self.cfg_redis = store_for(lim.redis), lim.redis
@@ -155,7 +157,8 @@ class Orchestrator:
         if routes and req.model in routes:  # a manifest route: its router, then its pick
             return await self._start_routed(routes[req.model], req, on_queued)
         lifecycle = Lifecycle()
-        admitted = counted = False  # holds an engine slot; its key counts it in flight
+        admitted: Ticket | None = None  # the ticket it holds an engine slot with
+        counted = False  # its key counts it in flight
         ticket = OPEN
         origin = req.origin
         kind = req.prompt.kind
@@ -180,7 +183,7 @@ class Orchestrator:
             admission = self.admission
             if admission.closed or not admission.try_acquire(ticket):  # else a slot was free
                 await admission.enter(max(0.001, deadline - time.monotonic()), on_queued, ticket)
-            admitted = True
+            admitted = ticket
             if not self.engines.ready(req.model):  # its engine died, or it is not loaded
                 await self._ready(req.model, max(0.001, deadline - time.monotonic()))
             lifecycle.advance(State.PROCESSING)
@@ -209,7 +212,8 @@ class Orchestrator:
         request is."""
         model: str = doc["model"]
         lifecycle = Lifecycle()
-        admitted = counted = False
+        admitted: Ticket | None = None
+        counted = False
         ticket = OPEN
         obs, traceparent = self._begin(
             lifecycle, origin.protocol, route, origin.received_ns, model,
@@ -228,7 +232,7 @@ class Orchestrator:
             admission = self.admission
             if admission.closed or not admission.try_acquire(ticket):
                 await admission.enter(max(0.001, deadline - time.monotonic()), None, ticket)
-            admitted = True
+            admitted = ticket
             if not self.engines.ready(model):  # it is not loaded (an upstream that loads)
                 await self._ready(model, max(0.001, deadline - time.monotonic()))
             lifecycle.advance(State.PROCESSING)
@@ -389,7 +393,8 @@ class Orchestrator:
         """
         model = job.model
         lifecycle = Lifecycle()
-        admitted = counted = False
+        admitted: Ticket | None = None
+        counted = False
         ticket = OPEN
         timeout = timeout_s or self.cfg.limits.request_timeout_s
         route = type(job).__name__.lower()
@@ -409,7 +414,7 @@ class Orchestrator:
             ticket = self._ticket(Origin(principal), prompt_tokens)
             await self._rate(Origin(principal), ticket)
             await self.admission.enter(timeout, on_queued, ticket)
-            admitted = True
+            admitted = ticket
             lifecycle.advance(State.PROCESSING)
             call = ModalCall(
                 request_id=request_id,

@@ -197,3 +197,34 @@ async def test_a_full_queue_sheds_the_lowest_priority_first(
     assert results[12][0] == 429, statuses  # the newest of the heaviest key's went
     assert "higher priority" in results[12][1]["error"]["message"]
     assert _state(server)["queue_shed"] >= 1
+
+
+async def test_a_reserved_slot_serves_a_key_holding_none_at_once(
+    stack: tuple[MockIE, NeutrinoProc], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Two slots, one reserved: the heavy key runs one answer and queues the rest; the
+    light key's request takes the reserved slot at once, ending before the heavy answer
+    that held the other (the only engine slot a key holding none may wait for is none)."""
+    mock, _ = stack
+    config = CONFIG.format(socket=mock.socket).replace(
+        "max_inflight = 1\n", "max_inflight = 2\nreserved_slots = 1\n"
+    )
+    server = NeutrinoProc(tmp_path_factory.mktemp("reserved"), config=config).start()
+    try:
+        since = len(mock.events("query"))
+        async with aiohttp.ClientSession() as session:
+            send = Sender(session, server)
+            hold = asyncio.create_task(send.one("sk-heavy", "res-hold"))
+            await asyncio.to_thread(mock.wait_event, "query", since + 1)
+            heavy = []
+            for i in range(3):
+                heavy.append(asyncio.create_task(send.one("sk-heavy", f"res-h{i}")))
+                await _queued(server, i + 1)  # the free slot is kept from the heavy key
+            light = await send.one("sk-light", "res-l0")
+            assert light[0] == 200 and not hold.done()
+            results = await asyncio.gather(hold, *heavy)
+        order = _served(server, "res-")
+    finally:
+        server.stop()
+    assert all(status == 200 for status, _ in results), results
+    assert order == ["res-l0", "res-hold", "res-h0", "res-h1", "res-h2"], order

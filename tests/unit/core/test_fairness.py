@@ -71,20 +71,21 @@ def test_a_full_queue_sheds_the_heaviest_keys_newest_at_the_lowest_priority() ->
 
 async def test_admission_serves_waiters_in_the_fair_order() -> None:
     adm = Admission(max_queue=8, limit=lambda: 1, age_s=0, decay_s=1e9)
-    assert adm.try_acquire(Ticket("heavy", 0, 100))
+    first = Ticket("heavy", 0, 100)
+    assert adm.try_acquire(first)
     served: list[str] = []
 
     async def one(name: str, ticket: Ticket) -> None:
         await adm.enter(5.0, None, ticket)
         served.append(name)
-        adm.release()
+        adm.release(ticket)
 
     tasks = [asyncio.create_task(one(f"h{i}", Ticket("heavy", 0, 100))) for i in range(3)]
     await asyncio.sleep(0)
     tasks.append(asyncio.create_task(one("l0", Ticket("light", 0, 100))))
     tasks.append(asyncio.create_task(one("p0", Ticket("heavy", 4, 100))))
     await asyncio.sleep(0)
-    adm.release()
+    adm.release(first)
     await asyncio.gather(*tasks)
     # the priority first; then light (nothing used) before heavy's second; heavy's after
     assert served == ["p0", "l0", "h0", "h1", "h2"]
@@ -105,7 +106,7 @@ async def test_a_full_queue_sheds_a_lower_waiter_for_a_higher_one() -> None:
     with pytest.raises(NeutrinoError, match="higher priority") as shed:
         await low
     assert shed.value.kind is ErrorKind.QUEUE_FULL and adm.shed == 1
-    adm.release()
+    adm.release()  # the first slot's (no key)
     await high
     assert adm.inflight == 1 and adm.queued == 0
 
@@ -123,5 +124,51 @@ async def test_settle_corrects_the_estimate_and_a_cancelled_waiter_leaves() -> N
     with pytest.raises(asyncio.CancelledError):
         await waiting
     assert adm.queued == 0
-    adm.release()
+    adm.release(ticket)
     assert adm.inflight == 0 and adm.usage()["k"] == pytest.approx(120)
+
+
+async def test_reserved_slots_go_only_to_keys_that_hold_none() -> None:
+    adm = Admission(max_queue=8, limit=lambda: 3, age_s=0, reserved=1)
+    heavy = [Ticket("heavy", 0, 10) for _ in range(4)]
+    assert adm.try_acquire(heavy[0]) and adm.try_acquire(heavy[1])
+    assert not adm.try_acquire(heavy[2])  # the last free slot is kept
+    waiting = asyncio.create_task(adm.enter(5.0, None, heavy[2]))
+    await asyncio.sleep(0)
+    assert adm.queued == 1 and adm.inflight == 2
+    light = Ticket("light", 0, 10)
+    assert adm.try_acquire(light)  # a key holding none takes it past the waiting heavy
+    assert adm.inflight == 3
+    again = Ticket("light", 0, 10)
+    second = asyncio.create_task(adm.enter(5.0, None, again))
+    await asyncio.sleep(0)
+    adm.release(light)  # free again: kept from heavy; light holds none now, and waits
+    await second
+    assert adm.queued == 1 and not waiting.done()
+    adm.release(heavy[0])  # one free, reserved: heavy still holds one
+    await asyncio.sleep(0)
+    assert adm.queued == 1 and adm.inflight == 2
+    adm.release(again)  # two free: the one beyond the reserve goes to heavy
+    await waiting
+    assert adm.inflight == 2 and adm.queued == 0
+    assert adm.try_acquire(Ticket("other", 0, 1))  # a third key, holding none
+    assert not adm.try_acquire(heavy[3])  # full
+
+
+async def test_reserved_slots_do_not_apply_without_keys() -> None:
+    adm = Admission(max_queue=8, limit=lambda: 2, age_s=0, reserved=1)
+    assert adm.try_acquire() and adm.try_acquire()
+    assert adm.inflight == 2
+
+
+async def test_a_reload_sets_the_reserve() -> None:
+    adm = Admission(max_queue=8, limit=lambda: 2, age_s=0)
+    a = Ticket("a", 0, 1)
+    assert adm.try_acquire(a)
+    waiting = asyncio.create_task(adm.enter(5.0, None, Ticket("a", 0, 1)))
+    adm.tune(8, 0, 60.0, reserved=1)  # the one free slot is now kept from a
+    await asyncio.sleep(0)
+    assert adm.queued == 1
+    adm.tune(8, 0, 60.0, reserved=0)  # and given back: the waiter takes it
+    await waiting
+    assert adm.inflight == 2
