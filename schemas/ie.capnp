@@ -82,6 +82,8 @@ struct HelloAck {
   capacity @3 :UInt32;        # concurrent requests the engine accepts
   memoryBudget @4 :UInt64;    # bytes its loaded models may take (0: it loads and unloads none)
   continues @5 :Bool;         # it honours TextQuery.forcedTokens (answers moved to it go on)
+  continuesGuided @6 :Bool;   # ... for guided queries too, the constraint advanced over them
+                              # (else a guided answer is not moved to it)
 }
 
 struct ModelInfo {

@@ -384,6 +384,7 @@ class MockEngine:
             capacity=self.capacity,
             memory_budget=self.memory.budget if self.memory is not None else 0,
             continues=True,
+            continues_guided=True,
         )
 
     def model_infos(self) -> list[ModelInfo]:

@@ -165,6 +165,7 @@ def encode_capnp(request_id: int, msg: Message) -> bytes:
         a.capacity = msg.capacity
         a.memoryBudget = msg.memory_budget
         a.continues = msg.continues
+        a.continuesGuided = msg.continues_guided
         _fill_models(a.init("models", len(msg.models)), msg.models)
     elif isinstance(msg, LoadModel | UnloadModel):
         body.init("loadModel" if type(msg) is LoadModel else "unloadModel").name = msg.name
@@ -307,6 +308,7 @@ def _slow_body(body: Any) -> Message:
             capacity=a.capacity,
             memory_budget=a.memoryBudget,
             continues=a.continues,
+            continues_guided=a.continuesGuided,
         )
     if kind in ("loadModel", "unloadModel"):
         name = (body.loadModel if kind == "loadModel" else body.unloadModel).name

@@ -77,6 +77,7 @@ class HelloAck:
     capacity: int
     memory_budget: int = 0  # bytes its loaded models may take (0: no loading on demand)
     continues: bool = False  # it honours TextQuery.forced_tokens (a migrated answer goes on)
+    continues_guided: bool = False  # for guided queries too (the constraint advanced)
 
 
 @dataclass(slots=True)

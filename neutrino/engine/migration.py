@@ -5,7 +5,9 @@ A text query whose replica is lost, fails it with the engine's own error or is d
 after its answer began is sent to another replica of its model with every token id
 generated so far as ``forced_tokens``: the engine takes them as its own output after the
 prompt and goes on (``schemas/ie.capnp``), so the client sees one answer, its text, counts
-and id unbroken. Only engines whose hello says ``continues`` are moved to. A request moves
+and id unbroken. Only engines whose hello says ``continues`` are moved to, and a guided
+answer only to those that also say ``continuesGuided`` (its constraint advanced over the
+tokens so far; vLLM's structured outputs cannot be). A request moves
 at most ``[routing] migration_limit`` times; with no replica left, past the limit, or with
 its answer already at ``max_tokens``, it ends with its replica's error, as before. With
 no replica now but one coming (a managed engine restarting, a model the fleet places
@@ -19,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from neutrino.engine.failover import FAILURES, Failover
-from neutrino.engine.messages import HelloAck, TextQuery
+from neutrino.engine.messages import GuidedMode, HelloAck, TextQuery
 from neutrino.errors import ErrorKind, NeutrinoError
 
 # Why an answer moved, as the metric's label says it (a bounded set).
@@ -44,6 +46,11 @@ def reason_of(error: NeutrinoError, drained: bool) -> str | None:
     if drained:
         return "drained"
     return "lost" if error.kind is ErrorKind.ENGINE_DISCONNECTED else "engine_error"
+
+
+def _guided(query: Any) -> bool:
+    g = getattr(query, "guided", None)
+    return g is not None and g.mode is not GuidedMode.NONE
 
 
 class Migrations:
@@ -74,10 +81,11 @@ class Migrations:
         """The least loaded connected replica that continues answers, not the one that
         failed (unless ``anew``: it connected again since), one not tried before where
         there is such; None if there is none."""
+        guided = _guided(attempt.origin)
         able = [
             r for r in replicas
             if (anew or r.name != attempt.pool_name) and r.connected and r.hello is not None
-            and r.hello.continues
+            and r.hello.continues and (r.hello.continues_guided or not guided)
         ]  # fmt: skip
         if not able:
             return None

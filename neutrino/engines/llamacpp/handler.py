@@ -92,7 +92,12 @@ class LlamaEngine:
     def hello_ack(self) -> HelloAck:
         info = ModelInfo(self.model, self.backend.n_ctx_seq, 0, (Capability.GENERATE,))
         return HelloAck(
-            ENGINE_NAME, PROTOCOL_VERSION, [info], self.backend.cfg.slots, continues=True
+            ENGINE_NAME,
+            PROTOCOL_VERSION,
+            [info],
+            self.backend.cfg.slots,
+            continues=True,
+            continues_guided=True,
         )
 
     # ------------------------------------------------------------------ requests

@@ -17,6 +17,7 @@ import itertools
 import json
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from neutrino.engine.messages import (
@@ -32,7 +33,12 @@ from neutrino.engine.messages import (
 from neutrino.engine.schema import PROTOCOL_VERSION
 from neutrino.engines.serve import RequestTasks, ServerConnection
 from neutrino.engines.session import EngineHandler, not_served
-from neutrino.engines.vllm.mapping import result_of, sampling_kwargs, structured_kwargs
+from neutrino.engines.vllm.mapping import (
+    prompt_ids,
+    result_of,
+    sampling_kwargs,
+    structured_kwargs,
+)
 
 log = logging.getLogger("neutrino.engines.vllm")
 
@@ -74,7 +80,8 @@ class VllmEngine:
 
     def hello_ack(self) -> HelloAck:
         info = ModelInfo(self.name, self.context, 0, (Capability.GENERATE,))
-        return HelloAck(ENGINE_NAME, PROTOCOL_VERSION, [info], self.capacity)
+        # Moved answers go on here, except guided ones (mapping.py).
+        return HelloAck(ENGINE_NAME, PROTOCOL_VERSION, [info], self.capacity, continues=True)
 
     def check(self, q: TextQuery) -> EngineError | None:
         """What is refused before vLLM sees it."""
@@ -85,13 +92,19 @@ class VllmEngine:
         prompt = q.prompt_tokens
         if not prompt:
             return EngineError(ErrorCode.INVALID_REQUEST, "the prompt is empty")
+        if q.forced_tokens and len(q.forced_tokens) >= q.sampling.max_tokens:
+            return EngineError(ErrorCode.INVALID_REQUEST, "the forced tokens reach max_tokens")
+        if q.forced_tokens and q.guided is not None and q.guided.mode:
+            return EngineError(
+                ErrorCode.UNSUPPORTED, "a guided answer cannot go on here (forced tokens)"
+            )
         if len(prompt) + q.sampling.max_tokens > self.context:
             return EngineError(
                 ErrorCode.CONTEXT_LENGTH,
                 f"the prompt has {len(prompt)} tokens and {q.sampling.max_tokens} more were "
                 f"asked for; this engine's context is {self.context}",
             )
-        if min(prompt) < 0 or max(prompt) >= self.vocab:
+        if min(prompt) < 0 or max(prompt) >= self.vocab or _outside(q.forced_tokens, self.vocab):
             return EngineError(ErrorCode.INVALID_REQUEST, "a token id is outside the vocabulary")
         if q.guided is not None and q.guided.mode and not self.grammars:
             return EngineError(
@@ -138,11 +151,12 @@ class VllmHandler(EngineHandler):
         assert conn is not None
         top = query.sampling.top_logprobs if query.sampling.logprobs else 0
         generated = 0
-        prompt = TokensPrompt(prompt_token_ids=query.prompt_tokens)
+        forced = len(query.forced_tokens)
+        prompt = TokensPrompt(prompt_token_ids=prompt_ids(query))
         try:
             params = _params(query)
             async for out in self.engine.llm.generate(prompt, params, f"{self.conn_id}-{rid}"):
-                result = result_of(out, top, generated)
+                result = result_of(out, top, generated, forced)
                 generated += len(result.tokens)
                 conn.send(rid, result)
                 if out.finished:
@@ -167,6 +181,10 @@ class VllmHandler(EngineHandler):
 
     def lost(self) -> None:
         self._tasks.cancel_all()
+
+
+def _outside(ids: Sequence[int], vocab: int) -> bool:
+    return bool(ids) and (min(ids) < 0 or max(ids) >= vocab)
 
 
 def _params(query: TextQuery) -> Any:

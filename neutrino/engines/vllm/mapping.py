@@ -4,6 +4,12 @@ Nothing here imports vLLM: the parameters are plain keyword dictionaries (the ha
 builds ``SamplingParams`` and ``StructuredOutputsParams`` from them), and an output is
 read through the attributes vLLM's ``RequestOutput`` has, so the rules are tested
 without the engine.
+
+A moved answer's tokens so far (``forced_tokens``) follow the prompt, as if vLLM had
+generated them: they count in ``max_tokens``, ``min_tokens`` and the completion tokens,
+not in the prompt's. vLLM cannot advance a structured output's grammar over them (the
+engine's hello says so: guided answers are not moved to it), and its presence and
+frequency penalties count only what it generates after the move.
 """
 
 from __future__ import annotations
@@ -14,12 +20,18 @@ from typing import Any, Protocol
 from neutrino.engine.messages import FinishReason, GuidedMode, TextQuery, TextResult
 
 
+def prompt_ids(query: TextQuery) -> list[int]:
+    """What vLLM prefills: the prompt, then a moved answer's tokens so far."""
+    return [*query.prompt_tokens, *query.forced_tokens]
+
+
 def sampling_kwargs(query: TextQuery) -> dict[str, Any]:
     """``SamplingParams`` keywords for ``query``: token ids out, no detokenizing."""
     s = query.sampling
+    forced = len(query.forced_tokens)
     kw: dict[str, Any] = {
         "n": 1,
-        "max_tokens": s.max_tokens,
+        "max_tokens": s.max_tokens - forced,
         "temperature": s.temperature,
         "top_p": s.top_p,
         "top_k": max(0, s.top_k),  # 0: every token (ours: -1)
@@ -27,7 +39,7 @@ def sampling_kwargs(query: TextQuery) -> dict[str, Any]:
         "seed": s.seed,
         "stop_token_ids": list(s.stop_token_ids),
         "ignore_eos": s.ignore_eos,
-        "min_tokens": s.min_tokens,
+        "min_tokens": max(0, s.min_tokens - forced),
         "presence_penalty": s.presence_penalty,
         "frequency_penalty": s.frequency_penalty,
         "repetition_penalty": s.repetition_penalty,
@@ -100,9 +112,10 @@ _FINISH = {
 }
 
 
-def result_of(out: Output, top: int, generated: int) -> TextResult:
-    """The result for one delta output (``generated``: tokens sent before it); the last
-    carries the finish reason and the counts."""
+def result_of(out: Output, top: int, generated: int, forced: int = 0) -> TextResult:
+    """The result for one delta output (``generated``: tokens sent before it, ``forced``:
+    a moved answer's tokens before those); the last carries the finish reason and the
+    counts."""
     c = out.outputs[0]
     result = TextResult(list(c.token_ids))
     if c.logprobs is not None:
@@ -111,9 +124,9 @@ def result_of(out: Output, top: int, generated: int) -> TextResult:
         result.finish_reason = _FINISH.get(c.finish_reason or "", FinishReason.STOP)
         if type(c.stop_reason) is int:
             result.stop_token_id = c.stop_reason
-        result.prompt_tokens = len(out.prompt_token_ids or ())
-        result.cached_tokens = out.num_cached_tokens or 0
-        result.completion_tokens = generated + len(result.tokens)
+        result.prompt_tokens = len(out.prompt_token_ids or ()) - forced
+        result.cached_tokens = min(out.num_cached_tokens or 0, result.prompt_tokens)
+        result.completion_tokens = forced + generated + len(result.tokens)
     return result
 
 

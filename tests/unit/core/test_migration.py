@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from neutrino.engine.codec import decode, encode
 from neutrino.engine.failover import Failover
 from neutrino.engine.messages import (
+    Guided,
+    GuidedMode,
     HelloAck,
     ModalResult,
     Sampling,
@@ -51,9 +53,11 @@ class Replica:
     connected: bool = True
     load: float = 0.0
     hello: HelloAck | None = None
+    guided: bool = True
 
     def __post_init__(self) -> None:
-        self.hello = HelloAck("e", 1, [], 4, continues=self.continues)
+        self.hello = HelloAck("e", 1, [], 4, continues=self.continues,
+                              continues_guided=self.continues and self.guided)  # fmt: skip
 
 
 QUERY = TextQuery(model="m", prompt_tokens=[1, 2, 3], sampling=Sampling(max_tokens=10, seed=4))
@@ -118,4 +122,20 @@ def test_forced_tokens_and_continues_cross_the_wire() -> None:
     rid, back = decode(encode(7, moved))
     assert rid == 7 and isinstance(back, TextQuery) and list(back.forced_tokens) == [5, 2**32 - 1]
     _, ack = decode(encode(0, HelloAck("e", 1, [], 2, continues=True)))
-    assert isinstance(ack, HelloAck) and ack.continues
+    assert isinstance(ack, HelloAck) and ack.continues and not ack.continues_guided
+    _, ack = decode(encode(0, HelloAck("e", 1, [], 2, continues=True, continues_guided=True)))
+    assert isinstance(ack, HelloAck) and ack.continues_guided
+
+
+def test_a_guided_answer_moves_only_where_its_constraint_goes_on() -> None:
+    guided = TextQuery(model="m", prompt_tokens=[1, 2, 3], sampling=Sampling(max_tokens=10),
+                       guided=Guided(GuidedMode.REGEX, pattern="[a-z]+"))  # fmt: skip
+    attempt = Failover(guided, Sink(), lambda a, e: False, lambda name: None, True)
+    attempt.begin("a")
+    attempt.on_tokens([7])
+    m = Migrations(2, lambda r: r.load)
+    plain = [Replica("b", guided=False, load=0.0), Replica("c", load=0.5)]
+    assert m.pick(attempt, plain).name == "c"  # b would restart the constraint
+    assert m.pick(attempt, plain[:1]) is None
+    unguided, _ = _live()
+    assert m.pick(unguided, plain).name == "b"

@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 import pytest
 
 from neutrino.engine.messages import FinishReason, Guided, GuidedMode, Sampling, TextQuery
-from neutrino.engines.vllm.mapping import result_of, sampling_kwargs, structured_kwargs
+from neutrino.engines.vllm.mapping import (
+    prompt_ids,
+    result_of,
+    sampling_kwargs,
+    structured_kwargs,
+)
 
 
 @dataclass
@@ -88,3 +93,18 @@ def test_logprobs_are_the_tokens_own_and_alternatives_by_rank() -> None:
     alone = result_of(Output([Completion([1], [{}])]), 0, 0)
     (own,) = alone.logprobs
     assert math.isinf(own)
+
+
+def test_a_moved_answers_tokens_follow_the_prompt_and_count_as_its_own() -> None:
+    moved = TextQuery("m", [1, 2, 3], Sampling(max_tokens=8, min_tokens=5), forced_tokens=[9, 9])
+    assert prompt_ids(moved) == [1, 2, 3, 9, 9]
+    kw = sampling_kwargs(moved)
+    assert (kw["max_tokens"], kw["min_tokens"]) == (6, 3)  # two of each already made
+    assert sampling_kwargs(TextQuery("m", [1], Sampling(max_tokens=8, min_tokens=1),
+                                     forced_tokens=[4, 4]))["min_tokens"] == 0  # fmt: skip
+    first = result_of(Output([Completion([5])], prompt_token_ids=[1, 2, 3, 9, 9]), 0, 0, 2)
+    assert first.tokens == [5] and first.completion_tokens == 0  # counts only at the end
+    last = Output([Completion([6], finish_reason="stop")], finished=True,
+                  prompt_token_ids=[1, 2, 3, 9, 9], num_cached_tokens=5)  # fmt: skip
+    done = result_of(last, 0, 1, 2)
+    assert (done.prompt_tokens, done.completion_tokens, done.cached_tokens) == (3, 4, 3)
