@@ -1,8 +1,8 @@
 """Parsers configured per model, end to end through a real mock_ie and the openai SDK.
 
-Kimi K2's parser (its own family is served too: tests/integration/test_kimi_k2.py) and
-Mistral's [THINK] reasoning (Magistral's, which no family names) run here on models
-configured with
+Kimi K2's parser (its own family is served too: tests/integration/test_kimi_k2.py),
+Mistral's [THINK] reasoning (Magistral's, which no family names) and MiniMax M2's thinking
+and XML calls (typed by the tools' schemas) run here on models configured with
 ``[model] tool_parsers`` / ``reasoning_parsers`` (as vLLM's --tool-call-parser and
 --reasoning-parser): the mock spells the markers as text, the detokenizer gives them back,
 and the parsers must turn them into OpenAI tool calls and reasoning, streamed and not, with
@@ -35,9 +35,26 @@ TOOLS: Any = [
 ]
 CONFIG = """
 [model]
-tool_parsers = { "qwen2.5-mock" = "kimi_k2" }
-reasoning_parsers = { "llama3.2-mock" = "mistral" }
+tool_parsers = { "qwen2.5-mock" = "kimi_k2", "minimax-mock" = "minimax_m2" }
+reasoning_parsers = { "llama3.2-mock" = "mistral", "minimax-mock" = "minimax_m2" }
 """
+MINIMAX_REPLY = (
+    "<think>\nThe user wants Zürich's weather for 3 days.\n</think>\n\nLooking it up."
+    '\n<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Zürich'
+    '</parameter>\n<parameter name="days">3</parameter>\n</invoke>\n<invoke name="get_time">'
+    "\n</invoke>\n</minimax:tool_call>"
+)
+_MINIMAX_PROPERTIES = {"city": {"type": "string"}, "days": {"type": "integer"}}
+MINIMAX_TOOLS: Any = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": _MINIMAX_PROPERTIES},
+        },
+    },
+    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}},
+]
 THINKING = "[THINK]Zürich is in Switzerland; 👍 answer briefly.[/THINK]It is sunny in Zürich."
 WANT = [("get_weather", {"city": "Zürich"}), ("get_time", {})]
 
@@ -46,9 +63,11 @@ WANT = [("get_weather", {"city": "Zürich"}), ("get_time", {})]
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeutrinoProc]:
     work: Path = tmp_path_factory.mktemp("kimi")
     script = work / "script.json"
-    rules = [{"match": "weather", "reply": REPLY}, {"match": "think", "reply": THINKING}]
+    rules = [{"match": "minimax", "reply": MINIMAX_REPLY}, {"match": "weather", "reply": REPLY},
+             {"match": "think", "reply": THINKING}]  # fmt: skip
     script.write_text(json.dumps({"rules": rules}))
-    models = ["--model", "qwen2.5-mock:qwen2:32768", "--model", "llama3.2-mock:llama3:131072"]
+    models = ["--model", "qwen2.5-mock:qwen2:32768", "--model", "llama3.2-mock:llama3:131072",
+              "--model", "minimax-mock:qwen2:32768"]  # fmt: skip
     mock = MockIE(work, "--script", str(script), *models)
     with serving(mock.start(), NeutrinoProc(work, "--engine", mock.socket, config=CONFIG)) as s:
         yield s
@@ -104,3 +123,23 @@ def test_mistral_reasoning_streamed_and_not(server: NeutrinoProc) -> None:
             reasoning += getattr(delta, "reasoning_content", None) or ""
             content += delta.content or ""
     assert (reasoning, content) == (msg.reasoning_content, msg.content)
+
+
+def test_minimax_m2_thinking_and_typed_calls_streamed_and_not(server: NeutrinoProc) -> None:
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+    ask: Any = {
+        "model": "minimax-mock",
+        "messages": [{"role": "user", "content": "minimax: weather in Zürich?"}],
+        "tools": MINIMAX_TOOLS,
+        "max_tokens": 400,
+    }
+    r: Any = client.chat.completions.create(**ask)
+    msg = r.choices[0].message
+    assert msg.reasoning_content == "\nThe user wants Zürich's weather for 3 days.\n"
+    assert msg.content == "\n\nLooking it up.\n" and r.choices[0].finish_reason == "tool_calls"
+    calls = [(c.function.name, json.loads(c.function.arguments)) for c in msg.tool_calls]
+    assert calls == [("get_weather", {"city": "Zürich", "days": 3}), ("get_time", {})]
+    streamed = accumulate(client.chat.completions.create(**ask, stream=True))
+    assert streamed.reasoning == msg.reasoning_content and streamed.content == msg.content
+    assert [(c.name, json.loads(c.arguments)) for c in streamed.calls] == calls
+    assert "<invoke" not in streamed.content and streamed.finish_reason == "tool_calls"

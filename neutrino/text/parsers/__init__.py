@@ -17,6 +17,7 @@ reasoning parser       format
 ``harmony``            gpt-oss channels (alias ``gpt_oss``)
 ``mistral``            ``[THINK]…[/THINK]``
 ``granite``            ``<think>…</think><response>…</response>`` (Granite 3.3)
+``minimax_m2``         ``think``'s (MiniMax M2's interleaved thinking)
 =====================  ======================================================================
 
 =====================  ======================================================================
@@ -32,6 +33,7 @@ tool parser            format
 ``granite``            ``<|tool_call|>[{…}, …]`` (Granite 3.x)
 ``glm45``              ``<tool_call>f<arg_key>a</arg_key><arg_value>…`` (alias ``glm4_moe``)
 ``qwen3_coder``        ``<tool_call><function=f><parameter=a>…`` (alias ``qwen3_xml``)
+``minimax_m2``         ``<minimax:tool_call><invoke name="f"><parameter name="a">…``
 =====================  ======================================================================
 """
 

@@ -29,6 +29,7 @@ REASONING_PARSERS: Final[Mapping[str, str]] = {
     "gpt_oss": f"{_PKG}.harmony:HarmonyReasoningParser",
     "mistral": f"{_PKG}.mistral:MistralReasoningParser",
     "granite": f"{_PKG}.granite:GraniteReasoningParser",
+    "minimax_m2": f"{_PKG}.think:ThinkReasoningParser",
 }
 
 TOOL_PARSERS: Final[Mapping[str, str]] = {
@@ -51,6 +52,7 @@ TOOL_PARSERS: Final[Mapping[str, str]] = {
     "glm4_moe": f"{_PKG}.glm45:Glm45ToolParser",
     "qwen3_coder": f"{_PKG}.qwen3_coder:Qwen3CoderToolParser",
     "qwen3_xml": f"{_PKG}.qwen3_coder:Qwen3CoderToolParser",
+    "minimax_m2": f"{_PKG}.minimax_m2:MinimaxM2ToolParser",
 }
 
 

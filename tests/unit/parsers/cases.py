@@ -7,6 +7,7 @@ from neutrino.text.parsers import glm45 as glm
 from neutrino.text.parsers import harmony as hm
 from neutrino.text.parsers import kimi_k2 as kimi
 from neutrino.text.parsers import qwen3_coder as qc
+from tests.unit.parsers.cases_2026 import ALL_2026
 from tests.unit.parsers.cases_after_calls import AFTER_CALLS
 from tests.unit.parsers.support import Case, tools
 
@@ -1414,6 +1415,7 @@ ALL: dict[str, list[Case]] = {
     "qwen3_coder": QWEN3_CODER,
     "cut-close-marker": CUT_CLOSE,
     "after-calls": AFTER_CALLS,
+    **ALL_2026,
 }
 ALL_CASES = [c for cases in ALL.values() for c in cases]
 

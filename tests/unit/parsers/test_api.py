@@ -241,6 +241,12 @@ def _big(n: int) -> dict[str, tuple[str, str]]:
             "t",
             "<tool_call>\n<function=w>\n" + "<parameter=p>x\n" * (n // 15) + "</function>",
         ),
+        "minimax_m2": (
+            "t",
+            '<minimax:tool_call>\n<invoke name="w">\n'
+            + '<parameter name="p">x\n' * (n // 22)
+            + "</invoke>\n</minimax:tool_call>",
+        ),
     }
 
 
