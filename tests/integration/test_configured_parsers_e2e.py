@@ -1,8 +1,9 @@
 """Parsers configured per model, end to end through a real mock_ie and the openai SDK.
 
 Kimi K2's parser (its own family is served too: tests/integration/test_kimi_k2.py),
-Mistral's [THINK] reasoning (Magistral's, which no family names) and MiniMax M2's thinking
-and XML calls (typed by the tools' schemas) run here on models configured with
+Mistral's [THINK] reasoning (Magistral's, which no family names), MiniMax M2's thinking
+and XML calls (typed by the tools' schemas) and DeepSeek V3.2's DSML calls run here on
+models configured with
 ``[model] tool_parsers`` / ``reasoning_parsers`` (as vLLM's --tool-call-parser and
 --reasoning-parser): the mock spells the markers as text, the detokenizer gives them back,
 and the parsers must turn them into OpenAI tool calls and reasoning, streamed and not, with
@@ -19,6 +20,7 @@ from typing import Any
 import openai
 import pytest
 
+from neutrino.text.parsers import dsml
 from neutrino.text.parsers import kimi_k2 as kimi
 from tests.support.accumulate import accumulate
 from tests.support.procs import MockIE, NeutrinoProc, serving
@@ -35,9 +37,17 @@ TOOLS: Any = [
 ]
 CONFIG = """
 [model]
-tool_parsers = { "qwen2.5-mock" = "kimi_k2", "minimax-mock" = "minimax_m2" }
-reasoning_parsers = { "llama3.2-mock" = "mistral", "minimax-mock" = "minimax_m2" }
+tool_parsers = { "qwen2.5-mock" = "kimi_k2", "minimax-mock" = "minimax_m2", \
+"dsml-mock" = "deepseek_v32" }
+reasoning_parsers = { "llama3.2-mock" = "mistral", "minimax-mock" = "minimax_m2", \
+"dsml-mock" = "deepseek_v3" }
 """
+DSML_REPLY = (
+    f'<think>Two calls.</think>Calling.\n\n{dsml.BLOCK_OPEN}\n{dsml.INVOKE}"get_weather">\n'
+    f'{dsml.PARAMETER}"city" string="true">Zürich{dsml.PARAMETER_END}\n'
+    f'{dsml.PARAMETER}"days" string="false">3{dsml.PARAMETER_END}\n{dsml.INVOKE_END}\n'
+    f'{dsml.INVOKE}"get_time">\n{dsml.INVOKE_END}\n{dsml.BLOCK_CLOSE}'
+)
 MINIMAX_REPLY = (
     "<think>\nThe user wants Zürich's weather for 3 days.\n</think>\n\nLooking it up."
     '\n<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Zürich'
@@ -63,11 +73,13 @@ WANT = [("get_weather", {"city": "Zürich"}), ("get_time", {})]
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeutrinoProc]:
     work: Path = tmp_path_factory.mktemp("kimi")
     script = work / "script.json"
-    rules = [{"match": "minimax", "reply": MINIMAX_REPLY}, {"match": "weather", "reply": REPLY},
+    rules = [{"match": "minimax", "reply": MINIMAX_REPLY}, {"match": "dsml", "reply": DSML_REPLY},
+             {"match": "weather", "reply": REPLY},
              {"match": "think", "reply": THINKING}]  # fmt: skip
     script.write_text(json.dumps({"rules": rules}))
-    models = ["--model", "qwen2.5-mock:qwen2:32768", "--model", "llama3.2-mock:llama3:131072",
-              "--model", "minimax-mock:qwen2:32768"]  # fmt: skip
+    names = ("qwen2.5-mock:qwen2:32768", "llama3.2-mock:llama3:131072",
+             "minimax-mock:qwen2:32768", "dsml-mock:qwen2:32768")  # fmt: skip
+    models = [arg for name in names for arg in ("--model", name)]
     mock = MockIE(work, "--script", str(script), *models)
     with serving(mock.start(), NeutrinoProc(work, "--engine", mock.socket, config=CONFIG)) as s:
         yield s
@@ -143,3 +155,21 @@ def test_minimax_m2_thinking_and_typed_calls_streamed_and_not(server: NeutrinoPr
     assert streamed.reasoning == msg.reasoning_content and streamed.content == msg.content
     assert [(c.name, json.loads(c.arguments)) for c in streamed.calls] == calls
     assert "<invoke" not in streamed.content and streamed.finish_reason == "tool_calls"
+
+
+def test_deepseek_v32_dsml_calls_streamed_and_not(server: NeutrinoProc) -> None:
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+    ask: Any = {
+        "model": "dsml-mock",
+        "messages": [{"role": "user", "content": "dsml: weather in Zürich?"}],
+        "tools": MINIMAX_TOOLS,
+        "max_tokens": 400,
+    }
+    msg: Any = client.chat.completions.create(**ask).choices[0].message
+    assert (msg.reasoning_content, msg.content) == ("Two calls.", "Calling.\n\n")
+    calls = [(c.function.name, json.loads(c.function.arguments)) for c in msg.tool_calls]
+    assert calls == [("get_weather", {"city": "Zürich", "days": 3}), ("get_time", {})]
+    streamed = accumulate(client.chat.completions.create(**ask, stream=True))
+    assert (streamed.reasoning, streamed.content) == (msg.reasoning_content, msg.content)
+    assert [(c.name, json.loads(c.arguments)) for c in streamed.calls] == calls
+    assert "DSML" not in streamed.content and streamed.finish_reason == "tool_calls"

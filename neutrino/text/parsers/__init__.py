@@ -13,7 +13,7 @@ looked up by name; their modules are imported on first use.
 =====================  ======================================================================
 reasoning parser       format
 =====================  ======================================================================
-``think``              ``<think>…</think>`` (aliases ``deepseek_r1``, ``qwen3``)
+``think``              ``<think>…</think>`` (aliases ``deepseek_r1``, ``qwen3``, ``deepseek_v3``)
 ``harmony``            gpt-oss channels (alias ``gpt_oss``)
 ``mistral``            ``[THINK]…[/THINK]``
 ``granite``            ``<think>…</think><response>…</response>`` (Granite 3.3)
@@ -34,6 +34,7 @@ tool parser            format
 ``glm45``              ``<tool_call>f<arg_key>a</arg_key><arg_value>…`` (alias ``glm4_moe``)
 ``qwen3_coder``        ``<tool_call><function=f><parameter=a>…`` (alias ``qwen3_xml``)
 ``minimax_m2``         ``<minimax:tool_call><invoke name="f"><parameter name="a">…``
+``deepseek_v32``       DeepSeek V3.2's DSML ``function_calls`` (``deepseek_v4``: ``tool_calls``)
 =====================  ======================================================================
 """
 

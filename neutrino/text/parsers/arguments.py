@@ -1,8 +1,9 @@
 """Call arguments written as text rather than JSON: Python literals, and parameter schemas.
 
 Used by the ``pythonic`` parser (keyword arguments are Python literals) and by the XML-style
-formats (``glm45``, ``qwen3_coder``), whose values are typed by the request's tool schemas
-and may be written as Python literals. Literals are read from the syntax tree, never
+formats (``glm45``, ``qwen3_coder``, ``minimax_m2``, ``deepseek_v32``), whose values are
+typed by the request's tool schemas and may be written as Python literals, and whose
+``<invoke name="…">`` elements are read whole. Literals are read from the syntax tree, never
 evaluated.
 """
 
@@ -13,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-__all__ = ["literal", "parameter_schemas", "python_literal"]
+__all__ = ["attribute_value", "elements", "literal", "parameter_schemas", "python_literal"]
 
 _JSON_NAMES: Final[Mapping[str, object]] = {"true": True, "false": False, "null": None}
 
@@ -75,3 +76,22 @@ def literal(node: ast.expr) -> object:
     elif isinstance(node, ast.Name) and node.id in _JSON_NAMES:
         return _JSON_NAMES[node.id]
     raise ValueError(f"not a literal: {type(node).__name__}")
+
+
+def elements(text: str, opening: str, closing: str) -> list[str]:
+    """The text after ``opening`` of each whole ``opening … closing`` element in ``text``,
+    in order (one left open ends the list)."""
+    out: list[str] = []
+    pos = 0
+    while (start := text.find(opening, pos)) != -1:
+        end = text.find(closing, start)
+        if end == -1:
+            break
+        out.append(text[start + len(opening) : end])
+        pos = end + len(closing)
+    return out
+
+
+def attribute_value(raw: str) -> str:
+    """An attribute's value as written after ``name=``: spaces and quotes around it gone."""
+    return raw.strip().strip("\"'").strip()

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from neutrino.text.parsers.arguments import parameter_schemas
+from neutrino.text.parsers.arguments import attribute_value, elements, parameter_schemas
 from neutrino.text.parsers.base import Call, CallIds
 from neutrino.text.parsers.blocks import BlockToolParser
 from neutrino.text.parsers.qwen3_coder import Schemas, convert_value
@@ -79,36 +79,19 @@ class MinimaxM2ToolParser(BlockToolParser):
 def parse_block(body: str, schemas: Schemas) -> list[Call] | None:
     """The calls in one block's text, or ``None`` when it holds none."""
     calls: list[Call] = []
-    pos = 0
-    while (start := body.find(INVOKE, pos)) != -1:
-        end = body.find(INVOKE_END, start)
-        if end == -1:
-            break
-        pos = end + len(INVOKE_END)
-        element = body[start + len(INVOKE) : end]
+    for element in elements(body, INVOKE, INVOKE_END):
         gt = element.find(">")
-        name = _name(element[:gt]) if gt != -1 else ""
+        name = attribute_value(element[:gt]) if gt != -1 else ""
         if name:
-            schema = schemas.get(name, {})
-            calls.append((name, _parameters(element[gt + 1 :], schema)))
+            calls.append((name, _parameters(element[gt + 1 :], schemas.get(name, {}))))
     return calls or None
 
 
 def _parameters(text: str, schema: Mapping[str, object]) -> dict[str, object]:
     arguments: dict[str, object] = {}
-    pos = 0
-    while (start := text.find(PARAMETER, pos)) != -1:
-        end = text.find(PARAMETER_END, start)
-        if end == -1:
-            break
-        pos = end + len(PARAMETER_END)
-        element = text[start + len(PARAMETER) : end]
+    for element in elements(text, PARAMETER, PARAMETER_END):
         gt = element.find(">")
-        name = _name(element[:gt]) if gt != -1 else ""
+        name = attribute_value(element[:gt]) if gt != -1 else ""
         if name:
             arguments[name] = convert_value(element[gt + 1 :].strip(), schema.get(name))
     return arguments
-
-
-def _name(attribute: str) -> str:
-    return attribute.strip().strip("\"'").strip()

@@ -30,6 +30,7 @@ REASONING_PARSERS: Final[Mapping[str, str]] = {
     "mistral": f"{_PKG}.mistral:MistralReasoningParser",
     "granite": f"{_PKG}.granite:GraniteReasoningParser",
     "minimax_m2": f"{_PKG}.think:ThinkReasoningParser",
+    "deepseek_v3": f"{_PKG}.think:ThinkReasoningParser",
 }
 
 TOOL_PARSERS: Final[Mapping[str, str]] = {
@@ -53,6 +54,8 @@ TOOL_PARSERS: Final[Mapping[str, str]] = {
     "qwen3_coder": f"{_PKG}.qwen3_coder:Qwen3CoderToolParser",
     "qwen3_xml": f"{_PKG}.qwen3_coder:Qwen3CoderToolParser",
     "minimax_m2": f"{_PKG}.minimax_m2:MinimaxM2ToolParser",
+    "deepseek_v32": f"{_PKG}.dsml:DeepSeekV32ToolParser",
+    "deepseek_v4": f"{_PKG}.dsml:DeepSeekV4ToolParser",
 }
 
 

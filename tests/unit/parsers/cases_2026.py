@@ -3,6 +3,7 @@ give (the streaming and API tests run them as they run ``cases.py``'s)."""
 
 from __future__ import annotations
 
+from neutrino.text.parsers import dsml
 from neutrino.text.parsers import minimax_m2 as mm
 from tests.unit.parsers.support import Case
 
@@ -174,7 +175,118 @@ MINIMAX_M2_REASONING = [
     ),
 ]
 
+DSML_MARKERS = (dsml.BLOCK_OPEN, dsml.BLOCK_CLOSE, dsml.INVOKE, dsml.INVOKE_END, dsml.PARAMETER,
+                dsml.PARAMETER_END, dsml.V4_BLOCK_OPEN, dsml.V4_BLOCK_CLOSE)  # fmt: skip
+
+
+def _ds_invoke(name: str, *params: tuple[str, str, bool]) -> str:
+    """One call as DeepSeek V3.2's encoding renders it (``True``: string="true")."""
+    body = "".join(
+        f'{dsml.PARAMETER}"{k}" string="{str(is_string).lower()}">{v}{dsml.PARAMETER_END}\n'
+        for k, v, is_string in params
+    )
+    return f'{dsml.INVOKE}"{name}">\n{body}{dsml.INVOKE_END}\n'
+
+
+def _ds(*invokes: str, v4: bool = False) -> str:
+    opening, closing = (dsml.V4_BLOCK_OPEN, dsml.V4_BLOCK_CLOSE) if v4 else (
+        dsml.BLOCK_OPEN, dsml.BLOCK_CLOSE)  # fmt: skip
+    return f"{opening}\n{''.join(invokes)}{closing}"
+
+
+def _dsml(id: str, text: str, content: str, calls: list[tuple[str, dict[str, object]]],
+          parser: str = "deepseek_v32", **kw: object) -> Case:  # fmt: skip
+    kw.setdefault("markers", DSML_MARKERS)
+    kw.setdefault("tools", TYPED_TOOLS)
+    return Case(id, "tool", parser, text, content, calls=calls, **kw)  # type: ignore[arg-type]
+
+
+DEEPSEEK_V32 = [
+    _dsml(
+        "declared-types",
+        "Let me check.\n\n"
+        + _ds(
+            _ds_invoke(
+                "get_weather",
+                ("city", "Hangzhou", True),
+                ("days", "3", False),
+                ("tags", '["a", {"b": null}]', False),
+                ("zip", "007", True),
+            )
+        ),
+        "Let me check.\n\n",
+        [
+            (
+                "get_weather",
+                {"city": "Hangzhou", "days": 3, "tags": ["a", {"b": None}], "zip": "007"},
+            )
+        ],
+        reference="DeepSeek-V3.2 encoding/encoding_dsv32.py",
+    ),
+    _dsml(
+        "a-declared-string-is-kept-exactly",
+        _ds(_ds_invoke("run", ("code", "\n  x = 1 < 2\n", True))),
+        "",
+        [("run", {"code": "\n  x = 1 < 2\n"})],
+    ),
+    _dsml(
+        "parallel",
+        _ds(_ds_invoke("get_weather", ("city", "Rome", True)), _ds_invoke("now")),
+        "",
+        [("get_weather", {"city": "Rome"}), ("now", {})],
+    ),
+    _dsml(
+        "undeclared-values-follow-the-schema",
+        _ds(
+            f'{dsml.INVOKE}"get_weather">{dsml.PARAMETER}"days">4{dsml.PARAMETER_END}'
+            f'{dsml.PARAMETER}"city">4{dsml.PARAMETER_END}{dsml.INVOKE_END}'
+        ),
+        "",
+        [("get_weather", {"days": 4, "city": "4"})],
+    ),
+    _dsml(
+        "json-that-is-not-stays-text",
+        _ds(_ds_invoke("get_weather", ("days", "three", False))),
+        "",
+        [("get_weather", {"days": "three"})],
+    ),
+    _dsml(
+        "text-after-is-dropped",
+        "Sure." + _ds(_ds_invoke("now")) + " Done.",
+        "Sure.",
+        [("now", {})],
+    ),
+    _dsml(
+        "no-invoke-is-content",
+        "See " + _ds("nothing here\n"),
+        "See " + _ds("nothing here\n"),
+        [],
+        wellformed=False,
+    ),
+    _dsml(
+        "cut-off-block-is-no-call",
+        "Checking.\n" + dsml.BLOCK_OPEN + "\n" + dsml.INVOKE + '"now">\n',
+        "Checking.\n",
+        [],
+    ),
+    _dsml(
+        "v4-spelling",
+        "On it.\n" + _ds(_ds_invoke("get_weather", ("city", "Oslo", True)), v4=True),
+        "On it.\n",
+        [("get_weather", {"city": "Oslo"})],
+        parser="deepseek_v4",
+    ),
+    _dsml(
+        "v32-leaves-v4s-block-as-text",
+        _ds(_ds_invoke("now"), v4=True),
+        _ds(_ds_invoke("now"), v4=True),
+        [],
+        wellformed=False,
+    ),
+]
+
 ALL_2026: dict[str, list[Case]] = {
+    "deepseek_v32": DEEPSEEK_V32,
     "minimax_m2": MINIMAX_M2,
     "minimax_m2-reasoning": MINIMAX_M2_REASONING,
 }
