@@ -18,6 +18,7 @@ reasoning parser       format
 ``mistral``            ``[THINK]…[/THINK]``
 ``granite``            ``<think>…</think><response>…</response>`` (Granite 3.3)
 ``minimax_m2``         ``think``'s (MiniMax M2's interleaved thinking)
+``seed_oss``           ``<seed:think>…</seed:think>`` (Seed-OSS)
 =====================  ======================================================================
 
 =====================  ======================================================================
@@ -35,6 +36,7 @@ tool parser            format
 ``qwen3_coder``        ``<tool_call><function=f><parameter=a>…`` (alias ``qwen3_xml``)
 ``minimax_m2``         ``<minimax:tool_call><invoke name="f"><parameter name="a">…``
 ``deepseek_v32``       DeepSeek V3.2's DSML ``function_calls`` (``deepseek_v4``: ``tool_calls``)
+``seed_oss``           ``<seed:tool_call><function=f><parameter=a>…`` (Seed-OSS)
 =====================  ======================================================================
 """
 

@@ -31,6 +31,7 @@ REASONING_PARSERS: Final[Mapping[str, str]] = {
     "granite": f"{_PKG}.granite:GraniteReasoningParser",
     "minimax_m2": f"{_PKG}.think:ThinkReasoningParser",
     "deepseek_v3": f"{_PKG}.think:ThinkReasoningParser",
+    "seed_oss": f"{_PKG}.seed_oss:SeedOssReasoningParser",
 }
 
 TOOL_PARSERS: Final[Mapping[str, str]] = {
@@ -56,6 +57,7 @@ TOOL_PARSERS: Final[Mapping[str, str]] = {
     "minimax_m2": f"{_PKG}.minimax_m2:MinimaxM2ToolParser",
     "deepseek_v32": f"{_PKG}.dsml:DeepSeekV32ToolParser",
     "deepseek_v4": f"{_PKG}.dsml:DeepSeekV4ToolParser",
+    "seed_oss": f"{_PKG}.seed_oss:SeedOssToolParser",
 }
 
 

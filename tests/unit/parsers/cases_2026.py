@@ -285,7 +285,97 @@ DEEPSEEK_V32 = [
     ),
 ]
 
+SEED_MARKERS = ("<seed:tool_call>", "</seed:tool_call>", "<function=", "</function>",
+                "<parameter=", "</parameter>")  # fmt: skip
+SEED_THINK = ("<seed:think>", "</seed:think>")
+
+
+def _seed(name: str, *params: tuple[str, str]) -> str:
+    """One call as Seed-OSS's template asks for it (values inline)."""
+    body = "".join(f"<parameter={k}>{v}</parameter>\n" for k, v in params)
+    return f"<seed:tool_call>\n<function={name}>\n{body}</function>\n</seed:tool_call>"
+
+
+SEED_OSS = [
+    Case(
+        "typed",
+        "tool",
+        "seed_oss",
+        "Checking.\n" + _seed("get_weather", ("city", "Barcelona, Spain"), ("days", "2")),
+        "Checking.\n",
+        calls=[("get_weather", {"city": "Barcelona, Spain", "days": 2})],
+        tools=TYPED_TOOLS,
+        markers=SEED_MARKERS,
+    ),
+    Case(
+        "multiline-value",
+        "tool",
+        "seed_oss",
+        _seed("run", ("code", "\nx = 1\nprint(x)\n")),
+        "",
+        calls=[("run", {"code": "x = 1\nprint(x)"})],
+        tools=TYPED_TOOLS,
+        markers=SEED_MARKERS,
+    ),
+    Case(
+        "parallel",
+        "tool",
+        "seed_oss",
+        _seed("now") + "\n" + _seed("now"),
+        "",
+        calls=[("now", {}), ("now", {})],
+        markers=SEED_MARKERS,
+    ),
+    Case(
+        "qwen-block-is-text",
+        "tool",
+        "seed_oss",
+        "<tool_call>\n<function=now>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=now>\n</function>\n</tool_call>",
+        wellformed=False,
+    ),
+    Case(
+        "not-functions-is-content",
+        "tool",
+        "seed_oss",
+        '<seed:tool_call>{"name": "now"}</seed:tool_call>',
+        '<seed:tool_call>{"name": "now"}</seed:tool_call>',
+        wellformed=False,
+    ),
+]
+
+SEED_OSS_REASONING = [
+    Case(
+        "think-then-call",
+        "reasoning",
+        "seed_oss",
+        "<seed:think>Weather, so a call.</seed:think>Checking.",
+        "Checking.",
+        "Weather, so a call.",
+        markers=SEED_THINK,
+    ),
+    Case(
+        "plain-think-is-content",
+        "reasoning",
+        "seed_oss",
+        "<think>x</think>y",
+        "<think>x</think>y",
+        markers=SEED_THINK,
+    ),
+    Case(
+        "unclosed",
+        "reasoning",
+        "seed_oss",
+        "<seed:think>still going <seed:thi",
+        "",
+        "still going <seed:thi",
+        markers=SEED_THINK,
+    ),
+]
+
 ALL_2026: dict[str, list[Case]] = {
+    "seed_oss": SEED_OSS,
+    "seed_oss-reasoning": SEED_OSS_REASONING,
     "deepseek_v32": DEEPSEEK_V32,
     "minimax_m2": MINIMAX_M2,
     "minimax_m2-reasoning": MINIMAX_M2_REASONING,
