@@ -19,6 +19,8 @@ reasoning parser       format
 ``granite``            ``<think>…</think><response>…</response>`` (Granite 3.3)
 ``minimax_m2``         ``think``'s (MiniMax M2's interleaved thinking)
 ``seed_oss``           ``<seed:think>…</seed:think>`` (Seed-OSS)
+``kimi_k2``            ``think``'s, also ended by the tool-call section (K2 Thinking, K2.5)
+``glm45``              ``think``'s (GLM-4.5/4.6 write ``<think>`` themselves)
 =====================  ======================================================================
 
 =====================  ======================================================================

@@ -33,6 +33,7 @@ from typing import Final
 
 from neutrino.text.parsers.base import CallIds, load_object
 from neutrino.text.parsers.sectioned import SectionedToolParser
+from neutrino.text.parsers.think import ThinkReasoningParser
 
 __all__ = [
     "ARG_BEGIN",
@@ -85,3 +86,14 @@ class KimiK2ToolParser(SectionedToolParser):
             return None
         self._ids.append(ident)
         return m.group(1), args
+
+
+class KimiK2ReasoningParser(ThinkReasoningParser):
+    """Kimi K2 Thinking's and K2.5's reasoning: ``<think>…</think>``, also ended by the
+    tool-call section (the model may go from its reasoning straight into its calls, as
+    vLLM's ``kimi_k2`` reasoning parser reads it); the section is content, for the tool
+    parser."""
+
+    ends_with = (SECTION_BEGIN, "<|tool_call_section_begin|>")
+
+    __slots__ = ()

@@ -32,6 +32,8 @@ REASONING_PARSERS: Final[Mapping[str, str]] = {
     "minimax_m2": f"{_PKG}.think:ThinkReasoningParser",
     "deepseek_v3": f"{_PKG}.think:ThinkReasoningParser",
     "seed_oss": f"{_PKG}.seed_oss:SeedOssReasoningParser",
+    "kimi_k2": f"{_PKG}.kimi_k2:KimiK2ReasoningParser",
+    "glm45": f"{_PKG}.think:ThinkReasoningParser",
 }
 
 TOOL_PARSERS: Final[Mapping[str, str]] = {

@@ -21,6 +21,10 @@ Rules:
 * markers never reach the output: a repeated ``<think>`` inside the block and a stray
   ``</think>`` before any ``<think>`` are dropped.
 Text is kept verbatim (the newlines around the markers are not stripped).
+
+A subclass may name markers that also end the reasoning (``ends_with``: Kimi K2 Thinking
+goes from its reasoning straight into its tool-call section): one found inside the block
+ends it, and it and all after it are content.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class ThinkReasoningParser(ReasoningParser):
 
     open_marker: ClassVar[str] = "<think>"
     close_marker: ClassVar[str] = "</think>"
+    ends_with: ClassVar[tuple[str, ...]] = ()  # more markers that end the reasoning, kept
 
     __slots__ = ("_buf", "_markers", "_state")
 
@@ -46,7 +51,7 @@ class ThinkReasoningParser(ReasoningParser):
         super().__init__(starts_in_reasoning=starts_in_reasoning)
         self._state = _INSIDE if starts_in_reasoning else _BEFORE
         self._buf = ""
-        self._markers = (self.open_marker, self.close_marker)
+        self._markers = (self.open_marker, self.close_marker, *self.ends_with)
 
     def feed(self, text: str) -> Delta:
         out = Delta()
@@ -64,13 +69,22 @@ class ThinkReasoningParser(ReasoningParser):
             if marker is None:
                 self._buf = buf[at:]
                 return out
+            if marker in self.ends_with:
+                if self._state == _INSIDE:  # the reasoning ends; the marker is content
+                    return self._after(out, buf[at:])
+                out.content += marker  # outside the block: plain content
+                buf = buf[at + len(marker) :]
+                continue
             buf = buf[at + len(marker) :]
             if marker == self.close_marker:
-                self._state = _AFTER
-                self._buf = ""
-                out.content += buf
-                return out
+                return self._after(out, buf)
             self._state = _INSIDE
+
+    def _after(self, out: Delta, rest: str) -> Delta:
+        self._state = _AFTER
+        self._buf = ""
+        out.content += rest
+        return out
 
     def finish(self) -> Delta:
         out = Delta()

@@ -4,6 +4,7 @@ give (the streaming and API tests run them as they run ``cases.py``'s)."""
 from __future__ import annotations
 
 from neutrino.text.parsers import dsml
+from neutrino.text.parsers import kimi_k2 as kimi
 from neutrino.text.parsers import minimax_m2 as mm
 from tests.unit.parsers.support import Case
 
@@ -373,7 +374,62 @@ SEED_OSS_REASONING = [
     ),
 ]
 
+_KIMI_CALL = (f"{kimi.SECTION_BEGIN}{kimi.CALL_BEGIN}functions.now:0{kimi.ARG_BEGIN}{{}}"
+              f"{kimi.CALL_END}{kimi.SECTION_END}")  # fmt: skip
+KIMI_REASONING = [
+    Case(
+        "think-then-answer",
+        "reasoning",
+        "kimi_k2",
+        "<think>r</think>answer",
+        "answer",
+        "r",
+        markers=("<think>", "</think>"),
+    ),
+    Case(
+        "reasoning-ended-by-the-calls",
+        "reasoning",
+        "kimi_k2",
+        "The user wants the time." + _KIMI_CALL,
+        _KIMI_CALL,
+        "The user wants the time.",
+        kwargs={"starts_in_reasoning": True},
+        markers=("<think>", "</think>"),
+    ),
+    Case(
+        "calls-after-the-block",
+        "reasoning",
+        "kimi_k2",
+        "<think>r</think>" + _KIMI_CALL,
+        _KIMI_CALL,
+        "r",
+        markers=("<think>", "</think>"),
+    ),
+    Case(
+        "a-section-before-reasoning-is-content",
+        "reasoning",
+        "kimi_k2",
+        "Hi " + kimi.SECTION_BEGIN + " <think>r</think>",
+        "Hi " + kimi.SECTION_BEGIN + " ",
+        "r",
+        markers=("<think>", "</think>"),
+    ),
+]
+GLM45_REASONING = [
+    Case(
+        "written-by-the-model",
+        "reasoning",
+        "glm45",
+        "<think>Paris is the capital.</think>\nParis.",
+        "\nParis.",
+        "Paris is the capital.",
+        markers=("<think>", "</think>"),
+    ),
+]
+
 ALL_2026: dict[str, list[Case]] = {
+    "kimi_k2-reasoning": KIMI_REASONING,
+    "glm45-reasoning": GLM45_REASONING,
     "seed_oss": SEED_OSS,
     "seed_oss-reasoning": SEED_OSS_REASONING,
     "deepseek_v32": DEEPSEEK_V32,
