@@ -445,11 +445,6 @@ class TextSegments:
         self._has_text = True
         self._after_block = False
 
-    def block_dropped(self) -> None:
-        """The stream ended inside a block that is no call: its text is dropped."""
-        self._pending = ""
-        self._after_block = True
-
     def finish(self, out: Delta) -> None:
         if not self._has_text and not self._after_block and not self._called:
             out.content += self._pending

@@ -5,8 +5,8 @@ its two markers and parses a block's body into zero or more calls. Text outside 
 content; whitespace-only runs next to a block are dropped. A body that does not parse is
 content verbatim, markers included (after a call: dropped, as all text after a call is). A
 block still open at the end of the stream is parsed as if closed where the subclass allows it
-(``unclosed_calls``); otherwise, or if it does not parse, it is no call and its text is
-dropped (README, "Text after tool calls, unclosed blocks").
+(``unclosed_calls``); otherwise, or if it does not parse, it is no call and its text,
+markers included, is content (nothing the model wrote is lost; after a call: dropped).
 """
 
 from __future__ import annotations
@@ -58,8 +58,9 @@ class BlockToolParser(SegmentedToolParser):
         if raw and raw[-1] and self.block_close.startswith(raw[-1]):
             raw = raw[:-1]  # the start of the closing marker, held back when the stream ended
         calls = self._parse_block("".join(raw)) if self.unclosed_calls else None
-        if calls is None:
-            self._drop(out)
+        if calls is None:  # no call: the block as written is content, its marker too
+            self._raw.insert(0, self.block_open)
+            self._fail(out)
             return
         self._state = _TEXT
         self._end_block(out, calls)

@@ -6,8 +6,8 @@ text after a call is dropped (the README's rule); whitespace-only runs before ca
 dropped. A call body that does not parse is content verbatim (with its call markers; section
 markers are never output), unless the subclass rejects it outright
 (:meth:`SectionedToolParser._rejects`): then it is dropped, neither call nor content. A call
-still open at the end of the stream is no call, and its text is dropped (vLLM's and SGLang's
-Kimi K2 and DeepSeek V3 parsers need the call's end marker).
+still open at the end of the stream is no call (vLLM's and SGLang's Kimi K2 and DeepSeek V3
+parsers need the call's end marker), and its text is content as a malformed call's is.
 """
 
 from __future__ import annotations
@@ -71,8 +71,11 @@ class SectionedToolParser(SegmentedToolParser):
     def _flush(self, out: Delta, buf: str) -> None:
         if self._state == _CALL:
             # A call still open: no call (vLLM's and SGLang's Kimi K2 and DeepSeek V3
-            # parsers need the call's end marker), and its text is dropped.
-            self._drop(out)
+            # parsers need the call's end marker); its text is content, as a malformed
+            # call's is (nothing the model wrote is lost; after a call: dropped).
+            self._raw.insert(0, self.call_begin)
+            self._raw.append(buf)
+            self._fail(out)
         else:
             self._segments.text(out, buf)
         self._state = _TEXT

@@ -80,15 +80,10 @@ class SegmentedToolParser(ToolParser):
         """The stream ended inside a block (its text all in ``_raw``); by default it is no call."""
         self._fail(out)
 
-    def _drop(self, out: Delta) -> None:
-        """The stream ended inside a block that is no call: its text is dropped (the README's
-        rule for an unclosed block), and plain content would follow (state 0)."""
-        self._raw = []
-        self._segments.block_dropped()
-        self._state = 0
-
     def _fail(self, out: Delta) -> None:
-        """The open block is not a call: its text is content; plain content follows (state 0)."""
+        """The open block is not a call (or the stream ended inside one that gives none):
+        its text is content, verbatim, as nothing the model wrote may be lost (after a
+        call: dropped, as all text after a call is); plain content follows (state 0)."""
         self._end_block(out, None)
         self._state = 0
 

@@ -301,8 +301,9 @@ HERMES = [
         "tool",
         "hermes",
         'Text <tool_call>\n{"name": ',
-        "Text ",  # unclosed, no call: its text is dropped (SGLang qwen25_detector.py)
-        markers=HERMES_MARKERS,
+        'Text <tool_call>\n{"name": ',  # unclosed, no call: its text is content (vLLM's
+        # hermes answers the whole output as content when the JSON does not parse)
+        wellformed=False,
     ),
     Case(
         "plain",
@@ -408,8 +409,8 @@ NEMOTRON = [
         "tool",
         "llama_nemotron_json",
         'Text <TOOLCALL>[{"name": "f", "argu',
-        "Text ",  # unclosed, no call: its text is dropped (README)
-        markers=NEMOTRON_MARKERS,
+        'Text <TOOLCALL>[{"name": "f", "argu',  # unclosed, no call: its text is content
+        wellformed=False,
     ),
     Case(
         "plain",
@@ -738,10 +739,11 @@ DEEPSEEK = [
         "tool",
         "deepseek_v3",
         f'{_B}{_CB}f{_S}{{"a": 1}}',
-        "",
+        f'{_CB}f{_S}{{"a": 1}}',
         # no call: vLLM deepseekv3_tool_parser.py and SGLang deepseekv3_detector.py match a
-        # call only up to its end marker; its text is dropped (README)
-        markers=DEEPSEEK_MARKERS,
+        # call only up to its end marker; its text is content, as a malformed call's is
+        # (the section's marker is not output)
+        wellformed=False,
     ),
 ]
 
@@ -791,8 +793,8 @@ DEEPSEEK_V31 = [
         "tool",
         "deepseek_v31",
         f'Checking.{_B}{_CB}get_weather{_S}{{"location": "Oslo"}}',
-        "Checking.",  # an unclosed call: no call, its text dropped (as "unclosed" above)
-        markers=DEEPSEEK_MARKERS,
+        f'Checking.{_CB}get_weather{_S}{{"location": "Oslo"}}',  # as "unclosed" above
+        wellformed=False,
     ),
     Case(
         "plain",
@@ -1007,18 +1009,18 @@ GLM45 = [
         "tool",
         "glm45",
         "Calling.\n<tool_call>now\n",
-        "Calling.\n",
+        "Calling.\n<tool_call>now\n",
         # no call: vLLM glm4_moe_tool_parser.py and SGLang glm4_moe_detector.py find calls
-        # as <tool_call>.*?</tool_call>; the unclosed block's text is dropped (README)
-        markers=GLM_MARKERS,
+        # as <tool_call>.*?</tool_call>; the unclosed block's text is content
+        wellformed=False,
     ),
     Case(
         "unclosed-value",
         "tool",
         "glm45",
         "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1",
-        "",  # unclosed: no call, text dropped (as "unclosed-call")
-        markers=GLM_MARKERS,
+        "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>1",  # as "unclosed-call"
+        wellformed=False,
     ),
     Case(
         "plain",

@@ -140,10 +140,11 @@ MINIMAX_M2 = [
         [("get_weather", {})],
     ),
     _tool(
-        "cut-off-block-is-no-call",
+        "a-cut-off-block-is-content",
         "Checking.\n" + mm.BLOCK_OPEN + '\n<invoke name="get_weather">\n<parameter name="ci',
-        "Checking.\n",
+        "Checking.\n" + mm.BLOCK_OPEN + '\n<invoke name="get_weather">\n<parameter name="ci',
         [],
+        wellformed=False,
     ),
     _tool(
         "no-call-at-all",
@@ -265,10 +266,11 @@ DEEPSEEK_V32 = [
         wellformed=False,
     ),
     _dsml(
-        "cut-off-block-is-no-call",
+        "a-cut-off-block-is-content",
         "Checking.\n" + dsml.BLOCK_OPEN + "\n" + dsml.INVOKE + '"now">\n',
-        "Checking.\n",
+        "Checking.\n" + dsml.BLOCK_OPEN + "\n" + dsml.INVOKE + '"now">\n',  # content
         [],
+        wellformed=False,
     ),
     _dsml(
         "v4-spelling",
