@@ -33,7 +33,8 @@ unclosed ends with its block. Values are typed by the request's tool schema (the
 * anything else (``object``, ``array``, ``dict…``, ``list…``, unknown types) is read as JSON,
   else as a Python literal (``['a', 'b']``; never evaluated).
 
-A list of types (``["integer", "null"]``) uses its first type other than ``null``. A value that
+A list of types (``["integer", "null"]``) uses its first type other than ``null``, and so do
+the alternatives of an ``anyOf`` or ``oneOf``. A value that
 does not read as its type stays the string it was (vLLM and SGLang make an unreadable boolean
 ``false``; here it stays the text). Text before the first call is content (a whitespace-only
 run just before a call is dropped); text after a call is dropped (the README's rule). A block
@@ -207,14 +208,25 @@ def _int(text: str, value: str) -> int | str:
         return value
 
 
-def _schema_type(schema: object) -> str | None:
-    """The lower-cased ``type`` of a parameter schema (the first non-null one of a list)."""
-    if not isinstance(schema, Mapping):
+def _schema_type(schema: object, depth: int = 0) -> str | None:
+    """The lower-cased ``type`` of a parameter schema: the first non-null one of a list, or
+    of the alternatives of an ``anyOf`` / ``oneOf`` (``{"anyOf": [{"type": "integer"},
+    {"type": "null"}]}``, as Pydantic writes an optional field)."""
+    if not isinstance(schema, Mapping) or depth > 8:
         return None
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if isinstance(k, str) and k.lower() != "null"), None)
-    return kind.strip().lower() if isinstance(kind, str) else None
+    if isinstance(kind, str):
+        return kind.strip().lower()
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list):
+            for option in options:
+                found = _schema_type(option, depth + 1)
+                if found is not None and found != "null":
+                    return found
+    return None
 
 
 def _json_safe(value: object) -> bool:

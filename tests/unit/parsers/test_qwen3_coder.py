@@ -46,6 +46,12 @@ from tests.unit.parsers.cases import QWEN3_CODER_TOOLS
         ("__import__('os')", {"type": "object"}, "__import__('os')"),
         ("[1, 2", {"type": "array"}, "[1, 2"),
         ("7", {"type": "SomethingElse"}, 7),
+        ("5", {"anyOf": [{"type": "integer"}, {"type": "null"}]}, 5),  # Pydantic's Optional
+        ("5", {"anyOf": [{"type": "null"}, {"type": "string"}]}, "5"),
+        ("[1]", {"oneOf": [{"type": "array", "items": {"type": "integer"}}]}, [1]),
+        ("2.5", {"anyOf": [{"anyOf": [{"type": "number"}]}]}, 2.5),
+        ("x", {"anyOf": [{"type": "integer"}, {"type": "null"}]}, "x"),
+        ("5", {"type": "integer", "nullable": True}, 5),
     ],
 )
 def test_convert_value(value: str, schema: Any, expected: Any) -> None:
