@@ -25,8 +25,8 @@ stays the text, as in vLLM and SGLang. Without tools every value is read that wa
 Text before the first call is content; text after a call is dropped (the README's rule);
 whitespace-only runs before calls are dropped. A block that is not a name followed by pairs (a
 name with spaces in it, text between the pairs, a pair left unclosed, JSON) is content
-verbatim, markers included. A block still open at the end of the stream is no call, and its
-text is dropped: vLLM's ``glm4_moe`` parser and SGLang's detector both need the closing tag.
+verbatim, markers included. A block still open at the end of the stream is no call (vLLM's
+``glm4_moe`` parser and SGLang's detector both need the closing tag), and content as such.
 Calls are found as the ``hermes`` parser finds its ``<tool_call>`` blocks; only the body is
 read differently.
 """

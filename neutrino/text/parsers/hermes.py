@@ -18,7 +18,7 @@ is dropped (the README's rule, as vLLM's and SGLang's non-streamed parsers answe
 that is not such an object is content verbatim, markers included (after a call: dropped). A
 block still open at the end of the stream is parsed as if closed, as vLLM's ``hermes`` parser
 reads it (a held-back start of ``</tool_call>`` is not part of its body); if it does not parse,
-it is no call and its text is dropped.
+it is no call and its text is content, verbatim (before a call; after one, dropped).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ Rules:
 * a block that is not that (invalid JSON, an element that is not such an object) is content
   verbatim, markers included (after a call: dropped); a block still open at the end of the
   stream is parsed as if closed, and if it does not parse it is no call and its text is
-  dropped.
+  content (after a call: dropped).
 
 ``<TOOLCALL>`` and ``</TOOLCALL>`` are plain text in this model's tokenizer (Llama 3.x's), so
 the markers arrive as ordinary detokenized text and may be split across chunks.

@@ -34,16 +34,16 @@ unclosed ends with its block. Values are typed by the request's tool schema (the
   else as a Python literal (``['a', 'b']``; never evaluated).
 
 A list of types (``["integer", "null"]``) uses its first type other than ``null``, and so do
-the alternatives of an ``anyOf`` or ``oneOf``. A value that
-does not read as its type stays the string it was (vLLM and SGLang make an unreadable boolean
-``false``; here it stays the text). Text before the first call is content (a whitespace-only
+the alternatives of an ``anyOf`` or ``oneOf``. A value that does not read as its type stays
+the string it was (vLLM and SGLang make an unreadable boolean ``false``; here it stays the
+text). Text before the first call is content (a whitespace-only
 run just before a call is dropped); text after a call is dropped (the README's rule). A block
 that is not a sequence of functions (JSON, a bare text, a function without a name) is content
 verbatim, markers included (after a call: dropped); a block still open at the end of the
 stream is parsed as if closed, as vLLM's ``qwen3_coder`` parser reads it, and if it does not
-parse it is no call and its text is dropped. ``<function=…>`` outside a ``<tool_call>`` block
-is content (vLLM's non-streamed fallback reads it as a call; SGLang's detector needs the
-block).
+parse it is no call and its text is content (after a call: dropped). ``<function=…>``
+outside a ``<tool_call>`` block is content (vLLM's non-streamed fallback reads it as a call;
+SGLang's detector needs the block).
 """
 
 from __future__ import annotations
