@@ -21,6 +21,8 @@ reasoning parser       format
 ``seed_oss``           ``<seed:think>…</seed:think>`` (Seed-OSS)
 ``kimi_k2``            ``think``'s, also ended by the tool-call section (K2 Thinking, K2.5)
 ``glm45``              ``think``'s (GLM-4.5/4.6 write ``<think>`` themselves)
+``longcat``            ``<longcat_think>…</longcat_think>`` (LongCat Flash Thinking)
+``step3``              ``think``'s (Step 3's template opens ``<think>``)
 =====================  ======================================================================
 
 =====================  ======================================================================
@@ -39,6 +41,8 @@ tool parser            format
 ``minimax_m2``         ``<minimax:tool_call><invoke name="f"><parameter name="a">…``
 ``deepseek_v32``       DeepSeek V3.2's DSML ``function_calls`` (``deepseek_v4``: ``tool_calls``)
 ``seed_oss``           ``<seed:tool_call><function=f><parameter=a>…`` (Seed-OSS)
+``longcat``            ``<longcat_tool_call>`` JSON or key/value pairs (LongCat Flash)
+``step3``              ``<|tool_calls_begin|>…<steptml:invoke name="f">…`` (Step 3)
 =====================  ======================================================================
 """
 

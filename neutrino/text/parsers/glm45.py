@@ -100,9 +100,15 @@ def string_parameters(tools: Sequence[Mapping[str, object]] | None) -> dict[str,
     }
 
 
-def parse_call(body: str, strings: StringParameters) -> Call | None:
-    """``(name, arguments)`` of the text inside one ``<tool_call>`` block, or ``None``."""
-    first = body.find(ARG_KEY)
+def parse_call(
+    body: str,
+    strings: StringParameters,
+    keys: tuple[str, str] = (ARG_KEY, ARG_KEY_END),
+    values: tuple[str, str] = (ARG_VALUE, ARG_VALUE_END),
+) -> Call | None:
+    """``(name, arguments)`` of the text inside one ``<tool_call>`` block, or ``None``
+    (``keys`` and ``values``: the pairs' markers, as another family spells them)."""
+    first = body.find(keys[0])
     head = body if first == -1 else body[:first]
     name = head.strip()
     if not _NAME.fullmatch(name):
@@ -111,10 +117,10 @@ def parse_call(body: str, strings: StringParameters) -> Call | None:
     arguments: dict[str, object] = {}
     pos = _skip(body, len(head))
     while pos < len(body):
-        key, pos = _element(body, pos, ARG_KEY, ARG_KEY_END)
+        key, pos = _element(body, pos, *keys)
         if key is None:
             return None
-        value, pos = _element(body, _skip(body, pos), ARG_VALUE, ARG_VALUE_END)
+        value, pos = _element(body, _skip(body, pos), *values)
         if value is None or not key:
             return None
         arguments[key] = value if key in typed_as_string else _typed(value)

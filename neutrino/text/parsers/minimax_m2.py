@@ -46,6 +46,7 @@ __all__ = [
     "PARAMETER",
     "PARAMETER_END",
     "MinimaxM2ToolParser",
+    "invokes",
     "parse_block",
 ]
 
@@ -78,18 +79,30 @@ class MinimaxM2ToolParser(BlockToolParser):
 
 def parse_block(body: str, schemas: Schemas) -> list[Call] | None:
     """The calls in one block's text, or ``None`` when it holds none."""
+    return invokes(body, schemas, (INVOKE, INVOKE_END), (PARAMETER, PARAMETER_END))
+
+
+def invokes(
+    body: str, schemas: Schemas, invoke: tuple[str, str], parameter: tuple[str, str]
+) -> list[Call] | None:
+    """The ``<invoke name="F">…</invoke>`` calls in ``body`` with their whole
+    ``<parameter name="P">…</parameter>`` values, spaces around each stripped and typed by
+    ``schemas`` (``invoke`` and ``parameter``: the elements' markers, as a family spells
+    them); ``None`` when there is none."""
     calls: list[Call] = []
-    for element in elements(body, INVOKE, INVOKE_END):
+    for element in elements(body, *invoke):
         gt = element.find(">")
         name = attribute_value(element[:gt]) if gt != -1 else ""
         if name:
-            calls.append((name, _parameters(element[gt + 1 :], schemas.get(name, {}))))
+            calls.append((name, _parameters(element[gt + 1 :], schemas.get(name, {}), parameter)))
     return calls or None
 
 
-def _parameters(text: str, schema: Mapping[str, object]) -> dict[str, object]:
+def _parameters(
+    text: str, schema: Mapping[str, object], markers: tuple[str, str]
+) -> dict[str, object]:
     arguments: dict[str, object] = {}
-    for element in elements(text, PARAMETER, PARAMETER_END):
+    for element in elements(text, *markers):
         gt = element.find(">")
         name = attribute_value(element[:gt]) if gt != -1 else ""
         if name:

@@ -34,6 +34,8 @@ REASONING_PARSERS: Final[Mapping[str, str]] = {
     "seed_oss": f"{_PKG}.seed_oss:SeedOssReasoningParser",
     "kimi_k2": f"{_PKG}.kimi_k2:KimiK2ReasoningParser",
     "glm45": f"{_PKG}.think:ThinkReasoningParser",
+    "longcat": f"{_PKG}.longcat:LongcatReasoningParser",
+    "step3": f"{_PKG}.think:ThinkReasoningParser",
 }
 
 TOOL_PARSERS: Final[Mapping[str, str]] = {
@@ -60,6 +62,8 @@ TOOL_PARSERS: Final[Mapping[str, str]] = {
     "deepseek_v32": f"{_PKG}.dsml:DeepSeekV32ToolParser",
     "deepseek_v4": f"{_PKG}.dsml:DeepSeekV4ToolParser",
     "seed_oss": f"{_PKG}.seed_oss:SeedOssToolParser",
+    "longcat": f"{_PKG}.longcat:LongcatToolParser",
+    "step3": f"{_PKG}.step3:Step3ToolParser",
 }
 
 

@@ -3,7 +3,7 @@ give (the streaming and API tests run them as they run ``cases.py``'s)."""
 
 from __future__ import annotations
 
-from neutrino.text.parsers import dsml
+from neutrino.text.parsers import dsml, step3
 from neutrino.text.parsers import kimi_k2 as kimi
 from neutrino.text.parsers import minimax_m2 as mm
 from tests.unit.parsers.support import Case
@@ -429,7 +429,131 @@ GLM45_REASONING = [
     ),
 ]
 
+LC = ("<longcat_tool_call>", "</longcat_tool_call>", "<longcat_arg_key>", "</longcat_arg_key>",
+      "<longcat_arg_value>", "</longcat_arg_value>")  # fmt: skip
+LONGCAT = [
+    Case(
+        "json",
+        "tool",
+        "longcat",
+        'Let me search.<longcat_tool_call>\n{"name": "search", "arguments": {"q": "cats"}}\n'
+        "</longcat_tool_call>",
+        "Let me search.",
+        calls=[("search", {"q": "cats"})],
+        markers=LC,
+    ),
+    Case(
+        "pairs-typed",
+        "tool",
+        "longcat",
+        "<longcat_tool_call>get_weather\n<longcat_arg_key>city</longcat_arg_key>\n"
+        "<longcat_arg_value>42</longcat_arg_value>\n<longcat_arg_key>days</longcat_arg_key>\n"
+        "<longcat_arg_value>3</longcat_arg_value>\n</longcat_tool_call>",
+        "",
+        calls=[("get_weather", {"city": "42", "days": 3})],
+        tools=TYPED_TOOLS,
+        markers=LC,
+    ),
+    Case(
+        "parallel-back-to-back",
+        "tool",
+        "longcat",
+        '<longcat_tool_call>{"name": "a", "arguments": {}}</longcat_tool_call>'
+        "<longcat_tool_call>b\n</longcat_tool_call>",
+        "",
+        calls=[("a", {}), ("b", {})],
+        markers=LC,
+    ),
+    Case(
+        "unclosed-json-is-a-call",
+        "tool",
+        "longcat",
+        'Ok.<longcat_tool_call>{"name": "a", "arguments": {"x": 1}}',
+        "Ok.",
+        calls=[("a", {"x": 1})],
+        markers=LC,
+    ),
+    Case(
+        "garbage-is-content",
+        "tool",
+        "longcat",
+        "<longcat_tool_call>not a call at all</longcat_tool_call>",
+        "<longcat_tool_call>not a call at all</longcat_tool_call>",
+        wellformed=False,
+    ),
+]
+LONGCAT_REASONING = [
+    Case(
+        "opened-by-template",
+        "reasoning",
+        "longcat",
+        "Cats are mammals.\n</longcat_think>\n Yes.",
+        "\n Yes.",
+        "Cats are mammals.\n",
+        kwargs={"starts_in_reasoning": True},
+        markers=("<longcat_think>", "</longcat_think>"),
+    ),
+]
+
+STEP3_MARKERS = (step3.CALLS_BEGIN, step3.CALLS_END, step3.CALL_BEGIN, step3.CALL_END,
+                 step3.SEP, step3.INVOKE, step3.INVOKE_END, step3.PARAMETER,
+                 step3.PARAMETER_END)  # fmt: skip
+
+
+def _step3(*calls: str) -> str:
+    body = "".join(f"{step3.CALL_BEGIN}function{step3.SEP}{c}{step3.CALL_END}" for c in calls)
+    return f"{step3.CALLS_BEGIN}{body}{step3.CALLS_END}"
+
+
+def _step_invoke(name: str, *params: tuple[str, str]) -> str:
+    ps = "".join(f'{step3.PARAMETER}"{k}">{v}{step3.PARAMETER_END}' for k, v in params)
+    return f'{step3.INVOKE}"{name}">{ps}{step3.INVOKE_END}'
+
+
+STEP3 = [
+    Case(
+        "typed",
+        "tool",
+        "step3",
+        "I'll check." + _step3(_step_invoke("get_weather", ("city", " Paris "), ("days", "2"))),
+        "I'll check.",
+        calls=[("get_weather", {"city": "Paris", "days": 2})],
+        tools=TYPED_TOOLS,
+        markers=STEP3_MARKERS,
+    ),
+    Case(
+        "value-with-lt",
+        "tool",
+        "step3",
+        _step3(_step_invoke("run", ("code", "a < b"))),
+        "",
+        calls=[("run", {"code": "a < b"})],
+        tools=TYPED_TOOLS,
+        markers=STEP3_MARKERS,
+    ),
+    Case(
+        "parallel",
+        "tool",
+        "step3",
+        _step3(_step_invoke("now"), "\n" + _step_invoke("get_weather", ("city", "Rome"))),
+        "",
+        calls=[("now", {}), ("get_weather", {"city": "Rome"})],
+        markers=STEP3_MARKERS,
+    ),
+    Case(
+        "another-type-is-content",
+        "tool",
+        "step3",
+        step3.CALLS_BEGIN + step3.CALL_BEGIN + "search" + step3.SEP + "x" + step3.CALL_END,
+        step3.CALL_BEGIN + "search" + step3.SEP + "x" + step3.CALL_END,
+        wellformed=False,
+    ),
+]
+
 ALL_2026: dict[str, list[Case]] = {
+    "step3": STEP3,
+    "longcat": LONGCAT,
+    "longcat-reasoning": LONGCAT_REASONING,
     "kimi_k2-reasoning": KIMI_REASONING,
     "glm45-reasoning": GLM45_REASONING,
     "seed_oss": SEED_OSS,
