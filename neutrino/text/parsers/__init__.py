@@ -23,6 +23,7 @@ reasoning parser       format
 ``glm45``              ``think``'s (GLM-4.5/4.6 write ``<think>`` themselves)
 ``longcat``            ``<longcat_think>…</longcat_think>`` (LongCat Flash Thinking)
 ``step3``              ``think``'s (Step 3's template opens ``<think>``)
+``hunyuan_a13b``       ``<think>…</think><answer>…</answer>`` (Hunyuan-A13B)
 =====================  ======================================================================
 
 =====================  ======================================================================
@@ -43,6 +44,7 @@ tool parser            format
 ``seed_oss``           ``<seed:tool_call><function=f><parameter=a>…`` (Seed-OSS)
 ``longcat``            ``<longcat_tool_call>`` JSON or key/value pairs (LongCat Flash)
 ``step3``              ``<|tool_calls_begin|>…<steptml:invoke name="f">…`` (Step 3)
+``hunyuan_a13b``       ``<tool_calls>[{"name", "arguments"}, …]</tool_calls>``
 =====================  ======================================================================
 """
 

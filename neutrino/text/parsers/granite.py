@@ -39,7 +39,7 @@ separators ("Here is my thought process:" / "Here is my response:") are not hand
 
 from __future__ import annotations
 
-from typing import Final
+from typing import ClassVar, Final
 
 from neutrino.text.parsers.base import Delta, ReasoningParser, find_first, load_call_list
 from neutrino.text.parsers.segmented import SegmentedToolParser
@@ -104,7 +104,11 @@ class GraniteToolParser(SegmentedToolParser):
 
 
 class GraniteReasoningParser(ReasoningParser):
-    """``<think>…</think><response>…</response>`` (see the module docstring)."""
+    """``<think>…</think><response>…</response>`` (see the module docstring); a subclass
+    names another wrapper (Hunyuan's ``<answer>``)."""
+
+    response_open: ClassVar[str] = RESPONSE_OPEN
+    response_close: ClassVar[str] = RESPONSE_CLOSE
 
     __slots__ = ("_buf", "_lead", "_state", "_think")
 
@@ -143,24 +147,24 @@ class GraniteReasoningParser(ReasoningParser):
                 buf = stripped
                 if not buf:
                     break  # whitespace only: wait
-                if buf.startswith(RESPONSE_OPEN):
-                    buf = buf[len(RESPONSE_OPEN) :]
+                if buf.startswith(self.response_open):
+                    buf = buf[len(self.response_open) :]
                     self._lead = []
                     self._state = _WRAPPED
                     continue
-                if RESPONSE_OPEN.startswith(buf):
+                if self.response_open.startswith(buf):
                     self._buf = buf  # what may begin <response>: wait
                     break
                 parts.append("".join(self._lead))  # no wrapper: the whitespace is content
                 self._lead = []
                 self._state = _PLAIN
             if self._state == _WRAPPED:
-                at, marker = find_first(buf, (RESPONSE_CLOSE,))
+                at, marker = find_first(buf, (self.response_close,))
                 parts.append(buf[:at])
                 if marker is None:
                     self._buf = buf[at:]
                     break
-                buf = buf[at + len(RESPONSE_CLOSE) :]
+                buf = buf[at + len(self.response_close) :]
                 self._state = _PLAIN
                 continue
             parts.append(buf)

@@ -36,6 +36,7 @@ REASONING_PARSERS: Final[Mapping[str, str]] = {
     "glm45": f"{_PKG}.think:ThinkReasoningParser",
     "longcat": f"{_PKG}.longcat:LongcatReasoningParser",
     "step3": f"{_PKG}.think:ThinkReasoningParser",
+    "hunyuan_a13b": f"{_PKG}.hunyuan:HunyuanReasoningParser",
 }
 
 TOOL_PARSERS: Final[Mapping[str, str]] = {
@@ -64,6 +65,7 @@ TOOL_PARSERS: Final[Mapping[str, str]] = {
     "seed_oss": f"{_PKG}.seed_oss:SeedOssToolParser",
     "longcat": f"{_PKG}.longcat:LongcatToolParser",
     "step3": f"{_PKG}.step3:Step3ToolParser",
+    "hunyuan_a13b": f"{_PKG}.hunyuan:HunyuanToolParser",
 }
 
 

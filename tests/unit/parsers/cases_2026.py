@@ -550,7 +550,59 @@ STEP3 = [
     ),
 ]
 
+HUNYUAN = [
+    Case(
+        "in-the-answer",
+        "tool",
+        "hunyuan_a13b",
+        '\n<tool_calls>[{"name": "get_weather", "arguments": {"city": "Boston"}}, '
+        '{"name": "now", "arguments": {}}]</tool_calls>\n',
+        "",
+        calls=[("get_weather", {"city": "Boston"}), ("now", {})],
+        markers=("<tool_calls>", "</tool_calls>"),
+    ),
+    Case(
+        "text-then-call",
+        "tool",
+        "hunyuan_a13b",
+        'Checking. <tool_calls>[{"name": "now", "arguments": {}}]</tool_calls>',
+        "Checking. ",
+        calls=[("now", {})],
+        markers=("<tool_calls>", "</tool_calls>"),
+    ),
+    Case(
+        "not-a-list-is-content",
+        "tool",
+        "hunyuan_a13b",
+        "<tool_calls>nope</tool_calls>",
+        "<tool_calls>nope</tool_calls>",
+        wellformed=False,
+    ),
+]
+HUNYUAN_REASONING = [
+    Case(
+        "think-and-answer",
+        "reasoning",
+        "hunyuan_a13b",
+        "<think>\nNeed weather.\n</think>\n<answer>\nIt is sunny.\n</answer>",
+        "\nIt is sunny.\n",
+        "\nNeed weather.\n",
+        markers=("<think>", "</think>", "<answer>", "</answer>"),
+    ),
+    Case(
+        "thinking-off",
+        "reasoning",
+        "hunyuan_a13b",
+        "<answer>\nHello.\n</answer>",
+        "\nHello.\n",
+        "",
+        markers=("<answer>", "</answer>"),
+    ),
+]
+
 ALL_2026: dict[str, list[Case]] = {
+    "hunyuan_a13b": HUNYUAN,
+    "hunyuan_a13b-reasoning": HUNYUAN_REASONING,
     "step3": STEP3,
     "longcat": LONGCAT,
     "longcat-reasoning": LONGCAT_REASONING,
