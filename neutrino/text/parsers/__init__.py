@@ -24,6 +24,7 @@ reasoning parser       format
 ``longcat``            ``<longcat_think>…</longcat_think>`` (LongCat Flash Thinking)
 ``step3``              ``think``'s (Step 3's template opens ``<think>``)
 ``hunyuan_a13b``       ``<think>…</think><answer>…</answer>`` (Hunyuan-A13B)
+``cohere_command3``    ``<|START_THINKING|>…`` then ``<|START_RESPONSE|>`` (``…4``: ``TEXT``)
 =====================  ======================================================================
 
 =====================  ======================================================================
@@ -45,6 +46,7 @@ tool parser            format
 ``longcat``            ``<longcat_tool_call>`` JSON or key/value pairs (LongCat Flash)
 ``step3``              ``<|tool_calls_begin|>…<steptml:invoke name="f">…`` (Step 3)
 ``hunyuan_a13b``       ``<tool_calls>[{"name", "arguments"}, …]</tool_calls>``
+``cohere_command3``    ``<|START_ACTION|>[{"tool_name", "parameters"}]`` (alias ``…4``)
 =====================  ======================================================================
 """
 

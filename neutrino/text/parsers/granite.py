@@ -109,12 +109,13 @@ class GraniteReasoningParser(ReasoningParser):
 
     response_open: ClassVar[str] = RESPONSE_OPEN
     response_close: ClassVar[str] = RESPONSE_CLOSE
+    think: ClassVar[type[ThinkReasoningParser]] = ThinkReasoningParser  # the reasoning's
 
     __slots__ = ("_buf", "_lead", "_state", "_think")
 
     def __init__(self, *, starts_in_reasoning: bool = False) -> None:
         super().__init__(starts_in_reasoning=starts_in_reasoning)
-        self._think = ThinkReasoningParser(starts_in_reasoning=starts_in_reasoning)
+        self._think = self.think(starts_in_reasoning=starts_in_reasoning)
         self._state = _LEAD
         self._buf = ""  # what may begin <response> (never starts with whitespace)
         # Whitespace before the wrapper, in pieces: a long run of it costs linear time.

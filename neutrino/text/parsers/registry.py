@@ -37,6 +37,8 @@ REASONING_PARSERS: Final[Mapping[str, str]] = {
     "longcat": f"{_PKG}.longcat:LongcatReasoningParser",
     "step3": f"{_PKG}.think:ThinkReasoningParser",
     "hunyuan_a13b": f"{_PKG}.hunyuan:HunyuanReasoningParser",
+    "cohere_command3": f"{_PKG}.cohere:CohereCommand3ReasoningParser",
+    "cohere_command4": f"{_PKG}.cohere:CohereCommand4ReasoningParser",
 }
 
 TOOL_PARSERS: Final[Mapping[str, str]] = {
@@ -66,6 +68,8 @@ TOOL_PARSERS: Final[Mapping[str, str]] = {
     "longcat": f"{_PKG}.longcat:LongcatToolParser",
     "step3": f"{_PKG}.step3:Step3ToolParser",
     "hunyuan_a13b": f"{_PKG}.hunyuan:HunyuanToolParser",
+    "cohere_command3": f"{_PKG}.cohere:CohereToolParser",
+    "cohere_command4": f"{_PKG}.cohere:CohereToolParser",
 }
 
 

@@ -600,7 +600,62 @@ HUNYUAN_REASONING = [
     ),
 ]
 
+_ACT = ("<|START_ACTION|>", "<|END_ACTION|>")
+COHERE = [
+    Case(
+        "parallel-actions",
+        "tool",
+        "cohere_command4",
+        '<|START_ACTION|>[\n{"tool_call_id": "0", "tool_name": "get_weather", "parameters": '
+        '{"city": "Paris"}},\n{"tool_call_id": "1", "tool_name": "now"}\n]<|END_ACTION|>',
+        "",
+        calls=[("get_weather", {"city": "Paris"}), ("now", {})],
+        markers=_ACT,
+    ),
+    Case(
+        "openai-keys-are-not-actions",
+        "tool",
+        "cohere_command3",
+        '<|START_ACTION|>[{"name": "now", "arguments": {}}]<|END_ACTION|>',
+        '<|START_ACTION|>[{"name": "now", "arguments": {}}]<|END_ACTION|>',
+        wellformed=False,
+    ),
+]
+_THINK_C = ("<|START_THINKING|>", "<|END_THINKING|>")
+COHERE_REASONING = [
+    Case(
+        "thinking-then-response",
+        "reasoning",
+        "cohere_command3",
+        "<|START_THINKING|>Easy.<|END_THINKING|><|START_RESPONSE|>Hello!<|END_RESPONSE|>",
+        "Hello!",
+        "Easy.",
+        markers=(*_THINK_C, "<|START_RESPONSE|>", "<|END_RESPONSE|>"),
+    ),
+    Case(
+        "opened-then-text",
+        "reasoning",
+        "cohere_command4",
+        "Plan: greet.<|END_THINKING|><|START_TEXT|>Hi.<|END_TEXT|>",
+        "Hi.",
+        "Plan: greet.",
+        kwargs={"starts_in_reasoning": True},
+        markers=(*_THINK_C, "<|START_TEXT|>", "<|END_TEXT|>"),
+    ),
+    Case(
+        "thinking-then-action",
+        "reasoning",
+        "cohere_command4",
+        "<|START_THINKING|>Call it.<|END_THINKING|><|START_ACTION|>[]<|END_ACTION|>",
+        "<|START_ACTION|>[]<|END_ACTION|>",
+        "Call it.",
+        markers=_THINK_C,
+    ),
+]
+
 ALL_2026: dict[str, list[Case]] = {
+    "cohere": COHERE,
+    "cohere-reasoning": COHERE_REASONING,
     "hunyuan_a13b": HUNYUAN,
     "hunyuan_a13b-reasoning": HUNYUAN_REASONING,
     "step3": STEP3,
