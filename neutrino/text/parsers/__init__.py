@@ -25,6 +25,7 @@ reasoning parser       format
 ``step3``              ``think``'s (Step 3's template opens ``<think>``)
 ``hunyuan_a13b``       ``<think>…</think><answer>…</answer>`` (Hunyuan-A13B)
 ``cohere_command3``    ``<|START_THINKING|>…`` then ``<|START_RESPONSE|>`` (``…4``: ``TEXT``)
+``olmo3``              ``think``'s (OLMo 3 Think's template opens ``<think>``)
 =====================  ======================================================================
 
 =====================  ======================================================================
@@ -47,6 +48,7 @@ tool parser            format
 ``step3``              ``<|tool_calls_begin|>…<steptml:invoke name="f">…`` (Step 3)
 ``hunyuan_a13b``       ``<tool_calls>[{"name", "arguments"}, …]</tool_calls>``
 ``cohere_command3``    ``<|START_ACTION|>[{"tool_name", "parameters"}]`` (alias ``…4``)
+``olmo3``              ``<function_calls>f(a=1)\ng()</function_calls>`` (OLMo 3)
 =====================  ======================================================================
 """
 

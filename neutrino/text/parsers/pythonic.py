@@ -32,7 +32,7 @@ from neutrino.text.parsers.arguments import literal
 from neutrino.text.parsers.base import Call, CallIds, Delta
 from neutrino.text.parsers.segmented import SegmentedToolParser
 
-__all__ = ["PYTHON_END", "PYTHON_START", "PythonicToolParser", "parse_call_list"]
+__all__ = ["PYTHON_END", "PYTHON_START", "PythonicToolParser", "dotted_name", "parse_call_list"]
 
 PYTHON_START: Final = "<|python_start|>"
 PYTHON_END: Final = "<|python_end|>"
@@ -172,7 +172,7 @@ def parse_call_list(src: str) -> tuple[list[Call], str] | None:
         for node in tree.body.elts:
             if not isinstance(node, ast.Call) or node.args:
                 return None
-            name = _dotted_name(node.func)
+            name = dotted_name(node.func)
             args: dict[str, object] = {}
             for kw in node.keywords:
                 if kw.arg is None:
@@ -210,7 +210,7 @@ def _list_end(src: str) -> int | None:
     return None
 
 
-def _dotted_name(node: ast.expr) -> str:
+def dotted_name(node: ast.expr) -> str:
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)

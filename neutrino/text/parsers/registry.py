@@ -39,6 +39,7 @@ REASONING_PARSERS: Final[Mapping[str, str]] = {
     "hunyuan_a13b": f"{_PKG}.hunyuan:HunyuanReasoningParser",
     "cohere_command3": f"{_PKG}.cohere:CohereCommand3ReasoningParser",
     "cohere_command4": f"{_PKG}.cohere:CohereCommand4ReasoningParser",
+    "olmo3": f"{_PKG}.think:ThinkReasoningParser",
 }
 
 TOOL_PARSERS: Final[Mapping[str, str]] = {
@@ -70,6 +71,7 @@ TOOL_PARSERS: Final[Mapping[str, str]] = {
     "hunyuan_a13b": f"{_PKG}.hunyuan:HunyuanToolParser",
     "cohere_command3": f"{_PKG}.cohere:CohereToolParser",
     "cohere_command4": f"{_PKG}.cohere:CohereToolParser",
+    "olmo3": f"{_PKG}.olmo3:Olmo3ToolParser",
 }
 
 

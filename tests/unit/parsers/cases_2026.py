@@ -653,7 +653,56 @@ COHERE_REASONING = [
     ),
 ]
 
+_FC = ("<function_calls>", "</function_calls>")
+OLMO3 = [
+    Case(
+        "lines",
+        "tool",
+        "olmo3",
+        "I'll look.<function_calls>get_weather(city=\"Paris\", days=2)\nnow(tz='CET', "
+        "dst=true)</function_calls>",
+        "I'll look.",
+        calls=[("get_weather", {"city": "Paris", "days": 2}), ("now", {"tz": "CET", "dst": True})],
+        markers=_FC,
+    ),
+    Case(
+        "a-string-over-lines",
+        "tool",
+        "olmo3",
+        '<function_calls>\nrun(code="""a = 1\nb = 2""")\n</function_calls>',
+        "",
+        calls=[("run", {"code": "a = 1\nb = 2"})],
+        markers=_FC,
+    ),
+    Case(
+        "commas-on-a-line",
+        "tool",
+        "olmo3",
+        "<function_calls>a(), b(x=None)</function_calls>",
+        "",
+        calls=[("a", {}), ("b", {"x": None})],
+        markers=_FC,
+    ),
+    Case(
+        "not-calls-is-content",
+        "tool",
+        "olmo3",
+        "<function_calls>import os</function_calls>",
+        "<function_calls>import os</function_calls>",
+        wellformed=False,
+    ),
+    Case(
+        "an-expression-is-not-a-literal",
+        "tool",
+        "olmo3",
+        "<function_calls>f(x=1+1)</function_calls>",
+        "<function_calls>f(x=1+1)</function_calls>",
+        wellformed=False,
+    ),
+]
+
 ALL_2026: dict[str, list[Case]] = {
+    "olmo3": OLMO3,
     "cohere": COHERE,
     "cohere-reasoning": COHERE_REASONING,
     "hunyuan_a13b": HUNYUAN,
