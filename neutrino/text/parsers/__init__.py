@@ -26,6 +26,7 @@ reasoning parser       format
 ``hunyuan_a13b``       ``<think>…</think><answer>…</answer>`` (Hunyuan-A13B)
 ``cohere_command3``    ``<|START_THINKING|>…`` then ``<|START_RESPONSE|>`` (``…4``: ``TEXT``)
 ``olmo3``              ``think``'s (OLMo 3 Think's template opens ``<think>``)
+``gemma4``             ``<|channel>thought…<channel|>`` (Gemma 4)
 =====================  ======================================================================
 
 =====================  ======================================================================
@@ -49,6 +50,8 @@ tool parser            format
 ``hunyuan_a13b``       ``<tool_calls>[{"name", "arguments"}, …]</tool_calls>``
 ``cohere_command3``    ``<|START_ACTION|>[{"tool_name", "parameters"}]`` (alias ``…4``)
 ``olmo3``              ``<function_calls>f(a=1)\ng()</function_calls>`` (OLMo 3)
+``gemma4``             ``<|tool_call>call:f{a:<|"|>x<|"|>}<tool_call|>`` (Gemma 4)
+``functiongemma``      ``<start_function_call>call:f{a:<escape>x<escape>}…``
 =====================  ======================================================================
 """
 

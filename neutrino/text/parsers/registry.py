@@ -40,6 +40,7 @@ REASONING_PARSERS: Final[Mapping[str, str]] = {
     "cohere_command3": f"{_PKG}.cohere:CohereCommand3ReasoningParser",
     "cohere_command4": f"{_PKG}.cohere:CohereCommand4ReasoningParser",
     "olmo3": f"{_PKG}.think:ThinkReasoningParser",
+    "gemma4": f"{_PKG}.gemma4:Gemma4ReasoningParser",
 }
 
 TOOL_PARSERS: Final[Mapping[str, str]] = {
@@ -72,6 +73,8 @@ TOOL_PARSERS: Final[Mapping[str, str]] = {
     "cohere_command3": f"{_PKG}.cohere:CohereToolParser",
     "cohere_command4": f"{_PKG}.cohere:CohereToolParser",
     "olmo3": f"{_PKG}.olmo3:Olmo3ToolParser",
+    "gemma4": f"{_PKG}.gemma4:Gemma4ToolParser",
+    "functiongemma": f"{_PKG}.gemma4:FunctionGemmaToolParser",
 }
 
 

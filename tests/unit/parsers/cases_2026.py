@@ -4,6 +4,7 @@ give (the streaming and API tests run them as they run ``cases.py``'s)."""
 from __future__ import annotations
 
 from neutrino.text.parsers import dsml, step3
+from neutrino.text.parsers import gemma4 as g4
 from neutrino.text.parsers import kimi_k2 as kimi
 from neutrino.text.parsers import minimax_m2 as mm
 from tests.unit.parsers.support import Case
@@ -701,7 +702,90 @@ OLMO3 = [
     ),
 ]
 
+_Q = g4.QUOTE
+_G4 = (g4.CALL_OPEN, g4.CALL_CLOSE, g4.QUOTE)
+GEMMA4 = [
+    Case(
+        "typed-values",
+        "tool",
+        "gemma4",
+        f"Checking.{g4.CALL_OPEN}call:get_weather{{city:{_Q}Tokyo, {{JP}}{_Q},days:3,"
+        f"opts:{{deep:[1,2.5,true,null]}}}}{g4.CALL_CLOSE}<|tool_response>",
+        "Checking.",
+        calls=[
+            (
+                "get_weather",
+                {"city": "Tokyo, {JP}", "days": 3, "opts": {"deep": [1, 2.5, True, None]}},
+            )
+        ],
+        markers=_G4,
+    ),
+    Case(
+        "parallel",
+        "tool",
+        "gemma4",
+        f"{g4.CALL_OPEN}call:a{{}}{g4.CALL_CLOSE}{g4.CALL_OPEN}call:b{{x:{_Q}1{_Q}}}"
+        f"{g4.CALL_CLOSE}",
+        "",
+        calls=[("a", {}), ("b", {"x": "1"})],
+        markers=_G4,
+    ),
+    Case(
+        "not-a-call-is-content",
+        "tool",
+        "gemma4",
+        f"{g4.CALL_OPEN}hello{g4.CALL_CLOSE}",
+        f"{g4.CALL_OPEN}hello{g4.CALL_CLOSE}",
+        wellformed=False,
+    ),
+]
+FUNCTIONGEMMA = [
+    Case(
+        "every-value-kept",
+        "tool",
+        "functiongemma",
+        f"{g4.FG_CALL_OPEN}call:get_weather{{city:{g4.FG_QUOTE}London{g4.FG_QUOTE},days:2,"
+        f"metric:false}}{g4.FG_CALL_CLOSE}",
+        "",
+        calls=[("get_weather", {"city": "London", "days": 2, "metric": False})],
+        markers=(g4.FG_CALL_OPEN, g4.FG_CALL_CLOSE, g4.FG_QUOTE),
+    ),
+    Case(
+        "unclosed-is-read-as-closed",
+        "tool",
+        "functiongemma",
+        f"Sure.{g4.FG_CALL_OPEN}call:now{{}}",
+        "Sure.",
+        calls=[("now", {})],
+        markers=(g4.FG_CALL_OPEN, g4.FG_CALL_CLOSE),
+    ),
+]
+_G4_THINK = ("<|channel>thought\n", "<channel|>")
+GEMMA4_REASONING = [
+    Case(
+        "thought-channel",
+        "reasoning",
+        "gemma4",
+        "<|channel>thought\nNeed weather.<channel|>It is sunny.",
+        "It is sunny.",
+        "Need weather.",
+        markers=_G4_THINK,
+    ),
+    Case(
+        "ended-by-a-call",
+        "reasoning",
+        "gemma4",
+        f"<|channel>thought\nCall it.{g4.CALL_OPEN}call:a{{}}{g4.CALL_CLOSE}",
+        f"{g4.CALL_OPEN}call:a{{}}{g4.CALL_CLOSE}",
+        "Call it.",
+        markers=_G4_THINK,
+    ),
+]
+
 ALL_2026: dict[str, list[Case]] = {
+    "gemma4": GEMMA4,
+    "functiongemma": FUNCTIONGEMMA,
+    "gemma4-reasoning": GEMMA4_REASONING,
     "olmo3": OLMO3,
     "cohere": COHERE,
     "cohere-reasoning": COHERE_REASONING,
