@@ -18,6 +18,7 @@ from neutrino.text.parsers import (
     ToolCallDelta,
     ToolParser,
     UnknownParser,
+    dsml,
     parse_reasoning,
     parse_tools,
     reasoning_parser,
@@ -240,6 +241,18 @@ def _big(n: int) -> dict[str, tuple[str, str]]:
         "qwen3_coder": (
             "t",
             "<tool_call>\n<function=w>\n" + "<parameter=p>x\n" * (n // 15) + "</function>",
+        ),
+        "deepseek_v32": (
+            "t",
+            f'{dsml.BLOCK_OPEN}{dsml.INVOKE}"w">{dsml.PARAMETER}"c" '
+            f'string="false">{args}{dsml.PARAMETER_END}{dsml.INVOKE_END}'
+            f"{dsml.BLOCK_CLOSE}",
+        ),
+        "gemma4": ("t", f'<|tool_call>call:w{{code:<|"|>{args}<|"|>}}<tool_call|>'),
+        "olmo3": ("t", f"<function_calls>w(code={args!r})</function_calls>"),
+        "cohere_command4": (
+            "t",
+            f'<|START_ACTION|>[{{"tool_name": "w", "parameters": {args}}}]<|END_ACTION|>',
         ),
         "minimax_m2": (
             "t",
