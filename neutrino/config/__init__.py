@@ -104,6 +104,11 @@ class ModelConfig:
     tokenizers: Mapping[str, str] = field(default_factory=dict)
     # Model name -> a Jinja chat template file replacing the family's (vLLM's --chat-template).
     chat_templates: Mapping[str, str] = field(default_factory=dict)
+    # Model name -> its Hugging Face model folder, which is then enough: its tokenizer, its
+    # chat template (tokenizer_config.json or chat_template.jinja), EOS ids and sampling
+    # defaults (generation_config.json) and, when the name matches no family, the family its
+    # config.json's model_type names (neutrino.text.model_folder). The keys above override.
+    models: Mapping[str, str] = field(default_factory=dict)
     # Model name -> a bare tiktoken rank file with its pattern and special tokens
     # ({ file, pattern, special_tokens }; neutrino.text.tiktoken_files), checked at load.
     tiktoken: Mapping[str, TiktokenFile] = field(default_factory=dict)
@@ -552,6 +557,9 @@ def _check_model_files(model: ModelConfig) -> None:
     for name, path in model.chat_templates.items():
         if not path or not Path(path).expanduser().is_file():
             raise ConfigError(f"model.chat_templates: {name!r}: no such file {path!r}")
+    for name, path in model.models.items():
+        if not path or not (Path(path).expanduser() / "tokenizer.json").is_file():
+            raise ConfigError(f"model.models: {name!r}: no tokenizer.json in folder {path!r}")
 
 
 def from_mapping(data: Mapping[str, object]) -> Config:

@@ -117,11 +117,14 @@ class Draft:
         if self.tools or self.tool_choice is not AUTO_TOOLS or not self.parallel_tool_calls:
             tools = ToolUse(self.tools, self.tool_choice, self.parallel_tool_calls)
         sampling = self.sampling
+        params = _DEFAULT_SAMPLING
+        if sampling:  # what the client gave, and that it gave it
+            params = SamplingParams(**sampling, given=frozenset(sampling))  # type: ignore[arg-type]
         req = GenerateRequest(  # positional: the fields' order (GenerateRequest's)
             self.request_id,
             self.model,
             prompt,
-            SamplingParams(**sampling) if sampling else _DEFAULT_SAMPLING,  # type: ignore[arg-type]
+            params,
             stops,
             output,
             tools,
@@ -160,6 +163,6 @@ class Draft:
         return TextPrompt(self.prompt_text, self.prompt_ids, self.echo)
 
 
-_DEFAULT_SAMPLING = SamplingParams()
+_DEFAULT_SAMPLING = SamplingParams(given=frozenset())
 _NO_STOPS = StopRules()
 _NO_RULES = OutputRules()

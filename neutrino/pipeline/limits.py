@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import msgspec
+
 from neutrino.config import LimitsConfig
 from neutrino.engine.messages import ModelInfo, Sampling
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.models import ModelText
 from neutrino.pipeline.prompt import context_error
 from neutrino.pipeline.request import GenerateRequest
+from neutrino.pipeline.sampling import SamplingParams
 
 
 def figures_per_token(req: GenerateRequest) -> int:
@@ -64,6 +67,15 @@ def _max_tokens(req: GenerateRequest, room: int, limits: LimitsConfig) -> int:
     return max_tokens
 
 
+def model_defaults(s: SamplingParams, defaults: Mapping[str, float]) -> SamplingParams:
+    """``s`` with the model's own sampling defaults where its client gave none."""
+    given = s.given
+    if given is None:
+        return s
+    fill = {k: v for k, v in defaults.items() if k not in given}
+    return msgspec.structs.replace(s, **fill) if fill else s
+
+
 def sampling(
     req: GenerateRequest, text: ModelText, info: ModelInfo, n_prompt: int, limits: LimitsConfig
 ) -> Sampling:
@@ -78,6 +90,8 @@ def sampling(
     if info.max_output_tokens:
         room = min(room, info.max_output_tokens)
     s = req.sampling
+    if text.defaults:
+        s = model_defaults(s, text.defaults)
     if s.logit_bias:
         _check_bias(s.logit_bias, text.tokenizer.vocab_size)
     max_tokens = _max_tokens(req, room, limits)

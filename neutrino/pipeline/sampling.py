@@ -44,6 +44,9 @@ class SamplingParams(msgspec.Struct, frozen=True, gc=False):
     logit_bias: Mapping[int, float] | None = None
     logprobs: bool = False
     top_logprobs: int = 0
+    # The fields the client gave (None: all of them): the model's own defaults (its
+    # folder's generation_config.json) fill the others.
+    given: frozenset[str] | None = None
 
 
 class StopRules(msgspec.Struct, frozen=True, gc=False):

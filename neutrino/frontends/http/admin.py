@@ -127,6 +127,9 @@ class AdminRoutes:
         else:
             card["status"] = "loading" if "loading" in states else "unloaded"
         card["engines"] = [{"name": e, "status": state.name.lower()} for e, state in engines]
+        served = self.orch.texts.card(name)  # a model served from its own folder
+        if served is not None:
+            card["neutrino"] = served
         return card
 
     async def load_model(self, request: web.Request) -> web.Response:
