@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import openai
 import pytest
 
@@ -38,9 +39,9 @@ TOOLS: Any = [
 CONFIG = """
 [model]
 tool_parsers = { "qwen2.5-mock" = "kimi_k2", "minimax-mock" = "minimax_m2", \
-"dsml-mock" = "deepseek_v32" }
+"dsml-mock" = "deepseek_v32", "seed-mock" = "seed_oss" }
 reasoning_parsers = { "llama3.2-mock" = "mistral", "minimax-mock" = "minimax_m2", \
-"dsml-mock" = "deepseek_v3" }
+"dsml-mock" = "deepseek_v3", "seed-mock" = "seed_oss" }
 """
 DSML_REPLY = (
     f'<think>Two calls.</think>Calling.\n\n{dsml.BLOCK_OPEN}\n{dsml.INVOKE}"get_weather">\n'
@@ -48,8 +49,15 @@ DSML_REPLY = (
     f'{dsml.PARAMETER}"days" string="false">3{dsml.PARAMETER_END}\n{dsml.INVOKE_END}\n'
     f'{dsml.INVOKE}"get_time">\n{dsml.INVOKE_END}\n{dsml.BLOCK_CLOSE}'
 )
+MINIMAX_THINKING = "\nThe user wants Zürich's weather for 3 days.\n"
+SEED_REPLY = (
+    "<seed:think>Weather, then time.</seed:think>Checking.\n<seed:tool_call>\n"
+    "<function=get_weather>\n<parameter=city>Zürich</parameter>\n<parameter=days>3</parameter>"
+    "\n</function>\n</seed:tool_call><seed:tool_call>\n<function=get_time>\n</function>\n"
+    "</seed:tool_call>"
+)
 MINIMAX_REPLY = (
-    "<think>\nThe user wants Zürich's weather for 3 days.\n</think>\n\nLooking it up."
+    f"<think>{MINIMAX_THINKING}</think>\n\nLooking it up."
     '\n<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Zürich'
     '</parameter>\n<parameter name="days">3</parameter>\n</invoke>\n<invoke name="get_time">'
     "\n</invoke>\n</minimax:tool_call>"
@@ -74,11 +82,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeutrinoProc]:
     work: Path = tmp_path_factory.mktemp("kimi")
     script = work / "script.json"
     rules = [{"match": "minimax", "reply": MINIMAX_REPLY}, {"match": "dsml", "reply": DSML_REPLY},
+             {"match": "seed:", "reply": SEED_REPLY},
              {"match": "weather", "reply": REPLY},
              {"match": "think", "reply": THINKING}]  # fmt: skip
     script.write_text(json.dumps({"rules": rules}))
     names = ("qwen2.5-mock:qwen2:32768", "llama3.2-mock:llama3:131072",
-             "minimax-mock:qwen2:32768", "dsml-mock:qwen2:32768")  # fmt: skip
+             "minimax-mock:qwen2:32768", "dsml-mock:qwen2:32768",
+             "seed-mock:qwen2:32768")  # fmt: skip
     models = [arg for name in names for arg in ("--model", name)]
     mock = MockIE(work, "--script", str(script), *models)
     with serving(mock.start(), NeutrinoProc(work, "--engine", mock.socket, config=CONFIG)) as s:
@@ -173,3 +183,33 @@ def test_deepseek_v32_dsml_calls_streamed_and_not(server: NeutrinoProc) -> None:
     assert (streamed.reasoning, streamed.content) == (msg.reasoning_content, msg.content)
     assert [(c.name, json.loads(c.arguments)) for c in streamed.calls] == calls
     assert "DSML" not in streamed.content and streamed.finish_reason == "tool_calls"
+
+
+@pytest.mark.parametrize(
+    ("model", "prompt", "thinking"),
+    [
+        ("minimax-mock", "minimax: weather in Zürich?", MINIMAX_THINKING),
+        ("dsml-mock", "dsml: weather in Zürich?", "Two calls."),
+        ("seed-mock", "seed: weather in Zürich?", "Weather, then time."),
+    ],
+)  # fmt: skip
+def test_new_formats_through_the_anthropic_sdk(
+    server: NeutrinoProc, model: str, prompt: str, thinking: str
+) -> None:
+    """Messages API: the thinking block, the text before the calls, and tool_use blocks with
+    typed inputs, whole and streamed."""
+    client = anthropic.Anthropic(base_url=server.base_url, api_key="x", max_retries=0)
+    tools: Any = [{"name": t["function"]["name"], "input_schema": t["function"]["parameters"]}
+                  for t in MINIMAX_TOOLS]  # fmt: skip
+    ask: Any = {"model": model, "max_tokens": 400, "tools": tools,
+                "messages": [{"role": "user", "content": prompt}]}  # fmt: skip
+    msg = client.messages.create(**ask)
+    assert [b.type for b in msg.content] == ["thinking", "text", "tool_use", "tool_use"]
+    assert msg.content[0].type == "thinking" and msg.content[0].thinking == thinking
+    uses = [(b.name, b.input) for b in msg.content if b.type == "tool_use"]
+    assert uses == [("get_weather", {"city": "Zürich", "days": 3}), ("get_time", {})]
+    assert msg.stop_reason == "tool_use"
+    with client.messages.stream(**ask) as stream:
+        final = stream.get_final_message()
+    assert [(b.name, b.input) for b in final.content if b.type == "tool_use"] == uses
+    assert final.content[0].type == "thinking" and final.content[0].thinking == thinking
