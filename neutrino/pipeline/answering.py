@@ -16,18 +16,27 @@ from neutrino.pipeline.output import OutputParser
 from neutrino.pipeline.request import GenerateRequest, TextPrompt
 from neutrino.pipeline.state import Lifecycle
 from neutrino.pipeline.text_stream import TextStream
-from neutrino.text.parsers import CallIds
+from neutrino.text.parsers import CallIds, reasoning_parser
 from neutrino.text.parsers.forced import ForcedToolParser
 from neutrino.text.tool_call_ids import alnum9_ids
 
 
-def opens_think(text: ModelText, prompt: list[int]) -> bool:
-    """Whether the rendered chat prompt ends inside a ``<think>`` block, so that the model's
-    output starts with reasoning. Templates decide it per request: DeepSeek-R1's ends its
-    generation prompt with ``<think>\\n`` but not after a tool result, DeepSeek-V3.1's
-    writes ``<think>`` only in thinking mode (``thinking`` true)."""
-    tail = text.tokenizer.decode(prompt[-8:], skip_special=False)
-    return tail.rstrip().endswith("<think>")
+def opens_think(text: ModelText, prompt: list[int], opening: str = "<think>") -> bool:
+    """Whether the rendered chat prompt ends inside a reasoning block (``opening``: the
+    format's own, ``<think>``, ``<seed:think>``, ``<|START_THINKING|>`` …), so that the
+    model's output starts with reasoning. Templates decide it per request: DeepSeek-R1's
+    ends its generation prompt with ``<think>\\n`` but not after a tool result,
+    DeepSeek-V3.1's writes ``<think>`` only in thinking mode (``thinking`` true)."""
+    tail = text.tokenizer.decode(prompt[-16:], skip_special=False)
+    return tail.rstrip().endswith(opening)
+
+
+def _opened(text: ModelText, prompt: list[int], name: str | None) -> bool:
+    """Whether the template opened the reasoning block of the parser named ``name``."""
+    if name is None:
+        return False
+    opening = reasoning_parser(name).opening()
+    return opening is not None and opens_think(text, prompt, opening)
 
 
 def parser_for(
@@ -56,7 +65,7 @@ def parser_for(
         tools=tools,
         offered_tools=offered,
         reasoning_format=req.output.reasoning_format,
-        starts_in_reasoning=family.reasoning_parser is not None and opens_think(text, prompt),
+        starts_in_reasoning=_opened(text, prompt, family.reasoning_parser),
         id_prefix=id_prefix,
         token_count=lambda s: len(tokenizer.encode(s)),
         parallel_tool_calls=req.tools.parallel,

@@ -77,18 +77,30 @@ TOOLS: Any = [
 MODELS = {name: f"fmt{i}-mock" for i, name in enumerate(sorted(FORMATS))}
 
 
+# A template that opens LongCat's reasoning block itself, as the Thinking checkpoints' do.
+OPENING = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "<|im_start|>assistant\n<longcat_think>\n"
+)
+OPENED = "opened-mock"
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NeutrinoProc]:
     work: Path = tmp_path_factory.mktemp("formats")
     script = work / "script.json"
     rules = [{"match": f"fmt-{name}:", "reply": f.reply} for name, f in FORMATS.items()]
+    rules.append({"match": "opened:", "reply": "Cats purr.\n</longcat_think>\nYes."})
     script.write_text(json.dumps({"rules": rules}))
+    (work / "opening.jinja").write_text(OPENING)
     models = [arg for name in FORMATS for arg in ("--model", f"{MODELS[name]}:qwen2:32768")]
+    models += ["--model", f"{OPENED}:qwen2:32768"]
     tools = ", ".join(f'"{MODELS[n]}" = "{f.tool_parser}"' for n, f in FORMATS.items())
     reasoning = ", ".join(f'"{MODELS[n]}" = "{f.reasoning_parser}"' for n, f in FORMATS.items())
     families = ", ".join(f'"{m}" = "qwen2.5"' for m in MODELS.values())
     config = (f"[model]\nfamilies = {{ {families} }}\ntool_parsers = {{ {tools} }}\n"
-              f"reasoning_parsers = {{ {reasoning} }}\n")  # fmt: skip
+              f'reasoning_parsers = {{ {reasoning}, "{OPENED}" = "longcat" }}\n'
+              f'chat_templates = {{ "{OPENED}" = "{work / "opening.jinja"}" }}\n')  # fmt: skip
     mock = MockIE(work, "--script", str(script), *models)
     with serving(mock.start(), NeutrinoProc(work, "--engine", mock.socket, config=config)) as s:
         yield s
@@ -110,3 +122,14 @@ def test_each_format_whole_and_streamed(server: NeutrinoProc, name: str) -> None
     assert (streamed.reasoning, streamed.content) == (want.reasoning, want.content)
     assert [(c.name, json.loads(c.arguments)) for c in streamed.calls] == want.calls
     assert streamed.finish_reason == "tool_calls"
+
+
+def test_a_block_the_template_opened_is_reasoning(server: NeutrinoProc) -> None:
+    """The prompt ends inside <longcat_think>: the answer starts in the reasoning, which
+    only its close marker ends (the format's own opening, not <think>, is looked for)."""
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="x", max_retries=0)
+    ask: Any = {"model": OPENED, "messages": [{"role": "user", "content": "opened: cats?"}]}
+    msg: Any = client.chat.completions.create(**ask).choices[0].message
+    assert (msg.reasoning_content, msg.content) == ("Cats purr.\n", "\nYes.")
+    streamed = accumulate(client.chat.completions.create(**ask, stream=True))
+    assert (streamed.reasoning, streamed.content) == ("Cats purr.\n", "\nYes.")

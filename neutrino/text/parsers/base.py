@@ -96,6 +96,12 @@ class ReasoningParser(abc.ABC):
         #: True when the chat template already opened the reasoning block in the prompt.
         self.starts_in_reasoning = starts_in_reasoning
 
+    @classmethod
+    def opening(cls) -> str | None:
+        """The marker a prompt ends with when its template opened the reasoning block
+        (None: the format has no such opening)."""
+        return None
+
     @abc.abstractmethod
     def feed(self, text: str) -> Delta:
         """Reasoning and/or content made final by this chunk."""

@@ -113,6 +113,10 @@ class GraniteReasoningParser(ReasoningParser):
 
     __slots__ = ("_buf", "_lead", "_state", "_think")
 
+    @classmethod
+    def opening(cls) -> str | None:
+        return cls.think.opening()
+
     def __init__(self, *, starts_in_reasoning: bool = False) -> None:
         super().__init__(starts_in_reasoning=starts_in_reasoning)
         self._think = self.think(starts_in_reasoning=starts_in_reasoning)

@@ -47,6 +47,10 @@ class ThinkReasoningParser(ReasoningParser):
 
     __slots__ = ("_buf", "_markers", "_state")
 
+    @classmethod
+    def opening(cls) -> str | None:
+        return cls.open_marker.strip()
+
     def __init__(self, *, starts_in_reasoning: bool = False) -> None:
         super().__init__(starts_in_reasoning=starts_in_reasoning)
         self._state = _INSIDE if starts_in_reasoning else _BEFORE

@@ -285,3 +285,16 @@ def test_streaming_cost_is_linear() -> None:
         t_small = _stream_time(kind, name, text)
         t_large = _stream_time(kind, name, large[name][1])
         assert t_large < 9 * t_small + 0.02, (name, t_small, t_large)
+
+
+@pytest.mark.parametrize(
+    ("name", "opening"),
+    [("think", "<think>"), ("seed_oss", "<seed:think>"), ("longcat", "<longcat_think>"),
+     ("cohere_command4", "<|START_THINKING|>"), ("gemma4", "<|channel>thought"),
+     ("granite", "<think>"), ("hunyuan_a13b", "<think>"), ("mistral", "[THINK]"),
+     ("harmony", None)],
+)  # fmt: skip
+def test_each_reasoning_format_names_the_opening_a_template_may_write(
+    name: str, opening: str | None
+) -> None:
+    assert reasoning_parser(name).opening() == opening
