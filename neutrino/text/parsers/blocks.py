@@ -19,7 +19,7 @@ from neutrino.text.parsers.segmented import SegmentedToolParser
 
 __all__ = ["BlockToolParser"]
 
-_TEXT, _BLOCK = 0, 1
+_TEXT, _BLOCK, _BARE = 0, 1, 2
 
 
 class BlockToolParser(SegmentedToolParser):
@@ -28,9 +28,12 @@ class BlockToolParser(SegmentedToolParser):
     block_open: ClassVar[str]
     block_close: ClassVar[str]
     #: Whether a block still open at the end of the stream is parsed as if closed (vLLM's
-    #: hermes and qwen3_coder parsers read it so); if not, or if it does not parse, it is
-    #: dropped.
+    #: hermes and qwen3_coder parsers read it so); if not, or if it does not parse, its text
+    #: is content.
     unclosed_calls: ClassVar[bool] = True
+    #: An element that is a block's body by itself, written without the block's markers
+    #: (``(open, close)``: Qwen3-Coder's ``<function=…>…</function>``); None: none is.
+    bare: ClassVar[tuple[str, str] | None] = None
 
     __slots__ = ()
 
@@ -41,25 +44,51 @@ class BlockToolParser(SegmentedToolParser):
     def _scan(self, out: Delta, buf: str) -> str:
         while buf:
             if self._state == _TEXT:
-                buf, found = self._segments.until(out, buf, self.block_open)
+                buf, found = self._open(out, buf)
                 if not found:
                     break
-                self._open_block()
-                self._state = _BLOCK
                 continue
-            buf, found = self._take_until(buf, self.block_close)
+            bare = self._state == _BARE
+            closing = self.bare[1] if bare and self.bare is not None else self.block_close
+            buf, found = self._take_until(buf, closing)
             if not found:
                 break
-            self._close(out, self.block_close)
+            if bare:
+                self._raw.append(closing)
+                body = "".join(self._raw)
+                self._state = _TEXT
+                self._end_block(out, self._parse_block(body), (body,))
+            else:
+                self._close(out, self.block_close)
         return buf
 
+    def _open(self, out: Delta, buf: str) -> tuple[str, bool]:
+        """Content up to the next block (or bare element), which is then open."""
+        if self.bare is None:
+            buf, found = self._segments.until(out, buf, self.block_open)
+            if found:
+                self._open_block()
+                self._state = _BLOCK
+            return buf, found
+        buf, marker = self._segments.until_first(out, buf, (self.block_open, self.bare[0]))
+        if marker == self.block_open:
+            self._open_block()
+            self._state = _BLOCK
+        elif marker is not None:  # the element's own marker is part of its body
+            self._open_block(marker)
+            self._state = _BARE
+        return buf, marker is not None
+
     def _cut(self, out: Delta) -> None:
+        bare = self._state == _BARE
+        closing = self.bare[1] if bare and self.bare is not None else self.block_close
         raw = self._raw
-        if raw and raw[-1] and self.block_close.startswith(raw[-1]):
+        if raw and raw[-1] and closing.startswith(raw[-1]):
             raw = raw[:-1]  # the start of the closing marker, held back when the stream ended
         calls = self._parse_block("".join(raw)) if self.unclosed_calls else None
         if calls is None:  # no call: the block as written is content, its marker too
-            self._raw.insert(0, self.block_open)
+            if not bare:
+                self._raw.insert(0, self.block_open)
             self._fail(out)
             return
         self._state = _TEXT

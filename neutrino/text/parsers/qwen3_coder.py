@@ -41,9 +41,10 @@ run just before a call is dropped); text after a call is dropped (the README's r
 that is not a sequence of functions (JSON, a bare text, a function without a name) is content
 verbatim, markers included (after a call: dropped); a block still open at the end of the
 stream is parsed as if closed, as vLLM's ``qwen3_coder`` parser reads it, and if it does not
-parse it is no call and its text is content (after a call: dropped). ``<function=…>``
-outside a ``<tool_call>`` block is content (vLLM's non-streamed fallback reads it as a call;
-SGLang's detector needs the block).
+parse it is no call and its text is content (after a call: dropped). A whole
+``<function=…>…</function>`` written without its ``<tool_call>`` block is a call too (as
+vLLM's parser reads it; models drop the wrapper now and then); one left open at the end of
+the stream is read as if closed.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class Qwen3CoderToolParser(BlockToolParser):
 
     block_open = OPEN
     block_close = CLOSE
+    bare = (FUNCTION, FUNCTION_END)  # a call written without its <tool_call> block
 
     __slots__ = ("_schemas",)
 

@@ -35,6 +35,7 @@ class SeedOssToolParser(Qwen3CoderToolParser):
 
     block_open = BLOCK_OPEN
     block_close = BLOCK_CLOSE
+    bare = None  # vLLM's seed_oss parser needs the block
 
     __slots__ = ()
 

@@ -782,7 +782,50 @@ GEMMA4_REASONING = [
     ),
 ]
 
+_QCM = ("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>")
+QWEN3_CODER_BARE = [
+    Case(
+        "a-call-without-its-block",
+        "tool",
+        "qwen3_coder",
+        "Checking.\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+        "<parameter=days>\n2\n</parameter>\n</function>",
+        "Checking.\n",
+        calls=[("get_weather", {"city": "Paris", "days": 2})],
+        tools=TYPED_TOOLS,
+        markers=_QCM,
+    ),
+    Case(
+        "a-bare-call-then-a-block",
+        "tool",
+        "qwen3_coder",
+        "<function=now>\n</function>\n<tool_call>\n<function=now>\n</function>\n</tool_call>",
+        "",
+        calls=[("now", {}), ("now", {})],
+        markers=_QCM,
+    ),
+    Case(
+        "a-bare-call-left-open",
+        "tool",
+        "qwen3_coder",
+        "<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n</func",
+        "",
+        calls=[("get_weather", {"city": "Oslo"})],
+        tools=TYPED_TOOLS,
+        markers=_QCM,
+    ),
+    Case(
+        "a-bare-element-without-a-name-is-content",
+        "tool",
+        "qwen3_coder",
+        "See <function=>x</function> here.",
+        "See <function=>x</function> here.",
+        wellformed=False,
+    ),
+]
+
 ALL_2026: dict[str, list[Case]] = {
+    "qwen3_coder-bare": QWEN3_CODER_BARE,
     "gemma4": GEMMA4,
     "functiongemma": FUNCTIONGEMMA,
     "gemma4-reasoning": GEMMA4_REASONING,
