@@ -52,7 +52,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import ClassVar, Final
 
 from neutrino.text.parsers.arguments import parameter_schemas, python_literal
 from neutrino.text.parsers.base import Call, CallIds, load_json
@@ -96,7 +96,8 @@ class Qwen3CoderToolParser(BlockToolParser):
 
     block_open = OPEN
     block_close = CLOSE
-    bare = (FUNCTION, FUNCTION_END)  # a call written without its <tool_call> block
+    # A call written without its <tool_call> block.
+    bare: ClassVar[tuple[str, str] | None] = (FUNCTION, FUNCTION_END)
 
     __slots__ = ("_schemas",)
 
