@@ -24,7 +24,7 @@ import aiohttp
 from neutrino.backoff import Backoff
 from neutrino.config import DiscoveryConfig
 from neutrino.registration import etcd_api as api
-from neutrino.registration.loop import keep_registered
+from neutrino.registration.loop import halt, keep_registered
 from neutrino.registration.record import Source
 from neutrino.registration.state import Registration
 
@@ -149,11 +149,7 @@ class EtcdRegistrar:
 
     async def _halt(self) -> None:
         task, self._task = self._task, None
-        if task is None:
-            return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await halt("etcd", task)
 
     async def _run(self) -> None:
         await keep_registered(

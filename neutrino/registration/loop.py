@@ -64,3 +64,18 @@ async def _register(
         delay, note = state.failed(error)
         emit(log, name, note, unexpected)
         await asyncio.sleep(delay)
+
+
+HALT_TIMEOUT_S = 5.0  # how long a stop waits for the cancelled loop to end
+
+
+async def halt(name: str, task: asyncio.Task[None] | None) -> None:
+    """Cancel the registration loop ``task`` and wait for it to end, at most
+    ``HALT_TIMEOUT_S`` (a call the cancel does not reach cannot hold a stop)."""
+    if task is None or task.done():
+        return
+    task.cancel()
+    await asyncio.wait({task}, timeout=HALT_TIMEOUT_S)
+    if not task.done():
+        log.warning("%s: the registration loop did not end within %.0f s of its cancel", name,
+                    HALT_TIMEOUT_S)  # fmt: skip

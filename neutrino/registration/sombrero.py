@@ -22,7 +22,7 @@ import grpc.aio
 
 from neutrino.backoff import Backoff
 from neutrino.config import SombreroConfig
-from neutrino.registration.loop import keep_registered
+from neutrino.registration.loop import halt, keep_registered
 from neutrino.registration.record import InstanceRecord, Source
 from neutrino.registration.state import Registration
 from neutrino.registration.wire import pb, pb_grpc, record_to_pb, report_to_pb
@@ -133,11 +133,7 @@ class SombreroRegistrar:
 
     async def _halt(self) -> None:
         task, self._task = self._task, None
-        if task is None:
-            return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await halt("sombrero", task)
 
     async def _close(self) -> None:
         channel, self._channel = self._channel, None
