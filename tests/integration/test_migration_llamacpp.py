@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from tests.support.procs import REPO, NeutrinoProc, _env, wait_for
+from tests.support.streams import read_stream
 
 pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
 
@@ -81,16 +82,7 @@ def _stream(client: openai.OpenAI, pieces: list[str]) -> dict[str, Any]:
         model=MODEL, messages=MESSAGES, max_tokens=TOKENS, temperature=0, stream=True,
         logprobs=True, stream_options={"include_usage": True},
     )  # fmt: skip
-    tokens: list[str] = []
-    ids, usage = set(), None
-    for c in chunks:
-        ids.add(c.id)
-        usage = c.usage or usage
-        if c.choices and c.choices[0].logprobs and c.choices[0].logprobs.content:
-            tokens += [t.token for t in c.choices[0].logprobs.content]
-        if c.choices and c.choices[0].delta.content:
-            pieces.append(c.choices[0].delta.content)
-    return {"text": "".join(pieces), "tokens": tokens, "ids": ids, "usage": usage}
+    return read_stream(chunks, pieces)
 
 
 def test_a_greedy_answer_moved_mid_stream_equals_an_unbroken_run(

@@ -23,6 +23,7 @@ import pytest
 
 from tests.support.procs import REPO, NeutrinoProc, free_port, wait_for
 from tests.support.real_model import post_json
+from tests.support.streams import read_stream
 
 VLLM_PY = REPO / ".venv-vllm" / "bin" / "python"
 MODEL = "smollm2-tiny-random"
@@ -279,16 +280,7 @@ def _stream(client: openai.OpenAI, pieces: list[str], **extra: Any) -> dict[str,
         max_tokens=48, temperature=0, stream=True, logprobs=True,
         stream_options={"include_usage": True}, extra_body={"ignore_eos": True}, **extra,
     )  # fmt: skip
-    tokens: list[str] = []
-    ids, usage = set(), None
-    for c in chunks:
-        ids.add(c.id)
-        usage = c.usage or usage
-        if c.choices and c.choices[0].logprobs and c.choices[0].logprobs.content:
-            tokens += [t.token for t in c.choices[0].logprobs.content]
-        if c.choices and c.choices[0].delta.content:
-            pieces.append(c.choices[0].delta.content)
-    return {"text": "".join(pieces), "tokens": tokens, "ids": ids, "usage": usage}
+    return read_stream(chunks, pieces)
 
 
 def test_a_greedy_answer_moved_from_a_killed_vllm_engine_goes_on(

@@ -9,7 +9,7 @@ from neutrino.text.parsers import kimi_k2 as kimi
 from neutrino.text.parsers import qwen3_coder as qc
 from tests.unit.parsers.cases_2026 import ALL_2026
 from tests.unit.parsers.cases_after_calls import AFTER_CALLS
-from tests.unit.parsers.support import Case, tools
+from tests.unit.parsers.support import TYPED_TOOLS, Case, tools
 
 THINK_MARKERS = ("<think>", "</think>")
 HERMES_MARKERS = ("<tool_call>", "</tool_call>")
@@ -1189,31 +1189,7 @@ _QC_MARKERS = (
     qc.PARAMETER,
     qc.PARAMETER_END,
 )
-_QC_PROPERTIES = {
-    "city": {"type": "string"},
-    "days": {"type": "integer"},
-    "scale": {"type": "number"},
-    "strict": {"type": "boolean"},
-    "tags": {"type": "array"},
-    "filter": {"type": "object"},
-    "limit": {"type": ["integer", "null"]},
-}
-QWEN3_CODER_TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {"type": "object", "properties": _QC_PROPERTIES},
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "run",
-            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}},
-        },
-    },
-]
+QWEN3_CODER_TOOLS = TYPED_TOOLS
 
 
 def _qc_call(name: str, *params: tuple[str, str]) -> str:

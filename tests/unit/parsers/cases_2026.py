@@ -7,35 +7,10 @@ from neutrino.text.parsers import dsml, step3
 from neutrino.text.parsers import gemma4 as g4
 from neutrino.text.parsers import kimi_k2 as kimi
 from neutrino.text.parsers import minimax_m2 as mm
-from tests.unit.parsers.support import Case
+from tests.unit.parsers.support import TYPED_TOOLS, Case
 
 MM_MARKERS = (mm.BLOCK_OPEN, mm.BLOCK_CLOSE, mm.INVOKE, mm.INVOKE_END, mm.PARAMETER,
               mm.PARAMETER_END)  # fmt: skip
-_PROPERTIES = {
-    "city": {"type": "string"},
-    "days": {"type": "integer"},
-    "scale": {"type": "number"},
-    "strict": {"type": "boolean"},
-    "tags": {"type": "array"},
-    "filter": {"type": "object"},
-    "limit": {"type": ["integer", "null"]},
-}
-TYPED_TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "parameters": {"type": "object", "properties": _PROPERTIES},
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "run",
-            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}},
-        },
-    },
-]
 
 
 def _mm_invoke(name: str, *params: tuple[str, str]) -> str:

@@ -16,6 +16,35 @@ def tools(*names: str) -> list[dict[str, Any]]:
     return [{"type": "function", "function": {"name": n, "parameters": {}}} for n in names]
 
 
+# Tools whose parameters are typed every way the XML formats type values (qwen3_coder,
+# minimax_m2, seed_oss, step3, DSML and the others' cases).
+_TYPED_PROPERTIES = {
+    "city": {"type": "string"},
+    "days": {"type": "integer"},
+    "scale": {"type": "number"},
+    "strict": {"type": "boolean"},
+    "tags": {"type": "array"},
+    "filter": {"type": "object"},
+    "limit": {"type": ["integer", "null"]},
+}
+TYPED_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": _TYPED_PROPERTIES},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "run",
+            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}},
+        },
+    },
+]
+
+
 @dataclass(frozen=True)
 class Case:
     """A raw model output and what it must parse to."""
