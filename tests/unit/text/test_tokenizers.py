@@ -200,6 +200,27 @@ R1_IDS = {
     "<｜tool▁calls▁begin｜>": 128806,
 }
 V31_IDS = {**R1_IDS, "<｜search▁begin｜>": 128796, "<｜search▁end｜>": 128797}
+# DeepSeek-V3.2: V3.1's, with three placeholders renamed for its DSML tool calls.
+V32_IDS = {**V31_IDS, "｜DSML｜": 128793, "<dsml:": 128794, "</dsml:": 128795}
+QWEN35_IDS = {
+    "<|endoftext|>": 248044,
+    "<|im_start|>": 248045,
+    "<|im_end|>": 248046,
+    "<|image_pad|>": 248056,
+    "<tool_call>": 248058,
+    "</tool_call>": 248059,
+    "<think>": 248068,
+    "</think>": 248069,
+}
+MINIMAX_M2_IDS = {
+    "]~b]": 200019,
+    "[e~[": 200020,
+    "]~!b[": 200034,
+    "<think>": 200050,
+    "</think>": 200051,
+    "<minimax:tool_call>": 200052,
+    "</minimax:tool_call>": 200053,
+}
 R1_0528_QWEN3_IDS = {
     "<｜begin▁of▁sentence｜>": 151643,
     "<｜end▁of▁sentence｜>": 151645,
@@ -346,6 +367,9 @@ SPECIAL_IDS = {
     "deepseek-coder": CODER_IDS,
     "deepseek-r1": R1_IDS,
     "deepseek-v3.1": V31_IDS,
+    "deepseek-v3.2": V32_IDS,
+    "qwen3.5": QWEN35_IDS,
+    "minimax-m2": MINIMAX_M2_IDS,
     "deepseek-r1-0528-qwen3": R1_0528_QWEN3_IDS,
     "gemma": GEMMA2_IDS,
     "gemma3": GEMMA3_IDS,
@@ -432,6 +456,19 @@ NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
         "<｜search▁begin｜>",
         "<｜search▁end｜>",
     },
+    "deepseek-v3.2": {
+        "<｜User｜>",
+        "<｜Assistant｜>",
+        "<think>",
+        "</think>",
+        "<｜tool▁calls▁begin｜>",
+        "<｜search▁begin｜>",
+        "<｜search▁end｜>",
+        "<dsml:",
+        "</dsml:",
+    },
+    "qwen3.5": {"<tool_call>", "</tool_call>", "<think>", "</think>"},
+    "minimax-m2": {"<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>"},
     "deepseek-r1-0528-qwen3": {"<｜User｜>", "<｜Assistant｜>", "<think>", "</think>"},
     "phi3": {"</s>"},  # "special": false in Phi-3's tokenizer.json
     "phi4-mini": {"<|tool_call|>"},  # "special": false, as the other tool markers
@@ -496,6 +533,9 @@ def test_vocab_sizes() -> None:
         "deepseek-coder": 32022,
         "deepseek-r1": 128815,
         "deepseek-v3.1": 128815,
+        "deepseek-v3.2": 128815,
+        "qwen3.5": 248070,
+        "minimax-m2": 200054,
         "deepseek-r1-0528-qwen3": 151671,
         "gemma": 256000,
         "gemma3": 262145,
