@@ -172,6 +172,18 @@ def test_each_match_selects_its_own_family(name: str) -> None:
         ("zai-org/GLM-4.5-Air", "glm45"),
         ("zai-org/GLM-4.5-Air-FP8", "glm45"),
         ("unsloth/GLM-4.5-Air-GGUF", "glm45"),
+        ("zai-org/GLM-4.6", "glm45"),
+        ("zai-org/GLM-4.6-FP8", "glm45"),
+        ("Qwen/Qwen3.5-9B", "qwen3.5"),
+        ("Qwen/Qwen3.5-35B-A3B", "qwen3.5"),
+        ("Qwen/Qwen3.6-27B", "qwen3.5"),
+        ("MiniMaxAI/MiniMax-M2", "minimax-m2"),
+        ("MiniMaxAI/MiniMax-M2.5", "minimax-m2"),
+        ("ByteDance-Seed/Seed-OSS-36B-Instruct", "seed-oss"),
+        ("moonshotai/Kimi-K2-Thinking", "kimi-k2-thinking"),
+        ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2"),
+        ("google/gemma-4-31B-it", "gemma4"),
+        ("google/gemma-3-4b-it", "gemma3"),
         # Names that only carry a family's obvious stem (Groq's, Ollama's, older releases)
         ("llama3-70b-8192", "llama3"),
         ("meta-llama/Meta-Llama-3-8B-Instruct", "llama3"),
@@ -345,10 +357,11 @@ def test_glm45_thinking_switch() -> None:
 
 
 @pytest.mark.parametrize(
-    "model", ["THUDM/glm-4-9b-chat", "zai-org/GLM-4-32B-0414", "zai-org/GLM-4.6", "zai-org/GLM-4.7"]
+    "model", ["THUDM/glm-4-9b-chat", "zai-org/GLM-4-32B-0414", "zai-org/GLM-4.7"]
 )
 def test_glm45_leaves_other_glm_models(model: str) -> None:
-    """Other GLM generations publish other templates (GLM-4.6's is not confirmed here)."""
+    """Other GLM generations publish other templates; GLM-4.6 shares GLM-4.5's (the
+    family's source says from which copy)."""
     assert family_for_model(model, FAMILIES, default="chatml").name != "glm45"
 
 
