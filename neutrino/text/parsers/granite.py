@@ -33,8 +33,17 @@ and takes the ``<response>`` wrapper off the answer: ``<response>`` is the wrapp
 it is the first non-whitespace text of the content (right after ``</think>``, or at the start
 when there is no think block); that whitespace is dropped, and the first ``</response>``
 after it closes the wrapper. Text after ``</response>`` (a tool call, say) is content, kept
-verbatim. A ``<response>`` anywhere else is ordinary text. Granite 3.2's plain-text
-separators ("Here is my thought process:" / "Here is my response:") are not handled.
+verbatim. A ``<response>`` anywhere else is ordinary text.
+
+Reasoning (Granite 3.2). Its model card's thinking prompt has the model write plain-text
+separators instead of tags::
+
+    Here is my thought process: chain of thought Here is my response: answer
+
+(``Here's`` as well as ``Here is``, as vLLM's ``granite`` reasoning parser reads them). Each
+phrase opens or closes the reasoning as ``<think>`` / ``</think>`` do, verbatim around it;
+where it cannot (a response phrase before any thought process, a thought-process phrase
+inside one) it is text, kept (``think``'s rules for word markers).
 """
 
 from __future__ import annotations
@@ -103,13 +112,20 @@ class GraniteToolParser(SegmentedToolParser):
         return buf
 
 
+class _GraniteThink(ThinkReasoningParser):
+    """``<think>`` blocks, or Granite 3.2's plain-text separators."""
+
+    word_opens = ("Here is my thought process:", "Here's my thought process:")
+    word_closes = ("Here is my response:", "Here's my response:")
+
+
 class GraniteReasoningParser(ReasoningParser):
     """``<think>…</think><response>…</response>`` (see the module docstring); a subclass
     names another wrapper (Hunyuan's ``<answer>``)."""
 
     response_open: ClassVar[str] = RESPONSE_OPEN
     response_close: ClassVar[str] = RESPONSE_CLOSE
-    think: ClassVar[type[ThinkReasoningParser]] = ThinkReasoningParser  # the reasoning's
+    think: ClassVar[type[ThinkReasoningParser]] = _GraniteThink  # the reasoning's
 
     __slots__ = ("_buf", "_lead", "_state", "_think")
 

@@ -25,6 +25,7 @@ from typing import Final
 from neutrino.text.parsers.base import Call, load_call_list
 from neutrino.text.parsers.blocks import BlockToolParser
 from neutrino.text.parsers.granite import GraniteReasoningParser
+from neutrino.text.parsers.think import ThinkReasoningParser
 
 __all__ = ["BLOCK_CLOSE", "BLOCK_OPEN", "HunyuanReasoningParser", "HunyuanToolParser"]
 
@@ -49,5 +50,6 @@ class HunyuanReasoningParser(GraniteReasoningParser):
 
     response_open = "<answer>"
     response_close = "</answer>"
+    think = ThinkReasoningParser  # not Granite 3.2's plain-text separators
 
     __slots__ = ()

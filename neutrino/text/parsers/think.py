@@ -24,7 +24,11 @@ Text is kept verbatim (the newlines around the markers are not stripped).
 
 A subclass may name markers that also end the reasoning (``ends_with``: Kimi K2 Thinking
 goes from its reasoning straight into its tool-call section): one found inside the block
-ends it, and it and all after it are content.
+ends it, and it and all after it are content. It may also name more spellings of the
+opening and the close that are plain words (``word_opens`` / ``word_closes``: Granite 3.2's
+"Here is my thought process:" … "Here is my response:"): such a phrase where it opens or
+closes the block is a marker; anywhere else (a close before any opening, an opening inside
+the block) it is text, kept where it stands.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class ThinkReasoningParser(ReasoningParser):
     open_marker: ClassVar[str] = "<think>"
     close_marker: ClassVar[str] = "</think>"
     ends_with: ClassVar[tuple[str, ...]] = ()  # more markers that end the reasoning, kept
+    word_opens: ClassVar[tuple[str, ...]] = ()  # more openings, plain words
+    word_closes: ClassVar[tuple[str, ...]] = ()  # more closes, plain words
 
     __slots__ = ("_buf", "_markers", "_state")
 
@@ -55,7 +61,13 @@ class ThinkReasoningParser(ReasoningParser):
         super().__init__(starts_in_reasoning=starts_in_reasoning)
         self._state = _INSIDE if starts_in_reasoning else _BEFORE
         self._buf = ""
-        self._markers = (self.open_marker, self.close_marker, *self.ends_with)
+        self._markers = (
+            self.open_marker,
+            self.close_marker,
+            *self.ends_with,
+            *self.word_opens,
+            *self.word_closes,
+        )
 
     def feed(self, text: str) -> Delta:
         out = Delta()
@@ -80,7 +92,16 @@ class ThinkReasoningParser(ReasoningParser):
                 buf = buf[at + len(marker) :]
                 continue
             buf = buf[at + len(marker) :]
-            if marker == self.close_marker:
+            closes = marker == self.close_marker or marker in self.word_closes
+            if closes != (self._state == _INSIDE) and (
+                marker in self.word_opens or marker in self.word_closes
+            ):  # a phrase out of place is text
+                if self._state == _INSIDE:
+                    out.reasoning += marker
+                else:
+                    out.content += marker
+                continue
+            if closes:
                 return self._after(out, buf)
             self._state = _INSIDE
 

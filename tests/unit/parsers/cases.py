@@ -1139,6 +1139,14 @@ GRANITE_TOOLS = [
 ]
 
 
+GRANITE32_MARKERS = (
+    "Here is my thought process:",
+    "Here's my thought process:",
+    "Here is my response:",
+    "Here's my response:",
+)
+
+
 def _gr(id: str, text: str, content: str, reasoning: str, **kw: object) -> Case:
     kw.setdefault("markers", GRANITE_REASONING_MARKERS)
     return Case(id, "reasoning", "granite", text, content, reasoning, **kw)  # type: ignore[arg-type]
@@ -1179,6 +1187,47 @@ GRANITE_REASONING = [
     ),
     _gr("whitespace-only", "\n \n", "\n \n", ""),
     _gr("empty", "", "", ""),
+    # Granite 3.2: plain-text separators (vLLM's tests/reasoning/test_granite_reasoning_parser.py
+    # cases: the reasoning and the answer between and after the phrases, "Here's" or "Here is").
+    _gr(
+        "g32-phrases",
+        "Here is my thought process:This is a reasoning section"
+        "Here is my response:This is the rest",
+        "This is the rest",
+        "This is a reasoning section",
+        markers=GRANITE32_MARKERS,
+    ),
+    _gr(
+        "g32-heres",
+        "Here's my thought process:\nFirst, 2+2.\nHere's my response:\n4",
+        "\n4",
+        "\nFirst, 2+2.\n",
+        markers=GRANITE32_MARKERS,
+    ),
+    _gr(
+        "g32-mixed-spellings",
+        "Here is my thought process: a Here's my response: b",
+        " b",
+        " a ",
+        markers=GRANITE32_MARKERS,
+    ),
+    # cut off by max_tokens inside the thought process: what was written is reasoning
+    _gr("g32-cut-off", "Here is my thought process: still thinking", "", " still thinking"),
+    # a phrase out of place is text, kept where it stands
+    _gr(
+        "g32-response-first",
+        "Plain answer. Here is my response: more",
+        "Plain answer. Here is my response: more",
+        "",
+        wellformed=False,
+    ),
+    _gr(
+        "g32-thought-twice",
+        "Here is my thought process: a Here's my thought process: b Here is my response: c",
+        " c",
+        " a Here's my thought process: b ",
+        wellformed=False,
+    ),
 ]
 
 _QC_MARKERS = (
