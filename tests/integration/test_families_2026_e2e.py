@@ -183,3 +183,22 @@ def test_the_model_list_names_the_folders_family_and_its_parsers(
         )
         assert info["from"]["tokenizer"] == "tokenizer.json"
         assert "chat_template" not in info["from"], info["from"]
+
+
+@pytest.mark.parametrize(("name", "budget"), [("qwen3.5-9b-mock", 3), ("seed-oss-36b-mock", 7)])
+def test_reasoning_cut_by_max_tokens_stays_reasoning(
+    served: tuple[NeutrinoProc, MockIE], name: str, budget: int
+) -> None:
+    """An answer cut off inside its reasoning block (the template's, or one the model
+    opened): what was written is reasoning_content, none of it content or a marker."""
+    neutrino, _ = served
+    client = openai.OpenAI(base_url=neutrino.base_url + "/v1", api_key="x", max_retries=0)
+    ask: Any = {"model": name, "tools": TOOLS, "max_tokens": budget,
+                "messages": [{"role": "user", "content": f"ask-{name}: weather?"}]}  # fmt: skip
+    r: Any = client.chat.completions.create(**ask)
+    msg, reasoning = r.choices[0].message, CASES[name].reasoning
+    assert r.choices[0].finish_reason == "length" and not msg.tool_calls
+    assert not msg.content and msg.reasoning_content and reasoning.startswith(msg.reasoning_content)
+    streamed = accumulate(client.chat.completions.create(**ask, stream=True))
+    assert (streamed.reasoning, streamed.content) == (msg.reasoning_content, "")
+    assert streamed.finish_reason == "length"

@@ -219,6 +219,30 @@ HARMONY_TOOLS = [
         "Paris is sunny.",
         markers=HARMONY_MARKERS,
     ),
+    # Text after a call: a final-channel message after it is the answer's content (vLLM's
+    # openai_tool_parser.py takes content from the final channel wherever it comes), and so
+    # is text outside any message (the parser's rule for stray text), kept.
+    Case(
+        "final-after-call",
+        "tool",
+        "harmony",
+        "<|channel|>analysis<|message|>plan<|end|>"
+        + _CALL
+        + "<|start|>assistant<|channel|>final<|message|>Looked it up: sunny.<|return|>",
+        "Looked it up: sunny.",
+        "plan",
+        [("get_weather", {"location": "SF"})],
+        markers=HARMONY_MARKERS,
+    ),
+    Case(
+        "text-outside-after-call",
+        "tool",
+        "harmony",
+        _CALL + "Trailing words.",
+        "Trailing words.",
+        calls=[("get_weather", {"location": "SF"})],
+        markers=HARMONY_MARKERS,
+    ),
     Case(
         "malformed-body",
         "tool",
