@@ -7,11 +7,15 @@ content verbatim, markers included (after a call: dropped, as all text after a c
 block still open at the end of the stream is parsed as if closed where the subclass allows it
 (``unclosed_calls``); otherwise, or if it does not parse, it is no call and its text,
 markers included, is content (nothing the model wrote is lost; after a call: dropped).
+Where the body is JSON (``json_body``), a closing marker inside one of its strings (a call
+whose argument holds the text ``</tool_call>``) is part of the body, not its end: the body
+so far has an odd number of unescaped quotes there.
 """
 
 from __future__ import annotations
 
 import abc
+import re
 from typing import ClassVar
 
 from neutrino.text.parsers.base import Call, Delta
@@ -20,6 +24,13 @@ from neutrino.text.parsers.segmented import SegmentedToolParser
 __all__ = ["BlockToolParser"]
 
 _TEXT, _BLOCK, _BARE = 0, 1, 2
+_ESCAPED = re.compile(r"\\.", re.DOTALL)
+
+
+def _in_string(body: str) -> bool:
+    """Whether JSON text ``body`` ends inside a string (outside strings, JSON has no
+    backslashes, so each unescaped quote opens or closes one)."""
+    return '"' in body and _ESCAPED.sub("", body).count('"') % 2 == 1
 
 
 class BlockToolParser(SegmentedToolParser):
@@ -34,6 +45,8 @@ class BlockToolParser(SegmentedToolParser):
     #: An element that is a block's body by itself, written without the block's markers
     #: (``(open, close)``: Qwen3-Coder's ``<function=…>…</function>``); None: none is.
     bare: ClassVar[tuple[str, str] | None] = None
+    #: Whether the body is JSON, so that a closing marker inside one of its strings is text.
+    json_body: ClassVar[bool] = False
 
     __slots__ = ()
 
@@ -53,6 +66,9 @@ class BlockToolParser(SegmentedToolParser):
             buf, found = self._take_until(buf, closing)
             if not found:
                 break
+            if not bare and self.json_body and _in_string("".join(self._raw)):
+                self._raw.append(closing)  # inside a JSON string: part of the body
+                continue
             if bare:
                 self._raw.append(closing)
                 body = "".join(self._raw)

@@ -39,6 +39,7 @@ class HermesToolParser(BlockToolParser):
 
     block_open = OPEN
     block_close = CLOSE
+    json_body = True
 
     __slots__ = ()
 

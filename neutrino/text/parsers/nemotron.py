@@ -51,6 +51,7 @@ class NemotronToolParser(BlockToolParser):
 
     block_open = OPEN
     block_close = CLOSE
+    json_body = True
 
     __slots__ = ()
 

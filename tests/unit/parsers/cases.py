@@ -254,6 +254,17 @@ HARMONY_TOOLS = [
 ]
 
 HERMES = [
+    # A closing tag inside an argument string is text (the JSON string is still open there);
+    # the first unquoted one ends the block.
+    Case(
+        "close-tag-in-string",
+        "tool",
+        "hermes",
+        '<tool_call>\n{"name": "write", "arguments": {"text": "end with </tool_call> \\" ok"}}'
+        "\n</tool_call>",
+        "",
+        calls=[("write", {"text": 'end with </tool_call> " ok'})],
+    ),
     Case(
         "single",
         "tool",
@@ -344,6 +355,14 @@ HERMES = [
 # template's format; the first case is the model card's vLLM example).
 NEMOTRON_MARKERS = ("<TOOLCALL>", "</TOOLCALL>")
 NEMOTRON = [
+    Case(
+        "close-tag-in-string",
+        "tool",
+        "llama_nemotron_json",
+        '<TOOLCALL>[{"name": "write", "arguments": {"text": "a </TOOLCALL> b"}}]</TOOLCALL>',
+        "",
+        calls=[("write", {"text": "a </TOOLCALL> b"})],
+    ),
     Case(
         "model-card",
         "tool",
