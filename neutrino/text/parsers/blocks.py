@@ -7,16 +7,17 @@ content verbatim, markers included (after a call: dropped, as all text after a c
 block still open at the end of the stream is parsed as if closed where the subclass allows it
 (``unclosed_calls``); otherwise, or if it does not parse, it is no call and its text,
 markers included, is content (nothing the model wrote is lost; after a call: dropped).
-Where the body is JSON (``json_body``), a closing marker inside one of its strings (a call
-whose argument holds the text ``</tool_call>``) is part of the body, not its end: the body
-so far has an odd number of unescaped quotes there.
+A closing marker where an argument's value is still open is part of the value, not the
+block's end (a call whose argument holds the text ``</tool_call>``; ``quoting``): in a JSON
+body, inside one of its strings (the body so far has an odd number of unescaped quotes); in
+an XML body, after a parameter's opening marker that no parameter or call end has followed.
 """
 
 from __future__ import annotations
 
 import abc
 import re
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from neutrino.text.parsers.base import Call, Delta
 from neutrino.text.parsers.segmented import SegmentedToolParser
@@ -24,6 +25,8 @@ from neutrino.text.parsers.segmented import SegmentedToolParser
 __all__ = ["BlockToolParser"]
 
 _TEXT, _BLOCK, _BARE = 0, 1, 2
+#: ``"json"``, or an XML value's opening marker and the markers that end it.
+Quoting = Literal["json"] | tuple[str, tuple[str, ...]] | None
 _ESCAPED = re.compile(r"\\.", re.DOTALL)
 
 
@@ -31,6 +34,16 @@ def _in_string(body: str) -> bool:
     """Whether JSON text ``body`` ends inside a string (outside strings, JSON has no
     backslashes, so each unescaped quote opens or closes one)."""
     return '"' in body and _ESCAPED.sub("", body).count('"') % 2 == 1
+
+
+def _inside_value(body: str, quoting: Quoting) -> bool:
+    """Whether ``body`` ends inside an argument's value (see the module docstring)."""
+    if quoting is None:
+        return False
+    if quoting == "json":
+        return _in_string(body)
+    opening, ends = quoting
+    return body.rfind(opening) > max(body.rfind(end) for end in ends)
 
 
 class BlockToolParser(SegmentedToolParser):
@@ -45,8 +58,8 @@ class BlockToolParser(SegmentedToolParser):
     #: An element that is a block's body by itself, written without the block's markers
     #: (``(open, close)``: Qwen3-Coder's ``<function=…>…</function>``); None: none is.
     bare: ClassVar[tuple[str, str] | None] = None
-    #: Whether the body is JSON, so that a closing marker inside one of its strings is text.
-    json_body: ClassVar[bool] = False
+    #: Where a closing marker is part of an argument's value (see the module docstring).
+    quoting: ClassVar[Quoting] = None
 
     __slots__ = ()
 
@@ -66,7 +79,7 @@ class BlockToolParser(SegmentedToolParser):
             buf, found = self._take_until(buf, closing)
             if not found:
                 break
-            if not bare and self.json_body and _in_string("".join(self._raw)):
+            if not bare and _inside_value("".join(self._raw), self.quoting):
                 self._raw.append(closing)  # inside a JSON string: part of the body
                 continue
             if bare:

@@ -76,6 +76,7 @@ class DeepSeekV32ToolParser(BlockToolParser):
 
     block_open = BLOCK_OPEN
     block_close = BLOCK_CLOSE
+    quoting = (PARAMETER, (PARAMETER_END, INVOKE_END))
     unclosed_calls = False  # the encoding's parser matches whole elements
 
     __slots__ = ("_schemas",)

@@ -39,7 +39,7 @@ class HermesToolParser(BlockToolParser):
 
     block_open = OPEN
     block_close = CLOSE
-    json_body = True
+    quoting = "json"
 
     __slots__ = ()
 

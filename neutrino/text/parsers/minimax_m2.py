@@ -63,6 +63,7 @@ class MinimaxM2ToolParser(BlockToolParser):
 
     block_open = BLOCK_OPEN
     block_close = BLOCK_CLOSE
+    quoting = (PARAMETER, (PARAMETER_END, INVOKE_END))
     unclosed_calls = False  # the guide's parser needs the block's end
 
     __slots__ = ("_schemas",)

@@ -51,7 +51,7 @@ class NemotronToolParser(BlockToolParser):
 
     block_open = OPEN
     block_close = CLOSE
-    json_body = True
+    quoting = "json"
 
     __slots__ = ()
 

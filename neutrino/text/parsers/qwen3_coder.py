@@ -96,6 +96,7 @@ class Qwen3CoderToolParser(BlockToolParser):
 
     block_open = OPEN
     block_close = CLOSE
+    quoting = (PARAMETER, (PARAMETER_END, FUNCTION_END))
     # A call written without its <tool_call> block.
     bare: ClassVar[tuple[str, str] | None] = (FUNCTION, FUNCTION_END)
 

@@ -1291,6 +1291,26 @@ def _qc_call(name: str, *params: tuple[str, str]) -> str:
 
 
 QWEN3_CODER = [
+    # the block's closing tag inside a parameter's value is part of the value; a parameter
+    # that its call's end closes (no </parameter>) does not hold the block open
+    Case(
+        "close-tag-in-value",
+        "tool",
+        "qwen3_coder",
+        _qc_call("get_weather", ("city", "a </tool_call> b")),
+        "",
+        calls=[("get_weather", {"city": "a </tool_call> b"})],
+        tools=QWEN3_CODER_TOOLS,
+    ),
+    Case(
+        "parameter-closed-by-function-end",
+        "tool",
+        "qwen3_coder",
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</function>\n</tool_call>",
+        "",
+        calls=[("get_weather", {"city": "Rome"})],
+        tools=QWEN3_CODER_TOOLS,
+    ),
     Case(
         "typed-by-schema",
         "tool",

@@ -31,6 +31,13 @@ def _tool(id: str, text: str, content: str, calls: list[tuple[str, dict[str, obj
 
 
 MINIMAX_M2 = [
+    # the block's closing tag inside a parameter's value is part of the value
+    _tool(
+        "close-tag-in-value",
+        _mm(_mm_invoke("get_weather", ("city", f"a {mm.BLOCK_CLOSE} b"))),
+        "",
+        [("get_weather", {"city": f"a {mm.BLOCK_CLOSE} b"})],
+    ),
     _tool(
         "typed-by-schema",
         "Let me look it up.\n"
@@ -180,6 +187,12 @@ def _dsml(id: str, text: str, content: str, calls: list[tuple[str, dict[str, obj
 
 
 DEEPSEEK_V32 = [
+    _dsml(
+        "close-tag-in-value",
+        _ds(_ds_invoke("get_weather", ("city", f"a {dsml.BLOCK_CLOSE} b", True))),
+        "",
+        [("get_weather", {"city": f"a {dsml.BLOCK_CLOSE} b"})],
+    ),
     _dsml(
         "declared-types",
         "Let me check.\n\n"
