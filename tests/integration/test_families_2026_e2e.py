@@ -1,8 +1,8 @@
 """The 2026 families served under their own names, end to end through real mock_ie and
 Neutrino processes and the openai SDK: the family's template, tokenizer, stop tokens and
 default parsers, with no parser configured. Qwen3.5 and MiniMax-M2 use their published
-tokenizers; Seed-OSS, Kimi K2 Thinking and Gemma 4, whose tokenizers no package carries,
-are served from a model folder ([model] models) holding a stand-in: Llama 3's
+tokenizers; Seed-OSS, Kimi K2 Thinking, Gemma 4 and OLMo 3 Think, whose tokenizers no
+package carries, are served from a model folder ([model] models) holding a stand-in: Llama 3's
 tokenizer.json with the family's special tokens in place of reserved ones (so the mock,
 tokenizing as Llama 3, writes and reads the same ids)."""
 
@@ -83,6 +83,11 @@ CASES = {
                              f"<|channel>thought\nWeather first.<channel|>On it.{g4.CALL_OPEN}"
                              f"call:get_weather{{city:{g4.QUOTE}Zürich{g4.QUOTE},days:3}}"
                              f"{g4.CALL_CLOSE}", "Weather first.", "On it."),
+    # The template opens <think>; the published one renders no tools, the parser reads calls.
+    "olmo-3-7b-think-mock": Case("olmo3-think", "llama3",
+                                 "Weather first.</think>On it.<function_calls>get_weather("
+                                 'city="Zürich", days=3)</function_calls>', "Weather first.",
+                                 "On it."),
 }  # fmt: skip
 # Markers of the stand-ins' families that their vocabularies hold as special tokens.
 EXTRA_SPECIAL = {"gemma4": ["<|turn>", "<|channel>", "<channel|>", "<|think|>"]}

@@ -91,8 +91,8 @@ def test_think_in_prompt_matches_template(name: str) -> None:
         prompt = ChatTemplate(family).render(messages, tools=[tool])
     opens_think = prompt.rstrip("\n").endswith("<think>")
     assert opens_think is RAW[name]["think_in_prompt"], prompt[-40:]
-    if RAW[name]["think_in_prompt"]:
-        assert RAW[name]["reasoning_parser"] == "think"
+    if RAW[name]["think_in_prompt"]:  # a parser that reads <think> blocks (olmo3 is think's)
+        assert reasoning_parser(RAW[name]["reasoning_parser"]).opening() == "<think>"
 
 
 def test_match_strings_are_unique_and_lower_case() -> None:
@@ -183,6 +183,8 @@ def test_each_match_selects_its_own_family(name: str) -> None:
         ("moonshotai/Kimi-K2-Thinking", "kimi-k2-thinking"),
         ("moonshotai/Kimi-K2-Instruct-0905", "kimi-k2"),
         ("google/gemma-4-31B-it", "gemma4"),
+        ("allenai/Olmo-3-7B-Think", "olmo3-think"),
+        ("allenai/OLMo-2-1124-7B-Instruct", "olmo2"),
         ("google/gemma-3-4b-it", "gemma3"),
         # Names that only carry a family's obvious stem (Groq's, Ollama's, older releases)
         ("llama3-70b-8192", "llama3"),
