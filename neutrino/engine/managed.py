@@ -109,6 +109,10 @@ class ManagedEngine:
             env=env,
             cwd=self.cfg.cwd or None,
             preexec_fn=die_with_parent,
+            # Its own session: a signal to Neutrino's process group (Ctrl-C, a SIGTERM to
+            # `make run`) reaches Neutrino only, which drains and then stops the engine
+            # itself; it still dies with Neutrino (die_with_parent).
+            start_new_session=True,
             limit=_LINE_LIMIT,
         )
         self.state = "starting"

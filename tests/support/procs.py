@@ -191,7 +191,12 @@ class NeutrinoProc:
             argv += ["--config", str(cfg)]
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            argv, cwd=REPO, env={**_env(), **self.env}, stdout=self._log, stderr=subprocess.STDOUT
+            argv,
+            cwd=REPO,
+            env={**_env(), **self.env},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a group of its own: stop(group=True) signals it all
         )
         deadline = time.monotonic() + timeout
         want = 200 if wait_engine else None
@@ -250,11 +255,16 @@ class NeutrinoProc:
         except OSError:
             return ""
 
-    def stop(self) -> int | None:
+    def stop(self, *, group: bool = False) -> int | None:
+        """SIGTERM, to the process or (``group``) to its process group, as a terminal's
+        Ctrl-C or a signal to ``make run`` reaches it; its exit status."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            if group:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            else:
+                self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
