@@ -105,10 +105,11 @@ async def test_the_socket_adapter_takes_a_slice_per_turn_of_the_loop() -> None:
     tick.cancel()
     assert _tokens(sink) == list(range(20_000))
     # A flush per slice (of SLICE_BYTES), not per read of up to 256 KiB; and the
-    # ticker ran between them: a turn of its own for each slice (one more only when the
-    # wait above slept, which it need not: the frames may all be taken by then).
+    # ticker ran between them: a turn of its own for each slice but perhaps the first, which
+    # may be taken in the turn before the ticker records its first gap (one more turn only
+    # when the wait above slept, which it need not: the frames may all be taken by then).
     flushes = sum(1 for c in sink.calls if c[0] == "flush")
     assert flushes >= len(data) // SLICE_BYTES - 1, (flushes, len(data))
-    assert len(gaps) >= flushes
+    assert len(gaps) >= flushes - 1, (len(gaps), flushes)
     conn.close()
     theirs.close()
