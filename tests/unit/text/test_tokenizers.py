@@ -418,6 +418,15 @@ SPECIAL_IDS = {
         "<|im_middle|>": 163601,
     },
 }
+V31_NOT_SPECIAL = {
+    "<｜User｜>",
+    "<｜Assistant｜>",
+    "<think>",
+    "</think>",
+    "<｜tool▁calls▁begin｜>",
+    "<｜search▁begin｜>",
+    "<｜search▁end｜>",
+}
 NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
     "qwen2": {
         "<tool_call>",
@@ -447,26 +456,8 @@ NOT_SPECIAL = {  # added tokens that decode(skip_special=True) keeps
         "</think>",
         "<｜tool▁calls▁begin｜>",
     },
-    "deepseek-v3.1": {
-        "<｜User｜>",
-        "<｜Assistant｜>",
-        "<think>",
-        "</think>",
-        "<｜tool▁calls▁begin｜>",
-        "<｜search▁begin｜>",
-        "<｜search▁end｜>",
-    },
-    "deepseek-v3.2": {
-        "<｜User｜>",
-        "<｜Assistant｜>",
-        "<think>",
-        "</think>",
-        "<｜tool▁calls▁begin｜>",
-        "<｜search▁begin｜>",
-        "<｜search▁end｜>",
-        "<dsml:",
-        "</dsml:",
-    },
+    "deepseek-v3.1": V31_NOT_SPECIAL,
+    "deepseek-v3.2": V31_NOT_SPECIAL | {"<dsml:", "</dsml:"},
     "qwen3.5": {"<tool_call>", "</tool_call>", "<think>", "</think>"},
     "minimax-m2": {"<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>"},
     "deepseek-r1-0528-qwen3": {"<｜User｜>", "<｜Assistant｜>", "<think>", "</think>"},
