@@ -27,23 +27,52 @@ __all__ = ["BlockToolParser"]
 _TEXT, _BLOCK, _BARE = 0, 1, 2
 #: ``"json"``, or an XML value's opening marker and the markers that end it.
 Quoting = Literal["json"] | tuple[str, tuple[str, ...]] | None
-_ESCAPED = re.compile(r"\\.", re.DOTALL)
+_QUOTE_OR_ESCAPE = re.compile(r'\\.?|"', re.DOTALL)
 
 
-def _in_string(body: str) -> bool:
-    """Whether JSON text ``body`` ends inside a string (outside strings, JSON has no
-    backslashes, so each unescaped quote opens or closes one)."""
-    return '"' in body and _ESCAPED.sub("", body).count('"') % 2 == 1
+class _ValueWatch:
+    """Whether the block's text so far ends inside an argument's value, kept up to date
+    piece by piece (each piece is read once, so a block costs linear time however many
+    closing markers stand in its values)."""
 
+    __slots__ = ("_escaped", "_inside", "_quoting", "_seen", "_tail")
 
-def _inside_value(body: str, quoting: Quoting) -> bool:
-    """Whether ``body`` ends inside an argument's value (see the module docstring)."""
-    if quoting is None:
-        return False
-    if quoting == "json":
-        return _in_string(body)
-    opening, ends = quoting
-    return body.rfind(opening) > max(body.rfind(end) for end in ends)
+    def __init__(self, quoting: Quoting) -> None:
+        self._quoting = quoting
+        self._seen = 0  # pieces of the block's text read so far
+        self._inside = False
+        self._escaped = False  # JSON: the last piece ended in a lone backslash
+        self._tail = ""  # XML: the end of the text read, where a marker may have begun
+
+    def inside(self, raw: list[str]) -> bool:
+        new = "".join(raw[self._seen :])
+        self._seen = len(raw)
+        if self._quoting == "json":
+            self._json(new)
+        elif self._quoting is not None:
+            self._xml(new, *self._quoting)
+        return self._inside
+
+    def _json(self, text: str) -> None:
+        """Outside strings JSON has no backslashes: each unescaped quote opens or closes one."""
+        if self._escaped and text:
+            text, self._escaped = text[1:], False
+        for match in _QUOTE_OR_ESCAPE.finditer(text):
+            token = match.group()
+            if token == '"':
+                self._inside = not self._inside
+            elif len(token) == 1:  # a backslash at the end: it escapes the next piece's start
+                self._escaped = True
+
+    def _xml(self, text: str, opening: str, ends: tuple[str, ...]) -> None:
+        """Inside after a value's opening marker that no end has followed."""
+        text = self._tail + text
+        last_open = text.rfind(opening)
+        last_end = max(text.rfind(end) for end in ends)
+        if last_open != last_end:  # both -1: no marker here, the state stands
+            self._inside = last_open > last_end
+        longest = max(len(opening), *map(len, ends))
+        self._tail = text[-(longest - 1) :]
 
 
 class BlockToolParser(SegmentedToolParser):
@@ -61,11 +90,15 @@ class BlockToolParser(SegmentedToolParser):
     #: Where a closing marker is part of an argument's value (see the module docstring).
     quoting: ClassVar[Quoting] = None
 
-    __slots__ = ()
+    __slots__ = ("_watch",)
 
     @abc.abstractmethod
     def _parse_block(self, body: str) -> list[Call] | None:
         """The calls in the text between the markers, or ``None`` if it is not a call block."""
+
+    def _open_block(self, *raw: str) -> None:
+        super()._open_block(*raw)
+        self._watch = _ValueWatch(self.quoting)
 
     def _scan(self, out: Delta, buf: str) -> str:
         while buf:
@@ -79,7 +112,7 @@ class BlockToolParser(SegmentedToolParser):
             buf, found = self._take_until(buf, closing)
             if not found:
                 break
-            if not bare and _inside_value("".join(self._raw), self.quoting):
+            if not bare and self.quoting is not None and self._watch.inside(self._raw):
                 self._raw.append(closing)  # inside a JSON string: part of the body
                 continue
             if bare:
