@@ -1,6 +1,6 @@
 """Delays between tries that grow with each failure in a row (sans-IO), one rule for
 every retry loop: engine connections (``engine/pool.py``), worker restarts
-(``workers/policy.py``) and registration (``registration/``)."""
+(``restarts.py``) and registration (``registration/``)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,6 @@ from mocks.mock_ie.core import Fault, MockEngine, MockGeneration
 from mocks.mock_ie.events import EventLog
 from mocks.mock_ie.memory import MockMemory
 from mocks.mock_ie.modalities import modal_answer
-from neutrino.engine.inprocess import InProcessEngineClient
 from neutrino.engine.messages import (
     AudioQuery,
     Cancel,
@@ -43,6 +42,7 @@ from neutrino.engine.messages import (
     TextQuery,
     UnloadModel,
 )
+from neutrino.engines.inprocess import InProcessEngineClient
 from neutrino.engines.serve import ServerConnection, listen_tcp, listen_unix, remove_socket
 from neutrino.engines.session import EngineHandler, Outlet
 

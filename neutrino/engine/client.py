@@ -3,7 +3,7 @@
 ``EngineClient`` is what the pipeline needs of "the engines": which models are
 served, and a way to submit a query whose results go to a sink. The real
 implementation is :class:`neutrino.engine.router.EngineRouter` (UNIX sockets);
-:class:`neutrino.engine.inprocess.InProcessEngineClient` runs an engine in the
+:class:`neutrino.engines.inprocess.InProcessEngineClient` runs an engine in the
 same event loop for tests, without a socket. Both drive the same sans-IO
 :class:`neutrino.engine.link.EngineLink`, which holds the client's protocol rules;
 the in-process engine is served by the same :class:`neutrino.engines.session.EngineSession`

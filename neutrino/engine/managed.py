@@ -29,7 +29,7 @@ from pathlib import Path
 from neutrino.config import EngineConfig, MockConfig
 from neutrino.errors import StartupError, os_reason
 from neutrino.lifeline import die_with_parent
-from neutrino.workers.policy import RestartPolicy, Restarts
+from neutrino.restarts import RestartPolicy, Restarts
 
 log = logging.getLogger("neutrino.engine.managed")
 

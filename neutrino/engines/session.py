@@ -44,7 +44,7 @@ log = logging.getLogger("neutrino.engines")
 
 class Outlet(Protocol):
     """What an engine's handler writes its frames through: a socket connection
-    (``neutrino.engines.serve``) or the in-process line (``neutrino.engine.inprocess``)."""
+    (``neutrino.engines.serve``) or the in-process line (``neutrino.engines.inprocess``)."""
 
     paused: bool  # the client is not taking frames: wait for ``writable``
 

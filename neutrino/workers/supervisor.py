@@ -28,8 +28,8 @@ from neutrino.config import Config
 from neutrino.engine.managed import ManagedEngines, mock_engine
 from neutrino.errors import StartupError, os_reason
 from neutrino.lifeline import die_with_parent
+from neutrino.restarts import RestartPolicy, Restarts
 from neutrino.workers.peers import SUPERVISOR_FILE
-from neutrino.workers.policy import RestartPolicy, Restarts
 from neutrino.workers.ports import Reservation
 from neutrino.workers.tallies import retire, write_json
 

@@ -20,7 +20,6 @@ from neutrino.engine.client import StreamSink
 from neutrino.engine.codec import decode, encode
 from neutrino.engine.connection import EngineConnection
 from neutrino.engine.framing import FrameDecoder
-from neutrino.engine.inprocess import InProcessEngineClient
 from neutrino.engine.messages import (
     Cancel,
     EmbedResult,
@@ -39,6 +38,7 @@ from neutrino.engine.messages import (
     TokenBatch,
 )
 from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engines.inprocess import InProcessEngineClient
 from neutrino.engines.session import EngineHandler
 from neutrino.errors import NeutrinoError
 

@@ -11,7 +11,7 @@ from mocks.mock_ie.core import MockEngine, MockModel
 from mocks.mock_ie.script import Script
 from mocks.mock_ie.server import MockServer
 from neutrino.config import Config, LimitsConfig
-from neutrino.engine.inprocess import InProcessEngineClient
+from neutrino.engines.inprocess import InProcessEngineClient
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.chat import Message
 from neutrino.pipeline.history import History

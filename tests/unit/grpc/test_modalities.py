@@ -17,7 +17,6 @@ from mocks.mock_ie.core import MockEngine, MockModel
 from mocks.mock_ie.server import MockServer
 from neutrino.audio.wav import encode_wav
 from neutrino.config import Config, LimitsConfig
-from neutrino.engine.inprocess import InProcessEngineClient
 from neutrino.engine.messages import (
     AudioTask,
     Capability,
@@ -27,6 +26,7 @@ from neutrino.engine.messages import (
     RerankQuery,
     SpeechQuery,
 )
+from neutrino.engines.inprocess import InProcessEngineClient
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.common import uploaded_audio
 from neutrino.frontends.grpc import audio, calls, embeddings, vision

@@ -12,8 +12,8 @@ import pytest
 from mocks.mock_ie.core import MockEngine, MockModel
 from mocks.mock_ie.server import MockServer
 from neutrino.config import Config, LimitsConfig
-from neutrino.engine.inprocess import InProcessEngineClient
 from neutrino.engine.messages import TextQuery
+from neutrino.engines.inprocess import InProcessEngineClient
 from neutrino.frontends.grpc.service import InferenceService
 from neutrino.pipeline.history import History
 from neutrino.pipeline.models import ModelTexts

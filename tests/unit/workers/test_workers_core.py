@@ -13,7 +13,7 @@ import pytest
 from neutrino.config import ConfigError, from_mapping, load, parser
 from neutrino.errors import StartupError
 from neutrino.observability.metrics import merge
-from neutrino.workers.policy import RestartPolicy, Restarts
+from neutrino.restarts import RestartPolicy, Restarts
 from neutrino.workers.ports import Reservation
 from neutrino.workers.tallies import left_behind, retire, write_snapshot
 
