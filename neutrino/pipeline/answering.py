@@ -1,6 +1,7 @@
 """How a request's answer is made from its engine's tokens: the Generation of an admitted
-request, with its text stream (detokenizer and stops), logprobs, the answer's parser
-(reasoning and tool calls, by the model's family) and the strict format's check.
+request, with its assembler: its text stream (detokenizer and stops), logprobs, the
+answer's parser (reasoning and tool calls, by the model's family) and the strict
+format's check.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from neutrino.pipeline.assembler import Assembler
 from neutrino.pipeline.chat import ToolViews
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.logprobs import LogprobRecorder
@@ -97,10 +99,8 @@ def generation(
     parser = parser_for(req, text, prompt, tools)
     sampling = req.sampling
     logprobs = LogprobRecorder(text.tokenizer, sampling.top_logprobs) if sampling.logprobs else None
-    gen = Generation(
-        request_id=req.request_id,
-        model=req.model,
-        stream=TextStream(
+    assembler = Assembler(
+        TextStream(
             text.tokenizer,
             list(req.stops.strings),
             text.stop_token_ids,
@@ -108,13 +108,18 @@ def generation(
             skip_special=parser is None,
             reported_ids=frozenset(req.stops.token_ids),
         ),
-        prompt_tokens=len(prompt),
-        lifecycle=lifecycle,
-        on_done=on_done,
+        len(prompt),
         logprobs=logprobs,
         keep_logprobs=not req.stream,
         validator=req.output.validator,
         parser=parser,
+    )
+    gen = Generation(
+        request_id=req.request_id,
+        model=req.model,
+        assembler=assembler,
+        lifecycle=lifecycle,
+        on_done=on_done,
         defer=_on_a_thread,
     )
     if isinstance(req.prompt, TextPrompt) and req.prompt.echo:

@@ -17,8 +17,8 @@ from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.admission import OPEN, Ticket
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
-from neutrino.pipeline.history import HistoryEntry
-from neutrino.pipeline.observe import AttrValue, Observed
+from neutrino.pipeline.history import Spent
+from neutrino.pipeline.observe import Observed
 from neutrino.pipeline.state import Lifecycle, State
 
 
@@ -47,14 +47,13 @@ class ModalCall:
         self.principal: Principal | None = None  # the API key it counts against
         self.ticket: Ticket = OPEN  # its place in the fair shares and its key\'s limits
         self.obs: Observed | None = None  # its labels and span, for metrics and tracing
+        self.route = ""  # how a manifest route sent it here (pipeline/routes.py Hop)
+        self.hops: list[tuple[str, str]] | None = None  # never: only text answers move
 
-    def usage(self) -> tuple[int, int, int, int]:
-        """Its prompt tokens (a modality call generates none)."""
-        return (self.prompt_tokens, 0, 0, 0)
-
-    def span_attributes(self) -> dict[str, AttrValue]:
-        """Its span's response attributes (only a traced request is asked)."""
-        return {"gen_ai.response.id": self.request_id, "gen_ai.response.model": self.model}
+    def spent(self) -> Spent:
+        """Its prompt tokens (a modality call generates none); "stop" once complete."""
+        done = self.lifecycle.state is State.COMPLETE
+        return Spent(self.prompt_tokens, finish_reason="stop" if done else None)
 
     def attach(self, submission: Submission, timeout_s: float, deadlines: DeadlineWheel) -> None:
         self._submission = submission
@@ -166,14 +165,3 @@ class ModalCall:
         w = self._waiter
         if w is not None and not w.done():
             w.set_result(None)
-
-    def history_entry(self) -> HistoryEntry:
-        return HistoryEntry.of(
-            self.request_id,
-            self.model,
-            self.lifecycle,
-            self.prompt_tokens,
-            0,
-            "stop" if self.lifecycle.state is State.COMPLETE else None,
-            self._error,
-        )

@@ -47,14 +47,14 @@ class Endings:
         self.live.discard(gen)
         if gen.principal is not None:
             gen.principal.release()
-        usage = gen.usage()
-        self.settle(gen.ticket, usage[0] + usage[1])
+        spent = gen.spent()
+        self.settle(gen.ticket, spent.prompt_tokens + spent.completion_tokens)
         self.admission.release(gen.ticket)
         self._count(gen.lifecycle.state)
         if gen.obs is not None:
             gaps = None if isinstance(gen, ModalCall) else gen.gaps()
-            self.observe.end(gen.obs, gen.model, gen.lifecycle, gen.error, usage, gen, gaps)
-        entry = gen.history_entry()
+            self.observe.end(gen.obs, gen.model, gen.lifecycle, gen.error, spent, gen, gaps)
+        entry = HistoryEntry.of_ended(gen, spent)
         if gen.principal is not None:
             entry.key = gen.principal.name
         self.history.add(entry)

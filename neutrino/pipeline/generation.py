@@ -1,10 +1,10 @@
-"""One request in flight: engine results in, text deltas pushed out.
+"""One choice in flight: the thin handle between its engine and its answer.
 
-:class:`Generation` is the engine sink of one request: it owns the lifecycle, the
-timeout and the single cancel to the engine, turns results into text through its
-:class:`~neutrino.pipeline.text_stream.TextStream` (and output parser), and pushes
-what a batch of engine frames produced to its :class:`PushTarget` in one call per
-batch, synchronously from the engine connection's read. Push is the only delivery
+:class:`Generation` is the engine sink of one choice: it owns the lifecycle, the
+deadline, the single cancel to the engine and the gaps between deliveries (the clock),
+hands the engine's results to its sans-IO :class:`~neutrino.pipeline.assembler.Assembler`
+and pushes what a batch of engine frames produced to its :class:`PushTarget` in one call
+per batch, synchronously from the engine connection's read. Push is the only delivery
 API; ``pipeline/pull.py`` adapts it for consumers whose writes must be awaited.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from time import monotonic_ns
 from typing import Protocol
 
@@ -21,15 +20,14 @@ from neutrino.engine.messages import FinishReason, ModalResult, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.observability.metrics import Gaps
 from neutrino.pipeline.admission import OPEN, Ticket
+from neutrino.pipeline.assembler import Assembler, Outcome
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
-from neutrino.pipeline.history import HistoryEntry
-from neutrino.pipeline.logprobs import LogprobColumns, LogprobRecorder, TokenLogprob
-from neutrino.pipeline.observe import AttrValue, Observed
-from neutrino.pipeline.output import OutputParser
+from neutrino.pipeline.history import Spent
+from neutrino.pipeline.logprobs import TokenLogprob
+from neutrino.pipeline.observe import Observed
 from neutrino.pipeline.state import Lifecycle, State
-from neutrino.pipeline.text_stream import TextStream
-from neutrino.text.parsers import Delta, ToolCall, ToolCallDelta
+from neutrino.text.parsers import ToolCallDelta
 
 log = logging.getLogger("neutrino.pipeline")
 
@@ -39,24 +37,6 @@ Defer = Callable[[Callable[[], "str | None"], Callable[["str | None"], None]], N
 # A strict format's check of an answer this long or shorter runs at once; a longer
 # answer's is deferred.
 INLINE_CHECK_CHARS = 4096
-
-
-@dataclass(slots=True)
-class Outcome:
-    """How a finished generation ended, and what it cost (``logprobs``: every reported
-    token's entry, when they were asked for)."""
-
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    cached_tokens: int = 0
-    timings: dict[str, float] = field(default_factory=dict)
-    engine_timings: dict[str, float] = field(default_factory=dict)
-    stop_reason: str | int | None = None
-    logprobs: LogprobColumns | None = None
-    reasoning: str | None = None  # the split-off reasoning, when the response was parsed
-    reasoning_tokens: int | None = None
-    tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 class PushTarget(Protocol):
@@ -76,29 +56,19 @@ class PushTarget(Protocol):
 
 
 class Generation:
-    """The engine sink of one request, pushing its output to one target."""
+    """The in-flight handle of one choice: its engine sink, lifecycle, deadline, cancel
+    and delivery; its answer is made by its :class:`Assembler`."""
 
     __slots__ = (
-        "_all_lp",
-        "_cached",
+        "_asm",
         "_defer",
         "_error",
         "_gaps",
         "_on_done",
         "_outcome",
-        "_parser",
-        "_pending",
-        "_pending_calls",
-        "_pending_lp",
-        "_pending_reasoning",
-        "_pending_tokens",
         "_push",
-        "_recorder",
-        "_stream",
         "_submission",
-        "_text",
         "_timer",
-        "_validator",
         "created",
         "echo",
         "engine_cancels",
@@ -107,7 +77,6 @@ class Generation:
         "model",
         "obs",
         "principal",
-        "prompt_tokens",
         "request_id",
         "route",
         "ticket",
@@ -118,21 +87,15 @@ class Generation:
         *,
         request_id: str,
         model: str,
-        stream: TextStream,
-        prompt_tokens: int,
+        assembler: Assembler,
         lifecycle: Lifecycle,
         on_done: Callable[[Generation], None],
-        logprobs: LogprobRecorder | None = None,
-        keep_logprobs: bool = True,
-        validator: Callable[[str], str | None] | None = None,
-        parser: OutputParser | None = None,
         defer: Defer | None = None,
     ) -> None:
         self.request_id = request_id
         self.model = model
         self.created = int(lifecycle.created_wall)
         self.lifecycle = lifecycle
-        self.prompt_tokens = prompt_tokens
         self.echo = ""  # text that precedes the completion in the answer (``echo``)
         self.engine_cancels = 0
         # Where its answer went on after its engine was lost, failed or drained, and why
@@ -142,30 +105,25 @@ class Generation:
         self.ticket: Ticket = OPEN  # its place in the fair shares and its key's limits
         self.obs: Observed | None = None  # its labels and span, for metrics and tracing
         self.route = ""  # how a manifest route sent it here (pipeline/routes.py Hop)
-        self._stream = stream
+        self._asm = assembler
         self._on_done = on_done
-        self._parser = parser
-        # Checks the whole text at the end (strict response formats); keeps a copy for it.
-        self._validator = validator
         self._defer = defer
-        self._text: list[str] = []
-        self._recorder = logprobs
-        # Every token's entry, for a response rendered whole at the end (a stream sends
-        # them as they come: keeping them all would grow with every token it streams).
-        self._all_lp = LogprobColumns(logprobs) if logprobs is not None and keep_logprobs else None
-        # What the current batch of engine frames produced, until the next flush.
-        self._pending: list[str] = []
         self._gaps: Gaps | None = None  # from its first delivery of tokens on
-        self._pending_tokens = 0
-        self._pending_lp: list[TokenLogprob] = []
-        self._pending_reasoning: list[str] = []
-        self._pending_calls: list[ToolCallDelta] = []
         self._outcome: Outcome | None = None
         self._error: NeutrinoError | None = None
         self._submission: Submission | None = None
         self._timer: Deadline | None = None
-        self._cached = 0
         self._push: PushTarget | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self._asm.prompt_tokens
+
+    @property
+    def completion_tokens(self) -> int:
+        """Its tokens so far (the outcome's count once it completed)."""
+        out = self._outcome
+        return out.completion_tokens if out is not None else self._asm.completion_tokens
 
     # ---------------------------------------------------------------- setup
 
@@ -196,47 +154,29 @@ class Generation:
             self._gaps = Gaps(monotonic_ns())
         elif tokens:
             gaps.add(monotonic_ns())
-        s = self._stream
-        text = s.feed_tokens(tokens)
-        self._pending_tokens += len(tokens)
-        if text:
-            self._add_text(text)
-        if s.finish_reason is not None:  # a stop string matched: the text is complete
+        asm = self._asm
+        more = asm.tokens(tokens)
+        if asm.complete:  # a stop string matched: the text is complete
             return self._complete(None)
-        return bool(self._pending or self._pending_reasoning or self._pending_calls)
+        return more
 
     def on_result(self, result: TextResult) -> bool:
         """Take one engine result; True asks for ``flush`` after this batch of frames."""
         if self.lifecycle.terminal:
             return False
-        if self.lifecycle.state is State.PROCESSING and result.tokens:
-            self.lifecycle.advance(State.GENERATING)
         if result.tokens:
+            if self.lifecycle.state is State.PROCESSING:
+                self.lifecycle.advance(State.GENERATING)
             gaps = self._gaps
             if gaps is None:
                 self._gaps = Gaps(monotonic_ns())
             else:
                 gaps.add(monotonic_ns())
-        s = self._stream
-        text = s.feed(result)
-        if text:
-            self._add_text(text)
-        self._pending_tokens += len(result.tokens)
-        kept = self._all_lp
-        if self._recorder is not None and result.logprobs:
-            if kept is not None:  # an answer rendered whole at the end: kept compactly
-                kept.add(result, s.shown)
-            else:  # a stream: entries for the next push
-                self._pending_lp += self._recorder.entries(result, s.shown)
-        if s.finish_reason is not None:
-            if s.hidden_before and kept is not None:
-                # Cut inside a character begun in earlier frames: their tokens' entries
-                # go too (a stream has sent them already).
-                kept.drop(s.hidden_before)
+        asm = self._asm
+        more = asm.result(result)
+        if asm.complete:
             return self._complete(result)
-        return bool(
-            self._pending or self._pending_lp or self._pending_reasoning or self._pending_calls
-        )
+        return more
 
     def on_modal(self, result: ModalResult) -> None:
         raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered a text query wrongly")
@@ -255,42 +195,20 @@ class Generation:
         self._finish(State.FAILED)
         self.flush()
 
-    def _add_text(self, text: str) -> None:
-        if self._parser is not None:
-            self._take_delta(self._parser.feed(text))
-            return
-        self._pending.append(text)
-        if self._validator is not None:
-            self._text.append(text)
-
     def _complete(self, result: TextResult | None) -> bool:
         """The text is complete: the engine's final ``result``, or a stop string (None,
         or a mid-stream result), after which the engine is told to stop."""
         if result is None or result.finish_reason is FinishReason.NONE:
             self._cancel_engine("stop string")
-        else:
-            self._cached = result.cached_tokens
-            if result.prompt_tokens:
-                self.prompt_tokens = result.prompt_tokens
-        finish = self._stream.finish_reason or "stop"
-        parser = self._parser
-        if parser is not None:
-            self._take_delta(parser.finish())
-            if parser.calls and finish == "stop":
-                finish = "tool_calls"
-        # Only an answer the model finished can break the format: one cut by max_tokens
-        # is a 200 with finish_reason "length" (SDKs raise their own length error for
-        # it; a 5xx would make them retry in vain).
-        check = self._validator if finish == "stop" else None
+        finish, check = self._asm.finish(result)
         if check is None:
             return self._completed(result, finish, None)
-        text = "".join(self._text)
         defer = self._defer
-        if defer is None or len(text) <= INLINE_CHECK_CHARS:
-            return self._completed(result, finish, check(text))
+        if defer is None or len(check.text) <= INLINE_CHECK_CHARS:
+            return self._completed(result, finish, check.run())
         # A long answer is checked elsewhere (jsonschema is pure Python): the request ends
         # when the check comes back, unless something ended it meanwhile.
-        defer(lambda: check(text), lambda problem: self._checked(result, finish, problem))
+        defer(check.run, lambda problem: self._checked(result, finish, problem))
         return False
 
     def _checked(self, result: TextResult | None, finish: str, problem: str | None) -> None:
@@ -309,44 +227,9 @@ class Generation:
             )
             return False
         self.lifecycle.advance(State.COMPLETE)
-        self._outcome = self._outcome_of(result, finish)
+        self._outcome = self._asm.outcome(result, finish, self.lifecycle.timings())
         self._ended()
         return True
-
-    def _outcome_of(self, result: TextResult | None, finish: str) -> Outcome:
-        s = self._stream
-        parser = self._parser
-        completion = s.completion_tokens
-        final = result is not None and result.finish_reason is not FinishReason.NONE
-        if final and result is not None and result.completion_tokens:
-            completion = max(completion, result.completion_tokens)
-        return Outcome(
-            finish_reason=finish,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=completion,
-            cached_tokens=self._cached,
-            timings=self.lifecycle.timings(),
-            engine_timings={
-                "queue": result.queue_ns / 1e9 if result else 0.0,
-                "prefill": result.prefill_ns / 1e9 if result else 0.0,
-                "decode": result.decode_ns / 1e9 if result else 0.0,
-            },
-            stop_reason=s.stop_reason,
-            logprobs=self._all_lp,
-            reasoning=parser.reasoning() if parser is not None else None,
-            reasoning_tokens=parser.reasoning_tokens() if parser is not None else None,
-            tool_calls=parser.calls if parser is not None else [],
-        )
-
-    def _take_delta(self, delta: Delta) -> None:
-        if delta.content:
-            self._pending.append(delta.content)
-            if self._validator is not None:
-                self._text.append(delta.content)
-        if delta.reasoning:
-            self._pending_reasoning.append(delta.reasoning)
-        if delta.tool_calls:
-            self._pending_calls += delta.tool_calls
 
     # ---------------------------------------------------------------- delivery
 
@@ -355,14 +238,14 @@ class Generation:
         target = self._push
         if target is None:
             return
+        asm = self._asm
         try:
-            if self._pending_reasoning or self._pending_calls:
-                reasoning = "".join(self._pending_reasoning)
-                self._pending_reasoning.clear()
-                calls, self._pending_calls = self._pending_calls, []
-                target.on_parts(reasoning, calls)
-            if self._pending or self._pending_lp:
-                target.on_text(*self._take())
+            parts = asm.take_parts()
+            if parts is not None:
+                target.on_parts(*parts)
+            text = asm.take_text()
+            if text is not None:
+                target.on_text(*text)
         except Exception as exc:
             self._undeliverable(exc)
         if self._error is not None or self._outcome is not None:
@@ -372,23 +255,10 @@ class Generation:
             except Exception:
                 log.exception("request %s: ending its answer failed", self.request_id)
 
-    def _take(self) -> tuple[str, int, list[TokenLogprob] | None]:
-        pending = self._pending
-        text = pending[0] if len(pending) == 1 else "".join(pending)
-        pending.clear()
-        n, self._pending_tokens = self._pending_tokens, 0
-        lps: list[TokenLogprob] | None = None
-        if self._recorder is not None:
-            lps, self._pending_lp = self._pending_lp, []
-        return text, n, lps
-
     def _undeliverable(self, exc: Exception) -> None:
         """Output the client cannot be given (a rendering bug): the answer ends with the
         error, and the engine, if still generating, is told to stop."""
-        self._pending.clear()
-        self._pending_lp.clear()
-        self._pending_reasoning.clear()
-        self._pending_calls.clear()
+        self._asm.drop()
         error = sink_failure(exc)
         if not self.lifecycle.terminal:
             self._cancel_engine("output rejected")
@@ -453,43 +323,15 @@ class Generation:
         gaps = self._gaps
         return gaps if gaps is not None and any(gaps.counts) else None
 
-    def usage(self) -> tuple[int, int, int, int]:
-        """Its prompt, generated, cached and reasoning tokens (read once it has ended)."""
+    def spent(self) -> Spent:
+        """What it used and how it ended (read once it has ended)."""
         out = self._outcome
         if out is None:
-            return (self.prompt_tokens, self._stream.completion_tokens, 0, 0)
-        return (out.prompt_tokens, out.completion_tokens, out.cached_tokens,
-                out.reasoning_tokens or 0)  # fmt: skip
-
-    def span_attributes(self) -> dict[str, AttrValue]:
-        """Its span's response attributes (only a traced request is asked)."""
-        attrs: dict[str, AttrValue] = {
-            "gen_ai.response.id": self.request_id,
-            "gen_ai.response.model": self.model,
-        }
-        if self._outcome is not None:
-            attrs["gen_ai.response.finish_reasons"] = [self._outcome.finish_reason]
-        if self.route:
-            attrs["neutrino.route"] = self.route
-        if self.hops:
-            attrs["neutrino.migrations"] = len(self.hops)
-            attrs["neutrino.migrated_to"] = [f"{e} ({why})" for e, why in self.hops]
-        return attrs
-
-    def history_entry(self) -> HistoryEntry:
-        """This request's history entry (call once terminal)."""
-        out = self._outcome
-        entry = HistoryEntry.of(
-            self.request_id,
-            self.model,
-            self.lifecycle,
-            self.prompt_tokens,
-            out.completion_tokens if out else self._stream.completion_tokens,
-            out.finish_reason if out else None,
-            self._error,
+            return Spent(self.prompt_tokens, self._asm.completion_tokens)
+        return Spent(
+            out.prompt_tokens,
+            out.completion_tokens,
+            out.cached_tokens,
+            out.reasoning_tokens or 0,
+            out.finish_reason,
         )
-        if self.route:
-            entry.route = self.route
-        if self.hops:
-            entry.hops = [f"{e} ({why})" for e, why in self.hops]
-        return entry

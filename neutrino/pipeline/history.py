@@ -13,13 +13,49 @@ from __future__ import annotations
 import sys
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from neutrino.errors import NeutrinoError
 from neutrino.pipeline.state import Lifecycle, State
 
 MAX_TEXT = 256  # characters kept of each client-chosen string
 _ENTRY_BYTES = 400  # an entry's own objects, beside its strings (measured: ~330)
+
+
+class Spent(NamedTuple):
+    """What an ended request used and how it ended, whatever kind of call it was: read
+    once at its end for its usage, metrics, span and history entry."""
+
+    prompt_tokens: int
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    finish_reason: str | None = None
+
+    @property
+    def usage(self) -> tuple[int, int, int, int]:
+        """Prompt, generated, cached and reasoning tokens (the metrics' tally)."""
+        return self[:4]
+
+
+class Ended(Protocol):
+    """A call that reached an engine and has ended (a Generation, ModalCall, RelayCall)."""
+
+    request_id: str
+    model: str
+    lifecycle: Lifecycle
+    route: str
+    hops: list[tuple[str, str]] | None
+
+    @property
+    def error(self) -> NeutrinoError | None: ...
+
+    def spent(self) -> Spent: ...
+
+
+def moves(hops: list[tuple[str, str]]) -> list[str]:
+    """Where an answer moved, and why, as history and spans name it: ``engine (why)``."""
+    return [f"{engine} ({why})" for engine, why in hops]
 
 
 def _cut(text: str) -> str:
@@ -70,6 +106,24 @@ class HistoryEntry:
             None if error is None else error.kind.spec.label,
             None if error is None else _cut(error.message),
         )
+
+    @classmethod
+    def of_ended(cls, call: Ended, spent: Spent) -> HistoryEntry:
+        """The entry of a call that reached an engine, from what it ``spent``."""
+        entry = cls.of(
+            call.request_id,
+            call.model,
+            call.lifecycle,
+            spent.prompt_tokens,
+            spent.completion_tokens,
+            spent.finish_reason,
+            call.error,
+        )
+        if call.route:
+            entry.route = call.route
+        if call.hops:
+            entry.hops = moves(call.hops)
+        return entry
 
     @property
     def nbytes(self) -> int:

@@ -14,9 +14,11 @@ from typing import Protocol
 
 from neutrino.errors import NeutrinoError
 from neutrino.observability.metrics import Gaps, Metrics
+from neutrino.pipeline.history import Spent, moves
 from neutrino.pipeline.state import Lifecycle, State
 
 AttrValue = str | bool | int | float | Sequence[str]
+NOTHING_SPENT = Spent(0)  # a request that ended before an engine saw it
 
 
 class Span(Protocol):
@@ -34,9 +36,29 @@ class Span(Protocol):
 
 
 class Attributed(Protocol):
-    """An ended request that describes its response to its span."""
+    """An ended request, as its span describes its response."""
 
-    def span_attributes(self) -> dict[str, AttrValue]: ...
+    request_id: str
+    model: str
+    route: str
+    hops: list[tuple[str, str]] | None
+
+
+def response_attributes(source: Attributed, finish_reason: str | None) -> dict[str, AttrValue]:
+    """A span's response attributes (only a traced request's are made)."""
+    attrs: dict[str, AttrValue] = {
+        "gen_ai.response.id": source.request_id,
+        "gen_ai.response.model": source.model,
+    }
+    if finish_reason is not None:
+        attrs["gen_ai.response.finish_reasons"] = [finish_reason]
+    if source.route:
+        attrs["neutrino.route"] = source.route
+    hops = source.hops
+    if hops:
+        attrs["neutrino.migrations"] = len(hops)
+        attrs["neutrino.migrated_to"] = moves(hops)
+    return attrs
 
 
 class Tracer(Protocol):
@@ -131,12 +153,13 @@ class Observer:
         model: str,
         lifecycle: Lifecycle,
         error: NeutrinoError | None,
-        usage: tuple[int, int, int, int] = (0, 0, 0, 0),
+        spent: Spent = NOTHING_SPENT,
         source: Attributed | None = None,
         gaps: Gaps | None = None,
     ) -> None:
         """The request ended: one tally (``gaps``: between its deliveries of tokens), and
         its span's end (with ``source``'s response attributes)."""
+        usage = spent.usage
         metrics, span, finished = self.metrics, obs.span, self.finished
         if metrics is None and span is None and finished is None:
             return
@@ -160,7 +183,7 @@ class Observer:
             if t is not None:
                 phases[name] = t
         phases["ended"] = end
-        out = source.span_attributes() if source is not None else {}
+        out = response_attributes(source, spent.finish_reason) if source is not None else {}
         out["gen_ai.usage.input_tokens"] = usage[0]
         out["gen_ai.usage.output_tokens"] = usage[1]
         out["gen_ai.usage.cache_read.input_tokens"] = usage[2]

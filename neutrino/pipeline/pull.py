@@ -12,7 +12,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.assembler import Outcome
+from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.logprobs import TokenLogprob
 from neutrino.running import running_loop
 from neutrino.text.parsers import ToolCallDelta

@@ -25,8 +25,8 @@ from neutrino.observability.metrics import Gaps
 from neutrino.pipeline.admission import OPEN, Ticket
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
-from neutrino.pipeline.history import HistoryEntry
-from neutrino.pipeline.observe import AttrValue, Observed
+from neutrino.pipeline.history import Spent
+from neutrino.pipeline.observe import Observed
 from neutrino.pipeline.state import Lifecycle, State
 from neutrino.sse_decoder import SSEDecoder, SSEError
 
@@ -189,6 +189,8 @@ class RelayCall:
         self.principal: Principal | None = None
         self.ticket: Ticket = OPEN  # its place in the fair shares and its key\'s limits
         self.obs: Observed | None = None
+        self.route = ""  # relayed answers are never routed by a manifest route
+        self.hops: list[tuple[str, str]] | None = None  # nor moved
 
     def attach(self, timeout_s: float, deadlines: DeadlineWheel) -> None:
         self._timer = deadlines.call_later(timeout_s, self._on_timeout)
@@ -287,30 +289,9 @@ class RelayCall:
         gaps = self._gaps
         return gaps if gaps is not None and any(gaps.counts) else None
 
-    def usage(self) -> tuple[int, int, int, int]:
+    def spent(self) -> Spent:
         t = self.tally
-        return (t.prompt_tokens, t.completion_tokens, t.cached_tokens, 0)
-
-    def span_attributes(self) -> dict[str, AttrValue]:
-        out: dict[str, AttrValue] = {
-            "gen_ai.response.id": self.request_id,
-            "gen_ai.response.model": self.model,
-        }
-        if self.tally.finish_reason is not None:
-            out["gen_ai.response.finish_reasons"] = [self.tally.finish_reason]
-        return out
-
-    def history_entry(self) -> HistoryEntry:
-        t = self.tally
-        return HistoryEntry.of(
-            self.request_id,
-            self.model,
-            self.lifecycle,
-            t.prompt_tokens,
-            t.completion_tokens,
-            t.finish_reason,
-            self._error,
-        )
+        return Spent(t.prompt_tokens, t.completion_tokens, t.cached_tokens, 0, t.finish_reason)
 
 
 def _events_end(data: bytes) -> int:

@@ -2,7 +2,7 @@
 
 ``feed(result)`` / ``feed_tokens(ids)`` return the text an engine result makes
 visible; ``finish_reason`` is set when the stream ends (the engine's end, or a stop
-string). :class:`neutrino.pipeline.generation.Generation` drives one per request.
+string). :class:`neutrino.pipeline.assembler.Assembler` drives one per choice.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from neutrino.pipeline.generation import Outcome
+from neutrino.pipeline.assembler import Outcome
 
 
 class Usage(msgspec.Struct, frozen=True, gc=False):

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from neutrino.frontends.grpc.stubs import common_pb2, inference_pb2
-from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.assembler import Outcome
+from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.logprobs import TokenLogprob, large
 from neutrino.pipeline.modalities import ModelInfo
 from neutrino.pipeline.pull import Batch

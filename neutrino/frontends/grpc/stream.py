@@ -15,7 +15,8 @@ from collections.abc import Sequence
 
 from neutrino.frontends.grpc.calls import Context, send
 from neutrino.frontends.grpc.render import Chunks
-from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.assembler import Outcome
+from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.pull import Pull
 from neutrino.running import running_loop
 

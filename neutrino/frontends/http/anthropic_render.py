@@ -11,7 +11,8 @@ from __future__ import annotations
 import orjson
 
 from neutrino.errors import NeutrinoError
-from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.assembler import Outcome
+from neutrino.pipeline.generation import Generation
 
 SIGNATURE = ""
 

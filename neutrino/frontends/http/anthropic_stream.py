@@ -26,7 +26,8 @@ from neutrino.frontends.http.anthropic_render import (
     tool_use_id,
 )
 from neutrino.frontends.http.sse import SSEStream
-from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.assembler import Outcome
+from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.logprobs import TokenLogprob
 from neutrino.text.parsers import ToolCallDelta
 

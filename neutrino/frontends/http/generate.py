@@ -27,8 +27,9 @@ from neutrino.frontends.http import jsonbody
 from neutrino.frontends.http.exchange import GONE, Exchange, check_json_type
 from neutrino.frontends.http.sse import Body, SlowClient, SSEStream, openai_error_events
 from neutrino.observability.logs import bind_request_id
+from neutrino.pipeline.assembler import Outcome
 from neutrino.pipeline.auth import Principal
-from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import collect
 from neutrino.pipeline.quota import Rates

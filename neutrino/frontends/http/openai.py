@@ -26,7 +26,8 @@ from neutrino.frontends.http.parse import parse_chat, parse_completion
 from neutrino.frontends.http.relay import relay_answer
 from neutrino.frontends.http.render import Answer, ChunkEncoder, chat_answer, completion_answer
 from neutrino.frontends.http.sse import ChoiceWriter, SSEStream
-from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.assembler import Outcome
+from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.request import GenerateRequest
 

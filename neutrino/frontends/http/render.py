@@ -18,7 +18,8 @@ from neutrino.frontends.http.pieces import (
     marker,
     pieces,
 )
-from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.assembler import Outcome
+from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.logprobs import (
     LogprobColumns,
     TokenLogprob,

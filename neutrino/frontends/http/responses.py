@@ -39,7 +39,8 @@ from neutrino.frontends.http.responses_render import output_items, response_id, 
 from neutrino.frontends.http.responses_store import ResponseStore, owner_of
 from neutrino.frontends.http.responses_stream import ResponseEvents, ResponsesWriter
 from neutrino.frontends.http.sse import SSEStream
-from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.assembler import Outcome
+from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.logprobs import chat_entries, large
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.request import GenerateRequest

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.pipeline.generation import Outcome
+from neutrino.pipeline.assembler import Outcome
 from neutrino.pipeline.logprobs import LogprobColumns, TokenLogprob, chat_entries
 from neutrino.text.parsers import ToolCall
 

@@ -35,7 +35,8 @@ from neutrino.frontends.http.responses_render import (
     text_part,
 )
 from neutrino.frontends.http.sse import SSEStream
-from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.assembler import Outcome
+from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.logprobs import TokenLogprob
 from neutrino.text.parsers import ToolCallDelta
 

@@ -25,7 +25,8 @@ from neutrino.frontends.http.render import SSE_DONE, SSE_KEEPALIVE, ChunkEncoder
 from neutrino.frontends.http.reset import reset
 from neutrino.observability.counters import Counters
 from neutrino.observability.logs import RateLimited
-from neutrino.pipeline.generation import Generation, Outcome
+from neutrino.pipeline.assembler import Outcome
+from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.logprobs import TokenLogprob
 from neutrino.running import running_loop
 from neutrino.text.parsers import ToolCallDelta

@@ -32,6 +32,7 @@ from neutrino.engine.messages import (
 )
 from neutrino.engine.schema import PROTOCOL_VERSION
 from neutrino.errors import ErrorKind, NeutrinoError
+from neutrino.pipeline.assembler import Assembler
 from neutrino.pipeline.deadlines import DeadlineWheel
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.state import Lifecycle, State
@@ -217,8 +218,7 @@ async def test_a_generation_whose_text_cannot_be_rendered_ends_with_the_error(
     gen = Generation(
         request_id="chatcmpl-t",
         model="m",
-        stream=TextStream(tok, [], frozenset()),
-        prompt_tokens=3,
+        assembler=Assembler(TextStream(tok, [], frozenset()), 3),
         lifecycle=lifecycle,
         on_done=lambda g: None,
     )

@@ -15,8 +15,8 @@ from neutrino.frontends.http.responses_parse import ResponsesRequest, Stored, pa
 from neutrino.frontends.http.responses_render import output_items, response_id, response_object
 from neutrino.frontends.http.responses_store import ResponseStore
 from neutrino.frontends.http.responses_stream import ResponseEvents
+from neutrino.pipeline.assembler import Outcome
 from neutrino.pipeline.chat import ToolChoice
-from neutrino.pipeline.generation import Outcome
 from neutrino.pipeline.logprobs import TokenLogprob
 from neutrino.text.parsers import ToolCall
 from tests.support import requests as view

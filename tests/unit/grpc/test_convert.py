@@ -15,8 +15,8 @@ from neutrino.config import ConfigError, LimitsConfig, load
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.grpc import convert, render
 from neutrino.frontends.http.parse import parse_chat, parse_completion
+from neutrino.pipeline.assembler import Outcome
 from neutrino.pipeline.chat import ImagePart
-from neutrino.pipeline.generation import Outcome
 from neutrino.pipeline.request import GenerateRequest
 from neutrino.v1 import inference_pb2
 from tests.support import requests as view

@@ -29,7 +29,7 @@ from neutrino.frontends.http.anthropic_render import (
 )
 from neutrino.frontends.http.anthropic_stream import MessageWriter
 from neutrino.frontends.http.sse import SSEStream
-from neutrino.pipeline.generation import Outcome
+from neutrino.pipeline.assembler import Outcome
 from neutrino.pipeline.history import History
 from neutrino.pipeline.models import ModelTexts
 from neutrino.pipeline.orchestrator import Orchestrator

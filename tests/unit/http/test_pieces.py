@@ -18,7 +18,7 @@ from neutrino.frontends.http.render import (
     completion_answer,
     completion_response,
 )
-from neutrino.pipeline.generation import Outcome
+from neutrino.pipeline.assembler import Outcome
 from neutrino.pipeline.logprobs import WHOLE_FIGURES, LogprobColumns, LogprobRecorder
 
 TEXTS = ["a", "é", '"', "\\", "\n", "𪚥", " the", "<|x|>", "\u2028"]
