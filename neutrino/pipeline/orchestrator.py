@@ -38,7 +38,7 @@ from neutrino.pipeline.pull import collect
 from neutrino.pipeline.quota import Quotas
 from neutrino.pipeline.quota_store import store_for
 from neutrino.pipeline.relay import RelayCall
-from neutrino.pipeline.request import GenerateRequest, Origin, tool_guided
+from neutrino.pipeline.request import GenerateRequest, Origin, choices, tool_guided
 from neutrino.pipeline.routes import Routes
 from neutrino.pipeline.served import capable, model_info
 from neutrino.pipeline.state import Lifecycle, State
@@ -142,6 +142,19 @@ class Orchestrator:
         return self.endings.finished
 
     # ------------------------------------------------------------------ public
+
+    async def start_all(
+        self,
+        req: GenerateRequest,
+        into: list[Generation],
+        on_queued: Callable[[], Awaitable[None]] | None = None,
+    ) -> list[Generation]:
+        """Every choice of ``req`` started (``n``, for every protocol alike), each appended
+        to ``into`` as it starts, so that the caller, which closes them all whatever
+        happens, holds every one; a refusal is raised with the earlier ones in ``into``."""
+        for choice in choices(req):
+            into.append(await self.start(choice, on_queued))
+        return into
 
     async def start(
         self,

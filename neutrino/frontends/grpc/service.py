@@ -41,7 +41,7 @@ from neutrino.observability.logs import bind_request_id
 from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import collect
-from neutrino.pipeline.request import GenerateRequest, Origin, choices
+from neutrino.pipeline.request import GenerateRequest, Origin
 
 __all__ = ["InferenceService", "error_metadata", "status_code"]
 
@@ -97,9 +97,7 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
         gens: list[Generation] = []
         reason = "client disconnected"
         try:
-            for choice in choices(req):
-                gens.append(await self.orch.start(choice))
-            yield gens
+            yield await self.orch.start_all(req, gens)
         except asyncio.CancelledError:
             reason = end_reason(context)
             raise

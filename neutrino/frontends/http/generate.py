@@ -33,7 +33,7 @@ from neutrino.pipeline.generation import Generation
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.pull import collect
 from neutrino.pipeline.quota import Rates
-from neutrino.pipeline.request import GenerateRequest, Origin, choices
+from neutrino.pipeline.request import GenerateRequest, Origin
 
 log = logging.getLogger("neutrino.http")
 
@@ -171,8 +171,7 @@ async def run_all(
     gens: list[Generation] = []
     results: list[tuple[str, Outcome]] = []
     try:
-        for choice in choices(req):
-            gens.append(await orch.start(choice))
+        await orch.start_all(req, gens)
         for gen in gens:
             results.append(await collect(gen))
     finally:
@@ -311,8 +310,7 @@ async def _start_choices(
     before the stream opened is raised; after, it is written as the stream's error
     event and the stream ended (returns False: nothing more to do)."""
     try:
-        for choice in choices(req):
-            gens.append(await orch.start(choice, on_queued=lazy.on_queued))
+        await orch.start_all(req, gens, on_queued=lazy.on_queued)
     except NeutrinoError as err:
         stream = lazy.stream
         if stream is None:
