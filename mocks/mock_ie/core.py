@@ -27,7 +27,6 @@ from mocks.mock_ie.json_instance import instance
 from mocks.mock_ie.memory import MockMemory
 from mocks.mock_ie.regex_instance import RegexTooHard, regex_instance
 from mocks.mock_ie.script import Rule, Script
-from neutrino.engine.arrays import pack_u32
 from neutrino.engine.messages import (
     Capability,
     EngineError,
@@ -43,7 +42,8 @@ from neutrino.engine.messages import (
     TextQuery,
     TextResult,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.arrays import pack_u32
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 
 ENGINE_NAME = "mock_ie/0.1.0"
 MIN_REPLY_TOKENS = 8

@@ -27,7 +27,7 @@ from neutrino.engine.messages import (
     RerankQuery,
     RerankResult,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from neutrino.engines.serve import RequestTasks, ServerConnection
 from neutrino.engines.session import EngineHandler, not_served
 

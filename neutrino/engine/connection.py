@@ -16,8 +16,8 @@ from typing import cast
 from neutrino.engine.client import StreamSink
 from neutrino.engine.link import EngineLink, Handshaken, LinkEvent, ModelsUpdated, Refused
 from neutrino.engine.messages import HelloAck, LoadModel, ModelInfo, Query, UnloadModel
-from neutrino.engine.schema import MAX_FRAME_BYTES
 from neutrino.engine.stats import EngineStats
+from neutrino.engine.wire.schema import MAX_FRAME_BYTES
 from neutrino.errors import ErrorKind, NeutrinoError
 
 log = logging.getLogger("neutrino.engine")

@@ -25,8 +25,6 @@ from dataclasses import dataclass
 
 from neutrino import __version__
 from neutrino.engine.client import StreamSink, classify_engine_error, lost_connection, sink_failure
-from neutrino.engine.codec import DecodeError, decode, encode
-from neutrino.engine.framing import FrameDecoder, FrameTooLarge, FramingError
 from neutrino.engine.liveness import Liveness
 from neutrino.engine.messages import (
     MODAL_RESULTS,
@@ -48,9 +46,11 @@ from neutrino.engine.messages import (
     UnloadModel,
     is_final,
 )
-from neutrino.engine.reader import decode_token_batch, decode_tokens
-from neutrino.engine.schema import MAX_FRAME_BYTES, PROTOCOL_VERSION
 from neutrino.engine.stats import CLIENT_GONE, EngineStats
+from neutrino.engine.wire.codec import DecodeError, decode, encode
+from neutrino.engine.wire.framing import FrameDecoder, FrameTooLarge, FramingError
+from neutrino.engine.wire.reader import decode_token_batch, decode_tokens
+from neutrino.engine.wire.schema import MAX_FRAME_BYTES, PROTOCOL_VERSION
 from neutrino.errors import ErrorKind, NeutrinoError
 
 log = logging.getLogger("neutrino.engine")

@@ -16,8 +16,6 @@ import hmac
 import logging
 from typing import Protocol
 
-from neutrino.engine.codec import DecodeError, decode, encode
-from neutrino.engine.framing import FrameDecoder, FrameTooLarge, FramingError
 from neutrino.engine.messages import (
     MODAL_QUERIES,
     Cancel,
@@ -37,7 +35,9 @@ from neutrino.engine.messages import (
     UnloadModel,
     is_final,
 )
-from neutrino.engine.schema import MAX_FRAME_BYTES, PROTOCOL_VERSION
+from neutrino.engine.wire.codec import DecodeError, decode, encode
+from neutrino.engine.wire.framing import FrameDecoder, FrameTooLarge, FramingError
+from neutrino.engine.wire.schema import MAX_FRAME_BYTES, PROTOCOL_VERSION
 
 log = logging.getLogger("neutrino.engines")
 

@@ -43,7 +43,7 @@ CHECK = """
 import configparser, importlib, json, sys
 import mocks, neutrino
 from neutrino import resources
-from neutrino.engine import schema
+from neutrino.engine.wire import schema
 from neutrino.frontends.grpc import codegen, stubs
 from neutrino.text.families import load_families
 from neutrino.text.registry import tokenizer_folder

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from neutrino.engine.schema import SCHEMA_PATH
+from neutrino.engine.wire.schema import SCHEMA_PATH
 
 
 def capnp_decode(frame: bytes) -> str:

@@ -21,8 +21,6 @@ import os
 import signal
 import struct
 
-from neutrino.engine.codec import decode, encode
-from neutrino.engine.framing import FrameDecoder
 from neutrino.engine.messages import (
     FinishReason,
     Hello,
@@ -33,7 +31,9 @@ from neutrino.engine.messages import (
     TextQuery,
     TextResult,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.codec import decode, encode
+from neutrino.engine.wire.framing import FrameDecoder
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 
 MODES = ("huge-prefix", "garbage", "bad-pointer", "unknown-id", "late-frame", "no-handshake")
 MODEL = "qwen2.5-mock"

@@ -28,7 +28,7 @@ from neutrino.engine.messages import (
     Query,
     TextQuery,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from neutrino.engines.llamacpp.backend import Backend
 from neutrino.engines.llamacpp.scheduler import Frames, Scheduler
 from neutrino.engines.serve import ServerConnection

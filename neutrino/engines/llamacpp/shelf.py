@@ -30,7 +30,7 @@ from neutrino.engine.messages import (
     TextQuery,
     UnloadModel,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from neutrino.engines.llamacpp.handler import ENGINE_NAME, LlamaEngine
 from neutrino.engines.serve import ServerConnection
 from neutrino.engines.session import EngineHandler, not_served

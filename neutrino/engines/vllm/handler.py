@@ -30,7 +30,7 @@ from neutrino.engine.messages import (
     Query,
     TextQuery,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from neutrino.engines.serve import RequestTasks, ServerConnection
 from neutrino.engines.session import EngineHandler, not_served
 from neutrino.engines.vllm.mapping import (

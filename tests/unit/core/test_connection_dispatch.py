@@ -15,9 +15,7 @@ from typing import Any
 import pytest
 
 from neutrino.engine.client import LinkSubmission, StreamSink
-from neutrino.engine.codec import decode, encode
 from neutrino.engine.connection import EngineConnection
-from neutrino.engine.framing import FrameDecoder
 from neutrino.engine.messages import (
     Cancel,
     FinishReason,
@@ -30,7 +28,9 @@ from neutrino.engine.messages import (
     TextResult,
     TokenBatch,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.codec import decode, encode
+from neutrino.engine.wire.framing import FrameDecoder
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.assembler import Assembler
 from neutrino.pipeline.deadlines import DeadlineWheel

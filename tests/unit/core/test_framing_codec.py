@@ -4,14 +4,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neutrino.engine.codec import (
-    DecodeError,
-    decode,
-    decode_slow,
-    encode,
-    encode_capnp,
-)
-from neutrino.engine.framing import FrameDecoder, FrameTooLarge
 from neutrino.engine.messages import (
     AudioQuery,
     AudioResult,
@@ -43,8 +35,16 @@ from neutrino.engine.messages import (
     TextQuery,
     TextResult,
 )
-from neutrino.engine.reader import decode_tokens
-from neutrino.engine.schema import MAX_FRAME_BYTES
+from neutrino.engine.wire.codec import (
+    DecodeError,
+    decode,
+    decode_slow,
+    encode,
+    encode_capnp,
+)
+from neutrino.engine.wire.framing import FrameDecoder, FrameTooLarge
+from neutrino.engine.wire.reader import decode_tokens
+from neutrino.engine.wire.schema import MAX_FRAME_BYTES
 from tests.support.capnp_tool import capnp_decode
 
 u32 = st.integers(0, 2**32 - 1)

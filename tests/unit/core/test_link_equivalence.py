@@ -17,9 +17,7 @@ from typing import Any, Protocol
 import pytest
 
 from neutrino.engine.client import StreamSink
-from neutrino.engine.codec import decode, encode
 from neutrino.engine.connection import EngineConnection
-from neutrino.engine.framing import FrameDecoder
 from neutrino.engine.messages import (
     Cancel,
     EmbedResult,
@@ -37,7 +35,9 @@ from neutrino.engine.messages import (
     TextResult,
     TokenBatch,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.codec import decode, encode
+from neutrino.engine.wire.framing import FrameDecoder
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from neutrino.engines.inprocess import InProcessEngineClient
 from neutrino.engines.session import EngineHandler
 from neutrino.errors import NeutrinoError

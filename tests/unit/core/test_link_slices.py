@@ -9,7 +9,6 @@ import asyncio
 import socket
 import time
 
-from neutrino.engine.codec import encode
 from neutrino.engine.connection import EngineConnection
 from neutrino.engine.link import SLICE_BYTES, EngineLink
 from neutrino.engine.messages import (
@@ -20,7 +19,8 @@ from neutrino.engine.messages import (
     TextQuery,
     TextResult,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.codec import encode
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from tests.unit.core.test_link_equivalence import Sink
 
 ACK = HelloAck("scripted", PROTOCOL_VERSION, [ModelInfo("m", 4096)], 8)

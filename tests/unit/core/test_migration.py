@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from neutrino.engine.codec import decode, encode
 from neutrino.engine.failover import Failover
 from neutrino.engine.messages import (
     Guided,
@@ -16,6 +15,7 @@ from neutrino.engine.messages import (
     TextResult,
 )
 from neutrino.engine.migration import Migrations, reason_of
+from neutrino.engine.wire.codec import decode, encode
 from neutrino.errors import ErrorKind, NeutrinoError
 
 

@@ -8,8 +8,6 @@ import asyncio
 
 import pytest
 
-from neutrino.engine.codec import decode, encode
-from neutrino.engine.framing import FrameDecoder
 from neutrino.engine.lifecycle import LifecycleStats, ModelKeeper
 from neutrino.engine.link import EngineLink, Handshaken, ModelsUpdated
 from neutrino.engine.messages import (
@@ -24,7 +22,9 @@ from neutrino.engine.messages import (
     ModelState,
     UnloadModel,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.codec import decode, encode
+from neutrino.engine.wire.framing import FrameDecoder
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from neutrino.engines.session import EngineHandler, EngineSession
 from neutrino.errors import ErrorKind, NeutrinoError
 

@@ -21,7 +21,7 @@ from neutrino.engine.messages import (
     TextResult,
 )
 from neutrino.engine.pool import EnginePool
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from neutrino.engines.serve import ServerConnection, listen_unix
 from neutrino.engines.session import EngineHandler
 from neutrino.errors import NeutrinoError

@@ -17,9 +17,7 @@ from hypothesis import strategies as st
 
 from mocks.mock_ie.core import MockEngine, MockModel
 from mocks.mock_ie.server import MockServer
-from neutrino.engine.codec import DecodeError, decode, decode_slow, encode, encode_capnp
 from neutrino.engine.connection import EngineConnection
-from neutrino.engine.framing import FrameDecoder
 from neutrino.engine.messages import (
     FinishReason,
     Hello,
@@ -30,8 +28,10 @@ from neutrino.engine.messages import (
     TextResult,
     TokenBatch,
 )
-from neutrino.engine.reader import decode_token_batch
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.codec import DecodeError, decode, decode_slow, encode, encode_capnp
+from neutrino.engine.wire.framing import FrameDecoder
+from neutrino.engine.wire.reader import decode_token_batch
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from neutrino.errors import NeutrinoError
 from tests.support.capnp_tool import capnp_decode
 from tests.unit.mock_ie.helpers import ByteTokenizer

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from neutrino.engine.codec import decode, encode
-from neutrino.engine.framing import FrameDecoder
 from neutrino.engine.messages import (
     Cancel,
     EmbedQuery,
@@ -24,7 +22,9 @@ from neutrino.engine.messages import (
     TextResult,
     TokenBatch,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.codec import decode, encode
+from neutrino.engine.wire.framing import FrameDecoder
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from neutrino.engines.session import EngineHandler, EngineSession
 
 ACK = HelloAck("test-engine", PROTOCOL_VERSION, [ModelInfo("m", 4096)], 8)

@@ -10,7 +10,6 @@ import pytest
 from mocks.mock_ie import corpus
 from mocks.mock_ie.core import Fault, MockEngine, MockGeneration, MockModel
 from mocks.mock_ie.script import Script
-from neutrino.engine.codec import decode, encode
 from neutrino.engine.messages import (
     EngineError,
     ErrorCode,
@@ -19,7 +18,8 @@ from neutrino.engine.messages import (
     TextQuery,
     TextResult,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.codec import decode, encode
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from tests.unit.mock_ie.helpers import ByteTokenizer, all_tokens, drain
 
 EOS = 151645  # qwen2 <|im_end|>

@@ -36,7 +36,7 @@ from neutrino.engine.messages import (
     SpeechQuery,
     SpeechResult,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from tests.unit.mock_ie.test_process import REPO, Client
 
 MODELS = [

@@ -19,8 +19,6 @@ import pytest
 
 from mocks.mock_ie.core import MockEngine, MockGeneration, MockModel
 from mocks.mock_ie.events import read_events
-from neutrino.engine.codec import decode, encode
-from neutrino.engine.framing import FrameDecoder
 from neutrino.engine.messages import (
     Cancel,
     EngineError,
@@ -35,7 +33,9 @@ from neutrino.engine.messages import (
     TextQuery,
     TextResult,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.codec import decode, encode
+from neutrino.engine.wire.framing import FrameDecoder
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from tests.unit.mock_ie.helpers import all_tokens, drain
 
 REPO = Path(__file__).resolve().parents[3]

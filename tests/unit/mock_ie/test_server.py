@@ -12,8 +12,6 @@ import pytest
 from mocks.mock_ie.core import MockEngine, MockModel
 from mocks.mock_ie.events import EventLog, read_events
 from mocks.mock_ie.server import MockServer
-from neutrino.engine.codec import decode, encode
-from neutrino.engine.framing import FrameDecoder
 from neutrino.engine.messages import (
     EngineError,
     ErrorCode,
@@ -25,7 +23,9 @@ from neutrino.engine.messages import (
     TextQuery,
     TextResult,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.codec import decode, encode
+from neutrino.engine.wire.framing import FrameDecoder
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from tests.unit.mock_ie.helpers import ByteTokenizer
 
 

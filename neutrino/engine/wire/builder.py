@@ -11,9 +11,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from neutrino.engine.arrays import pack_u32
 from neutrino.engine.messages import Sampling, TextQuery, TextResult
-from neutrino.engine.schema import PROTOCOL_VERSION, ie
+from neutrino.engine.wire.arrays import pack_u32
+from neutrino.engine.wire.schema import PROTOCOL_VERSION, ie
 
 _WIDTH = {
     "int8": 1,

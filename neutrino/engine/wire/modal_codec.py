@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from neutrino.engine.arrays import pack_f32, pack_u32, unpack_f32, unpack_u32
 from neutrino.engine.messages import (
     AudioQuery,
     AudioResult,
@@ -25,6 +24,7 @@ from neutrino.engine.messages import (
     SpeechQuery,
     SpeechResult,
 )
+from neutrino.engine.wire.arrays import pack_f32, pack_u32, unpack_f32, unpack_u32
 
 
 def fill_image(b: Any, img: Image) -> None:

@@ -17,10 +17,10 @@ import struct
 from array import array
 from typing import Any
 
-from neutrino.engine.arrays import LITTLE as _LITTLE
-from neutrino.engine.arrays import unpack_f32, unpack_u32, unpack_u64
 from neutrino.engine.messages import FinishReason, TextResult, TokenBatch
-from neutrino.engine.schema import PROTOCOL_VERSION, ie
+from neutrino.engine.wire.arrays import LITTLE as _LITTLE
+from neutrino.engine.wire.arrays import unpack_f32, unpack_u32, unpack_u64
+from neutrino.engine.wire.schema import PROTOCOL_VERSION, ie
 
 
 class DecodeError(ValueError):

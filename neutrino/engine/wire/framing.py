@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from neutrino.engine.schema import MAX_FRAME_BYTES
+from neutrino.engine.wire.schema import MAX_FRAME_BYTES
 
 _U32 = struct.Struct("<I")
 _HEAD = struct.Struct("<II")

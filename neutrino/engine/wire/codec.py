@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from neutrino.engine.arrays import pack_f32, pack_u32, pack_u64, unpack_f32, unpack_u32, unpack_u64
-from neutrino.engine.builder import encode_text_query, encode_text_result
 from neutrino.engine.messages import (
     Cancel,
     Capability,
@@ -36,10 +34,19 @@ from neutrino.engine.messages import (
     TokenBatch,
     UnloadModel,
 )
-from neutrino.engine.modal_codec import fill_body, fill_image, read_body, read_image
-from neutrino.engine.reader import DecodeError as DecodeError
-from neutrino.engine.reader import checked_batch, decode_canonical, decode_general
-from neutrino.engine.schema import PROTOCOL_VERSION, ie
+from neutrino.engine.wire.arrays import (
+    pack_f32,
+    pack_u32,
+    pack_u64,
+    unpack_f32,
+    unpack_u32,
+    unpack_u64,
+)
+from neutrino.engine.wire.builder import encode_text_query, encode_text_result
+from neutrino.engine.wire.modal_codec import fill_body, fill_image, read_body, read_image
+from neutrino.engine.wire.reader import DecodeError as DecodeError
+from neutrino.engine.wire.reader import checked_batch, decode_canonical, decode_general
+from neutrino.engine.wire.schema import PROTOCOL_VERSION, ie
 
 _TRAVERSAL_LIMIT_WORDS = 16 * 1024 * 1024  # 128 MiB, above the 101 MB frame limit
 
