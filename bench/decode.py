@@ -26,7 +26,7 @@ import orjson
 import pydantic
 
 from neutrino.config import LimitsConfig
-from neutrino.frontends.http.parse import parse_chat
+from neutrino.frontends.http.openai.parse import parse_chat
 
 BODY = orjson.dumps(
     {

@@ -25,7 +25,7 @@ from neutrino.engine.messages import (
     TextQuery,
     TextResult,
 )
-from neutrino.engine.schema import PROTOCOL_VERSION
+from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from neutrino.engines.serve import RequestTasks, ServerConnection, serve_until_signalled
 from neutrino.engines.session import EngineHandler, not_served
 

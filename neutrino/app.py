@@ -20,7 +20,7 @@ from neutrino.engine.messages import Capability, ModelInfo
 from neutrino.engine.router import EngineRouter
 from neutrino.fleet.plane import FleetPlane
 from neutrino.fleet.poller import NodePoller
-from neutrino.frontends.http import h1_wire
+from neutrino.frontends.http.h1 import wire as h1_wire
 from neutrino.frontends.http.server import HttpServer, build_admin_app, build_app, fast_routes
 from neutrino.frontends.quic.head import alt_svc
 from neutrino.frontends.quic.server import Http3Server

@@ -22,7 +22,7 @@ from neutrino.frontends.http import jsonbody
 from neutrino.frontends.http.browsers import is_json
 from neutrino.frontends.http.guard import error_response
 from neutrino.frontends.http.headers import rate_headers
-from neutrino.frontends.http.render import SSE_OPEN
+from neutrino.frontends.http.openai.render import SSE_OPEN
 from neutrino.frontends.http.reset import reset
 from neutrino.frontends.http.sse import Body, SlowClient, within
 from neutrino.pipeline.quota import Rates

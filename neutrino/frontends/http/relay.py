@@ -15,7 +15,7 @@ from collections.abc import Callable
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.exchange import Exchange
 from neutrino.frontends.http.generate import Passthrough
-from neutrino.frontends.http.render import SSE_KEEPALIVE
+from neutrino.frontends.http.openai.render import SSE_KEEPALIVE
 from neutrino.frontends.http.sse import openai_error_events
 from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.relay import RelayCall

@@ -13,16 +13,17 @@ from neutrino.config import Config
 from neutrino.config.checks import split_address
 from neutrino.errors import NeutrinoError, StartupError, os_reason
 from neutrino.frontends.common import client_request_id
-from neutrino.frontends.http import h1, h1_wire
 from neutrino.frontends.http.admin import AdminRoutes, ExtraState, FleetState, Reload
-from neutrino.frontends.http.anthropic import AnthropicRoutes
-from neutrino.frontends.http.audio import AudioRoutes
-from neutrino.frontends.http.clock import Timeouts
-from neutrino.frontends.http.detect import DetectRoutes
-from neutrino.frontends.http.embeddings import EmbeddingRoutes
+from neutrino.frontends.http.anthropic.routes import AnthropicRoutes
 from neutrino.frontends.http.guard import REFUSALS
-from neutrino.frontends.http.openai import OpenAIRoutes
-from neutrino.frontends.http.responses import ResponsesRoutes
+from neutrino.frontends.http.h1 import server as h1
+from neutrino.frontends.http.h1 import wire as h1_wire
+from neutrino.frontends.http.h1.clock import Timeouts
+from neutrino.frontends.http.modal.audio import AudioRoutes
+from neutrino.frontends.http.modal.detect import DetectRoutes
+from neutrino.frontends.http.modal.embeddings import EmbeddingRoutes
+from neutrino.frontends.http.openai.routes import OpenAIRoutes
+from neutrino.frontends.http.responses.routes import ResponsesRoutes
 from neutrino.observability.counters import Counters
 from neutrino.observability.logs import ClientErrorsQuiet
 from neutrino.pipeline.auth import KeyRing

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from neutrino.errors import NeutrinoError
-from neutrino.frontends.http.render import SSE_DONE, SSE_KEEPALIVE, ChunkEncoder, sse_error
+from neutrino.frontends.http.openai.render import SSE_DONE, SSE_KEEPALIVE, ChunkEncoder, sse_error
 from neutrino.frontends.http.reset import reset
 from neutrino.observability.counters import Counters
 from neutrino.observability.logs import RateLimited

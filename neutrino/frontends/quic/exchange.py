@@ -12,7 +12,7 @@ import orjson
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.common import SSE_HEADERS
 from neutrino.frontends.http.headers import error_headers, rate_headers
-from neutrino.frontends.http.render import SSE_OPEN
+from neutrino.frontends.http.openai.render import SSE_OPEN
 from neutrino.frontends.quic.head import Fields, RequestHead, response_fields
 from neutrino.pipeline.quota import Rates
 from neutrino.running import running_loop

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from neutrino.frontends.http.clock import ConnectionClock, Phase, Timeouts
+from neutrino.frontends.http.h1.clock import ConnectionClock, Phase, Timeouts
 
 T = Timeouts(head_s=15.0, body_s=30.0, keepalive_s=75.0, min_body_rate=0)
 

@@ -11,9 +11,9 @@ import pytest
 from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError, parse_path
 from neutrino.frontends.grpc.convert import to_request
-from neutrino.frontends.http.anthropic_parse import parse_messages
-from neutrino.frontends.http.parse import parse_chat
-from neutrino.frontends.http.responses_parse import parse_responses
+from neutrino.frontends.http.anthropic.parse import parse_messages
+from neutrino.frontends.http.openai.parse import parse_chat
+from neutrino.frontends.http.responses.parse import parse_responses
 from neutrino.pipeline.fields import path
 from neutrino.v1 import inference_pb2
 

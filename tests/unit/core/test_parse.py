@@ -9,7 +9,7 @@ import pytest
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.frontends.http.parse import parse_chat, parse_completion
+from neutrino.frontends.http.openai.parse import parse_chat, parse_completion
 from neutrino.pipeline.chat import FunctionCall, ToolChoice
 from neutrino.pipeline.request import tool_guided
 from tests.support import requests as view

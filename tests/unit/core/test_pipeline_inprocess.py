@@ -267,7 +267,7 @@ async def test_a_strict_formats_check_of_a_long_answer_runs_on_a_thread(
     ends when it comes back: the same answers as checked at once, a valid one complete,
     a broken one the format error."""
     import neutrino.pipeline.generation as generation
-    from neutrino.frontends.http.parse import parse_chat
+    from neutrino.frontends.http.openai.parse import parse_chat
 
     monkeypatch.setattr(generation, "INLINE_CHECK_CHARS", inline_chars)
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

@@ -11,10 +11,10 @@ import pytest
 from neutrino.config import ConfigError, LimitsConfig, from_mapping
 from neutrino.engine.messages import GuidedMode
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.frontends.http.responses_parse import ResponsesRequest, Stored, parse_responses
-from neutrino.frontends.http.responses_render import output_items, response_id, response_object
-from neutrino.frontends.http.responses_store import ResponseStore
-from neutrino.frontends.http.responses_stream import ResponseEvents
+from neutrino.frontends.http.responses.parse import ResponsesRequest, Stored, parse_responses
+from neutrino.frontends.http.responses.render import output_items, response_id, response_object
+from neutrino.frontends.http.responses.store import ResponseStore
+from neutrino.frontends.http.responses.stream import ResponseEvents
 from neutrino.pipeline.assembler import Outcome
 from neutrino.pipeline.chat import ToolChoice
 from neutrino.pipeline.logprobs import TokenLogprob

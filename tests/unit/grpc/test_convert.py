@@ -14,7 +14,7 @@ from PIL import Image as PILImage
 from neutrino.config import ConfigError, LimitsConfig, load
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.grpc import convert, render
-from neutrino.frontends.http.parse import parse_chat, parse_completion
+from neutrino.frontends.http.openai.parse import parse_chat, parse_completion
 from neutrino.pipeline.assembler import Outcome
 from neutrino.pipeline.chat import ImagePart
 from neutrino.pipeline.request import GenerateRequest

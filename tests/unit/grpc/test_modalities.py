@@ -30,8 +30,8 @@ from neutrino.engines.inprocess import InProcessEngineClient
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.common import uploaded_audio
 from neutrino.frontends.grpc import audio, calls, embeddings, vision
-from neutrino.frontends.http import audio as http_audio
-from neutrino.frontends.http import embeddings as http_embeddings
+from neutrino.frontends.http.modal import audio as http_audio
+from neutrino.frontends.http.modal import embeddings as http_embeddings
 from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.history import History
 from neutrino.pipeline.models import ModelTexts

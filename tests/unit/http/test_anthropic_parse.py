@@ -11,7 +11,7 @@ from PIL import Image as PILImage
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.frontends.http.anthropic_parse import parse_count, parse_messages
+from neutrino.frontends.http.anthropic.parse import parse_count, parse_messages
 from neutrino.pipeline.chat import ImagePart, TextPart, ToolChoice
 from tests.support import requests as view
 

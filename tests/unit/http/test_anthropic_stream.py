@@ -18,8 +18,8 @@ from mocks.mock_ie.script import Script
 from mocks.mock_ie.server import MockServer
 from neutrino.config import Config
 from neutrino.errors import ANTHROPIC_TYPES, ErrorKind, NeutrinoError
-from neutrino.frontends.http.anthropic_parse import parse_count, parse_messages
-from neutrino.frontends.http.anthropic_render import (
+from neutrino.frontends.http.anthropic.parse import parse_count, parse_messages
+from neutrino.frontends.http.anthropic.render import (
     MESSAGE_STOP,
     error_events,
     message,
@@ -27,7 +27,7 @@ from neutrino.frontends.http.anthropic_render import (
     message_start,
     stop_reason,
 )
-from neutrino.frontends.http.anthropic_stream import MessageWriter
+from neutrino.frontends.http.anthropic.stream import MessageWriter
 from neutrino.frontends.http.sse import SSEStream
 from neutrino.pipeline.assembler import Outcome
 from neutrino.pipeline.history import History

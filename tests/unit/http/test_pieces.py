@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from neutrino.engine.messages import TextResult
-from neutrino.frontends.http.render import (
+from neutrino.frontends.http.openai.render import (
     chat_answer,
     chat_response,
     completion_answer,

@@ -20,9 +20,9 @@ from aiohttp import web
 
 from neutrino.config import Config
 from neutrino.errors import NeutrinoError
-from neutrino.frontends.http.anthropic_parse import parse_count, parse_messages
-from neutrino.frontends.http.anthropic_render import error_body, error_events, message
-from neutrino.frontends.http.anthropic_stream import MessageWriter
+from neutrino.frontends.http.anthropic.parse import parse_count, parse_messages
+from neutrino.frontends.http.anthropic.render import error_body, error_events, message
+from neutrino.frontends.http.anthropic.stream import MessageWriter
 from neutrino.frontends.http.exchange import AiohttpExchange, Exchange
 from neutrino.frontends.http.generate import (
     Passthrough,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.frontends.http.h1_wire import (
+from neutrino.frontends.http.h1.wire import (
     JSON_CHUNKED_HEAD,
     SSE_HEAD,
     SSE_OPEN_CHUNK,
@@ -36,7 +36,7 @@ class Connection(Protocol):
 
 
 class H1Exchange:
-    """One request served by :class:`~neutrino.frontends.http.h1.H1Protocol` (an
+    """One request served by :class:`~neutrino.frontends.http.h1.server.H1Protocol` (an
     ``Exchange`` of the routes)."""
 
     __slots__ = (

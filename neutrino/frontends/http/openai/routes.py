@@ -22,9 +22,14 @@ from neutrino.frontends.http.generate import (
     run_stream,
 )
 from neutrino.frontends.http.guard import guarded
-from neutrino.frontends.http.parse import parse_chat, parse_completion
+from neutrino.frontends.http.openai.parse import parse_chat, parse_completion
+from neutrino.frontends.http.openai.render import (
+    Answer,
+    ChunkEncoder,
+    chat_answer,
+    completion_answer,
+)
 from neutrino.frontends.http.relay import relay_answer
-from neutrino.frontends.http.render import Answer, ChunkEncoder, chat_answer, completion_answer
 from neutrino.frontends.http.sse import ChoiceWriter, SSEStream
 from neutrino.pipeline.assembler import Outcome
 from neutrino.pipeline.generation import Generation

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import orjson
 
 from neutrino.errors import NeutrinoError
-from neutrino.frontends.http.pieces import (
+from neutrino.frontends.http.openai.pieces import (
     chat_logprobs_json,
     completion_logprobs_json,
     marker,

@@ -29,15 +29,15 @@ from neutrino.frontends.http.generate import (
     run_stream,
 )
 from neutrino.frontends.http.guard import caller, guarded
-from neutrino.frontends.http.pieces import chat_entries_json, marker, pieces
-from neutrino.frontends.http.responses_parse import (
+from neutrino.frontends.http.openai.pieces import chat_entries_json, marker, pieces
+from neutrino.frontends.http.responses.parse import (
     ResponsesRequest,
     not_found_previous,
     parse_responses,
 )
-from neutrino.frontends.http.responses_render import output_items, response_id, response_object
-from neutrino.frontends.http.responses_store import ResponseStore, owner_of
-from neutrino.frontends.http.responses_stream import ResponseEvents, ResponsesWriter
+from neutrino.frontends.http.responses.render import output_items, response_id, response_object
+from neutrino.frontends.http.responses.store import ResponseStore, owner_of
+from neutrino.frontends.http.responses.stream import ResponseEvents, ResponsesWriter
 from neutrino.frontends.http.sse import SSEStream
 from neutrino.pipeline.assembler import Outcome
 from neutrino.pipeline.generation import Generation

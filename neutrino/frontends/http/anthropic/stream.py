@@ -16,7 +16,7 @@ from typing import Literal
 
 import orjson
 
-from neutrino.frontends.http.anthropic_render import (
+from neutrino.frontends.http.anthropic.render import (
     MESSAGE_STOP,
     PING,
     SIGNATURE,

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from neutrino.errors import NeutrinoError
-from neutrino.frontends.http.responses_render import (
+from neutrino.frontends.http.responses.render import (
     call_item,
     end_status,
     item_id,

@@ -15,7 +15,7 @@ import orjson
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.common import SSE_HEADERS
 from neutrino.frontends.http.headers import error_headers
-from neutrino.frontends.http.render import SSE_OPEN
+from neutrino.frontends.http.openai.render import SSE_OPEN
 
 _SERVER = b"Server: neutrino\r\n"
 _REASONS = {s.value: s.phrase.encode() for s in http.HTTPStatus}

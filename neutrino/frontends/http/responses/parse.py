@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request, unsupported
 from neutrino.frontends.common import new_id
-from neutrino.frontends.http.parse import fill_chat_fields
-from neutrino.frontends.http.responses_items import Conversation, input_items
+from neutrino.frontends.http.openai.parse import fill_chat_fields
+from neutrino.frontends.http.responses.items import Conversation, input_items
 from neutrino.pipeline import chat
 from neutrino.pipeline.chat import Tool, ToolChoice
 from neutrino.pipeline.draft import Draft, Names

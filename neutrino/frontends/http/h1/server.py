@@ -5,7 +5,7 @@ web layer (request and response objects, header multidicts, its stream writer)
 costs more than the rest of a request's work. This protocol parses with
 ``httptools`` (llhttp) and serves ``POST /v1/chat/completions`` and
 ``POST /v1/completions`` itself, through the same route code as aiohttp
-(:class:`~neutrino.frontends.http.openai.Exchange` is the seam).
+(:class:`~neutrino.frontends.http.openai.routes.Exchange` is the seam).
 
 Every other request goes to the aiohttp application: the connection gets an
 aiohttp request handler that writes to the real transport, and this protocol
@@ -18,7 +18,7 @@ Requests on one connection are answered in order; pipelined ones wait in a small
 bounded queue (reading pauses when it is full).
 
 This module is the connection (parsing, ordering, timeouts, the relay); a request as
-the routes see it is :class:`~neutrino.frontends.http.h1_exchange.H1Exchange`, and
+the routes see it is :class:`~neutrino.frontends.http.h1.exchange.H1Exchange`, and
 response heads, chunks and whole error answers are framed by h1_wire.py.
 """
 
@@ -36,9 +36,9 @@ from typing import cast
 import httptools
 
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.frontends.http.clock import ConnectionClock, Phase, Timeouts
-from neutrino.frontends.http.h1_exchange import H1Exchange
-from neutrino.frontends.http.h1_wire import chunk, request_head
+from neutrino.frontends.http.h1.clock import ConnectionClock, Phase, Timeouts
+from neutrino.frontends.http.h1.exchange import H1Exchange
+from neutrino.frontends.http.h1.wire import chunk, request_head
 from neutrino.frontends.http.reset import reset
 from neutrino.observability.counters import Counters
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from neutrino.frontends.http.responses_parse import Stored
+from neutrino.frontends.http.responses.parse import Stored
 from neutrino.pipeline.auth import Principal
 
 

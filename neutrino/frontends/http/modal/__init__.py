@@ -1,0 +1,3 @@
+"""The modality routes: embeddings and rerank, audio (transcription, translation, speech),
+detection.
+"""
