@@ -1,4 +1,4 @@
-"""`make bench`'s migration section: what a move costs an answer (engine/migration.py).
+"""`make bench`'s migration section: what a move costs an answer (engine/fleet/migration.py).
 
 Two ``mock_ie`` replicas (20 ms between tokens, no time to a first token) behind one
 Neutrino; a streamed answer is under way when the replica making it is SIGKILLed (or

@@ -1,7 +1,7 @@
 """`make bench`'s routing section: what choosing a replica costs, per policy, and how often
 the prefix policy sends a conversation's turn where its earlier turns went.
 
-In one process, against the router's own ``Routing`` (``neutrino/engine/routing.py``)
+In one process, against the router's own ``Routing`` (``neutrino/engine/fleet/routing.py``)
 and three replicas of equal capacity whose requests in flight are simulated: each
 decision adds a request to its replica, and the oldest of the last ``CONCURRENCY``
 requests ends. The workload is a shared-prefix one: ``SYSTEMS`` system prompts of 300
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neutrino.config.routing import POLICIES, RoutingConfig
-from neutrino.engine.routing import Routing
+from neutrino.engine.fleet.routing import Routing
 
 SYSTEMS = 8
 CONVERSATIONS = 64

@@ -15,9 +15,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from neutrino.config import Config, ConfigError
+from neutrino.engine.fleet.router import EngineRouter
 from neutrino.engine.managed import MOCK_NAME, ManagedEngine, ManagedEngines, mock_engine
 from neutrino.engine.messages import Capability, ModelInfo
-from neutrino.engine.router import EngineRouter
 from neutrino.fleet.plane import FleetPlane
 from neutrino.fleet.poller import NodePoller
 from neutrino.frontends.http.h1 import wire as h1_wire

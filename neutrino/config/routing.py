@@ -64,7 +64,7 @@ class RoutingConfig:
     eject_max_s: float = 300.0  # the longest time out
     overload_skip_s: float = 1.0  # a replica that said "overloaded" is passed by this long
     # Times one answer may go on on another replica after its first token (its engine
-    # lost, failing it or drained: engine/migration.py); 0: it fails with its engine.
+    # lost, failing it or drained: engine/fleet/migration.py); 0: it fails with its engine.
     migration_limit: int = 2
     # With no replica to move to now but one coming (a managed engine restarting, a model
     # the fleet places again), how long the answer waits for it (0: it fails at once).

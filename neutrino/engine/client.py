@@ -2,7 +2,7 @@
 
 ``EngineClient`` is what the pipeline needs of "the engines": which models are
 served, and a way to submit a query whose results go to a sink. The real
-implementation is :class:`neutrino.engine.router.EngineRouter` (UNIX sockets);
+implementation is :class:`neutrino.engine.fleet.router.EngineRouter` (UNIX sockets);
 :class:`neutrino.engines.inprocess.InProcessEngineClient` runs an engine in the
 same event loop for tests, without a socket. Both drive the same sans-IO
 :class:`neutrino.engine.link.EngineLink`, which holds the client's protocol rules;
@@ -63,7 +63,7 @@ class StreamSink(Protocol):
 
     def on_moved(self, engine: str, reason: str) -> None:
         """Its answer goes on on ``engine``: the one it was on was lost, failed it or was
-        drained (``reason``) after its first token (engine/migration.py)."""
+        drained (``reason``) after its first token (engine/fleet/migration.py)."""
         ...
 
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from neutrino.config import CatalogueEntry, Config, EngineConfig
+from neutrino.engine.fleet.router import EngineRouter, Pool
 from neutrino.engine.messages import ModelInfo, ModelState
-from neutrino.engine.router import EngineRouter, Pool
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.fleet import placement
 from neutrino.fleet.agents import AgentClient, AgentDown, AgentRefused

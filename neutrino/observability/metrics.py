@@ -405,7 +405,7 @@ def _live_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
     yield from fleet_families(raw)
 
 
-# Models loaded on demand (engine/lifecycle.py): metric, help, key of its counts.
+# Models loaded on demand (engine/fleet/lifecycle.py): metric, help, key of its counts.
 LIFECYCLE_COUNTERS = (
     ("model_loads_total", "Models loaded on demand (a request's, a pin's or an admin's).",
      "loads"),
@@ -431,7 +431,7 @@ def _per_model(
         yield fam
 
 
-# Routing over replicas (engine/routing.py): metric, help, key of its counts.
+# Routing over replicas (engine/fleet/routing.py): metric, help, key of its counts.
 ROUTING_COUNTERS = (
     ("routing_prefix_hits_total",
      "Requests routed to the replica that took their prompt's prefix before.", "prefix_hits"),

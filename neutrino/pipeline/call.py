@@ -77,7 +77,7 @@ class ModalCall:
         raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered wrongly")
 
     def on_moved(self, engine: str, reason: str) -> None:
-        """Never: only text answers move (engine/migration.py)."""
+        """Never: only text answers move (engine/fleet/migration.py)."""
 
     def on_tokens(self, tokens: list[int]) -> bool:
         raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered wrongly")

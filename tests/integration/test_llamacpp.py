@@ -321,7 +321,7 @@ def test_engine_killed_mid_stream_then_restarted(
     client: openai.OpenAI, server: NeutrinoProc
 ) -> None:
     """The only engine killed in the middle of an answer: Neutrino restarts it, and the
-    answer goes on there (engine/migration.py), whole. (Token-for-token equality with an
+    answer goes on there (engine/fleet/migration.py), whole. (Token-for-token equality with an
     unbroken run is test_migration_llamacpp.py's, between two fresh engines: here an
     unbroken run reuses cached prompt cells of earlier tests, which can itself move a
     greedy answer at a near tie.)"""

@@ -1,4 +1,5 @@
-"""Answers that survive their engine (engine/migration.py), through real ``mock_ie`` processes.
+"""Answers that survive their engine (engine/fleet/migration.py), through real ``mock_ie``
+processes.
 
 - Every protocol (OpenAI chat over HTTP/1.1 and HTTP/3, streamed and not, gRPC, Anthropic,
   Responses): replicas that fail each request with an engine error after every five tokens

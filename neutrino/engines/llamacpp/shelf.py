@@ -6,7 +6,7 @@ decode thread); a load runs on a worker thread, so the event loop keeps serving 
 models meanwhile. An unload waits for the model's requests to end, then frees it. Every
 connection is told the new table (``modelsChanged``) after each load and unload; a query
 of a model that is not loaded is refused. What to load and evict is the client's choice
-(Neutrino's ``engine/lifecycle.py``); the budget is only enforced here.
+(Neutrino's ``engine/fleet/lifecycle.py``); the budget is only enforced here.
 """
 
 from __future__ import annotations

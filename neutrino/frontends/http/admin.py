@@ -155,7 +155,8 @@ class AdminRoutes:
 
     async def drain_engine(self, request: web.Request) -> web.Response:
         """POST /neutrino/v1/engines/{name}/drain (admin): no request goes to the engine
-        from now on; the answers it is making go on on other replicas (engine/migration.py)."""
+        from now on; the answers it is making go on on other replicas
+        (engine/fleet/migration.py)."""
         self._admin(request, changes_state=True)
         name = request.match_info["engine"]
         moved = self.orch.engines.drain(name)

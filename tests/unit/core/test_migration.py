@@ -1,10 +1,11 @@
-"""The rules of an answer's move (engine/migration.py) and what a Failover keeps for it."""
+"""The rules of an answer's move (engine/fleet/migration.py) and what a Failover keeps for it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from neutrino.engine.failover import Failover
+from neutrino.engine.fleet.failover import Failover
+from neutrino.engine.fleet.migration import Migrations, reason_of
 from neutrino.engine.messages import (
     Guided,
     GuidedMode,
@@ -14,7 +15,6 @@ from neutrino.engine.messages import (
     TextQuery,
     TextResult,
 )
-from neutrino.engine.migration import Migrations, reason_of
 from neutrino.engine.wire.codec import decode, encode
 from neutrino.errors import ErrorKind, NeutrinoError
 

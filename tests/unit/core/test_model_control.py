@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from neutrino.engine.lifecycle import LifecycleStats, ModelKeeper
+from neutrino.engine.fleet.lifecycle import LifecycleStats, ModelKeeper
 from neutrino.engine.link import EngineLink, Handshaken, ModelsUpdated
 from neutrino.engine.messages import (
     EngineError,

@@ -1,4 +1,4 @@
-"""Routing over replicas (``engine/routing.py``): the policies, prefix keys, consistent
+"""Routing over replicas (``engine/fleet/routing.py``): the policies, prefix keys, consistent
 hashing with bounded loads, the prefix memory's bound, and the self-check. Replicas here
 are plain objects with a name, requests in flight and a capacity: all a policy reads."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from neutrino.config import ConfigError, from_mapping
 from neutrino.config.routing import RoutingConfig
-from neutrino.engine.routing import Routing, prefix_keys
+from neutrino.engine.fleet.routing import Routing, prefix_keys
 
 
 @dataclass

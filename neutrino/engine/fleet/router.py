@@ -10,8 +10,10 @@ from typing import Any, Protocol
 
 from neutrino.config import EngineConfig, EngineLinkConfig, RoutingConfig
 from neutrino.engine.client import LinkSubmission, Relayed, RequestOwner, StreamSink, Submission
-from neutrino.engine.failover import Holder
-from neutrino.engine.lifecycle import LifecycleStats, ModelKeeper
+from neutrino.engine.fleet.failover import Holder
+from neutrino.engine.fleet.lifecycle import LifecycleStats, ModelKeeper
+from neutrino.engine.fleet.resend import Resender
+from neutrino.engine.fleet.routing import Routing, load
 from neutrino.engine.messages import (
     HelloAck,
     LoadModel,
@@ -22,8 +24,6 @@ from neutrino.engine.messages import (
     UnloadModel,
 )
 from neutrino.engine.pool import EnginePool
-from neutrino.engine.resend import Resender
-from neutrino.engine.routing import Routing, load
 from neutrino.engine.stats import EngineStats
 from neutrino.engine.upstream.pool import UpstreamPool
 from neutrino.errors import ErrorKind, NeutrinoError

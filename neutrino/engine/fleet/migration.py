@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from neutrino.engine.failover import FAILURES, Failover
+from neutrino.engine.fleet.failover import FAILURES, Failover
 from neutrino.engine.messages import GuidedMode, HelloAck, TextQuery
 from neutrino.errors import ErrorKind, NeutrinoError
 

@@ -161,7 +161,7 @@ class Failover:
 
     With ``record`` (migration allowed), the token ids of its answer are kept as they
     pass (packed, 4 bytes each: at most its ``max_tokens``), so that the answer can go on
-    on another replica if this one is lost after its first token (engine/migration.py).
+    on another replica if this one is lost after its first token (engine/fleet/migration.py).
     """
 
     __slots__ = (

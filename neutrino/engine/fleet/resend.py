@@ -1,5 +1,5 @@
 """Where a failed attempt goes next: a retry on another replica before its first token
-(engine/failover.py), a move after it (engine/migration.py), and the operator's drain.
+(engine/fleet/failover.py), a move after it (engine/fleet/migration.py), and the operator's drain.
 
 The router hands every request it routes among replicas (or to an engine that may come
 back) to :meth:`Resender.failover`; the replicas' health, the retry budget, the moves'
@@ -16,9 +16,9 @@ from typing import Any, Protocol
 
 from neutrino.config import RoutingConfig
 from neutrino.engine.client import RequestOwner, StreamSink
-from neutrino.engine.failover import RETRYABLE, Failover, Holder, Outliers, RetryBudget
+from neutrino.engine.fleet.failover import RETRYABLE, Failover, Holder, Outliers, RetryBudget
+from neutrino.engine.fleet.migration import Migrations, reason_of
 from neutrino.engine.messages import HelloAck, Query
-from neutrino.engine.migration import Migrations, reason_of
 from neutrino.errors import ErrorKind, NeutrinoError
 
 log = logging.getLogger("neutrino.engine")
