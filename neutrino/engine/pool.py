@@ -13,8 +13,8 @@ from neutrino.backoff import Backoff
 from neutrino.config import EngineConfig, EngineLinkConfig
 from neutrino.engine.client import RequestOwner, StreamSink
 from neutrino.engine.connection import EngineConnection
-from neutrino.engine.messages import HelloAck, LoadModel, ModelInfo, UnloadModel
-from neutrino.engine.stats import EngineStats
+from neutrino.engine.messages import LoadModel, ModelInfo, UnloadModel
+from neutrino.engine.pool_base import PoolBase
 from neutrino.errors import ErrorKind, NeutrinoError
 
 log = logging.getLogger("neutrino.engine")
@@ -24,8 +24,8 @@ def _set_event(event: asyncio.Event, _conn: object, _exc: Exception | None) -> N
     event.set()
 
 
-class EnginePool:
-    passthrough = False  # its engines take queries
+class EnginePool(PoolBase):
+    """Connections to one engine process (``[[engines]] socket`` or ``address``)."""
 
     def __init__(
         self,
@@ -33,21 +33,15 @@ class EnginePool:
         link: EngineLinkConfig,
         on_change: Callable[[], None] | None = None,
     ) -> None:
-        self.cfg = cfg
-        self.name = cfg.name or cfg.socket or cfg.address
+        super().__init__(cfg, cfg.name or cfg.socket or cfg.address, link, on_change)
         # Where it listens: a UNIX socket, or an engine on TCP (a node's, HOST:PORT).
         self.target: str | tuple[str, int] = cfg.socket
         if cfg.address:
             host, _, port = cfg.address.rpartition(":")
             self.target = (host.strip("[]"), int(port))
-        self._link = link
-        self._on_change = on_change
         self._slots: list[EngineConnection | None] = [None] * cfg.connections
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
-        self.hello: HelloAck | None = None
-        self.stats = EngineStats()
-        self._connected_once = asyncio.Event()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -55,12 +49,6 @@ class EnginePool:
             loop.create_task(self._maintain(i), name=f"engine-{self.name}-{i}")
             for i in range(len(self._slots))
         ]
-
-    async def wait_connected(self, timeout: float) -> bool:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._connected_once.wait()
-        return self.connected
 
     async def close(self) -> None:
         self._closing = True
@@ -80,11 +68,6 @@ class EnginePool:
     @property
     def connected(self) -> bool:
         return any(c is not None and c.is_open for c in self._slots)
-
-    @property
-    def capacity(self) -> int:
-        """Requests it takes at once, as its handshake said (1 before it)."""
-        return self.hello.capacity if self.hello is not None else 1
 
     @property
     def inflight(self) -> int:
@@ -123,10 +106,6 @@ class EnginePool:
             ):
                 best = c
         return best
-
-    def _changed(self) -> None:
-        if self._on_change is not None:
-            self._on_change()
 
     def _models_changed(self, models: list[ModelInfo]) -> None:
         if self.hello is not None:
@@ -194,17 +173,13 @@ class EnginePool:
     def snapshot(self) -> dict[str, object]:
         hello = self.hello
         return {
-            "name": self.name,
+            **self._described(),
             "socket": self.cfg.socket,
             **({"address": self.cfg.address} if self.cfg.address else {}),
-            "connected": self.connected,
             "connections": len(self.connections),
             "connections_configured": len(self._slots),
             "inflight": self.inflight,
             "reconnects": self.stats.reconnects,
-            "stats": self.stats.snapshot(),
-            "engine": hello.engine if hello else None,
-            "capacity": hello.capacity if hello else 0,
             "models": [{"name": m.name, "context_length": m.context_length} for m in hello.models]
             if hello
             else [],
