@@ -39,6 +39,7 @@ from aioquic.quic.events import (
 
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.http.headers import error_headers
+from neutrino.frontends.http.to_aiohttp import HandlerFactory, chunk
 from neutrino.frontends.quic.exchange import H3Exchange
 from neutrino.frontends.quic.head import (
     MAX_HEAD_BYTES,
@@ -49,7 +50,7 @@ from neutrino.frontends.quic.head import (
     parse_head,
     response_fields,
 )
-from neutrino.frontends.quic.relay import RelayTransport, ResponseReader, chunk, request_bytes
+from neutrino.frontends.quic.relay import RelayTransport, ResponseReader, request_bytes
 
 log = logging.getLogger("neutrino.http")
 
@@ -61,7 +62,7 @@ class Settings:
     """What every connection of the listener shares."""
 
     routes: dict[bytes, Route]
-    relay_factory: Callable[[], asyncio.Protocol]
+    relay_factory: HandlerFactory
     max_body_bytes: int
     header_timeout_s: float
     body_timeout_s: float

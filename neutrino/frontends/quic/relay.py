@@ -1,8 +1,9 @@
 """Every route but the generation routes: relayed to the aiohttp application.
 
 Each relayed HTTP/3 request gets an aiohttp request handler (``web.Server``'s, as the
-lean HTTP/1.1 server relays its own) on an in-memory transport: the request goes in as
-HTTP/1.1 bytes (``Connection: close``: one request per handler), and what the handler
+lean HTTP/1.1 server relays its own: ``frontends/http/to_aiohttp.py``) on an in-memory
+transport: the request goes in as HTTP/1.1 bytes (``Connection: close``: one request per
+handler), and what the handler
 writes is parsed incrementally (httptools) into HTTP/3 HEADERS and DATA, so a streamed
 response streams. The handler's writes pause while the stream holds more than
 ``HIGH_WATER`` bytes the client has not taken, and resume below ``LOW_WATER``.
@@ -16,6 +17,7 @@ from typing import Any, Protocol
 
 import httptools
 
+from neutrino.frontends.http.to_aiohttp import request_head
 from neutrino.frontends.quic.head import RequestHead
 
 HIGH_WATER = 256 * 1024
@@ -27,17 +29,11 @@ _DROPPED = frozenset({b"host", b"connection", b"transfer-encoding", b"expect", b
 
 def request_bytes(head: RequestHead, chunked: bool) -> bytes:
     """The request's HTTP/1.1 head (its body follows: chunked when ``chunked``)."""
-    lines = [b"%s %s HTTP/1.1\r\n" % (head.method.encode(), head.path.encode("latin-1"))]
-    lines.append(b"Host: %s\r\n" % (head.authority.encode("latin-1") or b"localhost"))
-    lines += [b"%s: %s\r\n" % (n, v) for n, v in head.fields if n.lower() not in _DROPPED]
-    if chunked:
-        lines.append(b"Transfer-Encoding: chunked\r\n")
-    lines.append(b"Connection: close\r\n\r\n")
-    return b"".join(lines)
-
-
-def chunk(data: bytes) -> bytes:
-    return b"%x\r\n%b\r\n" % (len(data), data)
+    host = head.authority.encode("latin-1") or b"localhost"
+    fields = [(b"Host", host), *((n, v) for n, v in head.fields if n.lower() not in _DROPPED)]
+    extra = [b"Transfer-Encoding: chunked\r\n"] if chunked else []
+    extra.append(b"Connection: close\r\n")
+    return request_head(head.method.encode(), head.path.encode("latin-1"), fields, extra=extra)
 
 
 class Sink(Protocol):

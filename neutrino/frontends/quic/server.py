@@ -15,6 +15,7 @@ from aioquic.quic.configuration import QuicConfiguration
 from neutrino.config import Config
 from neutrino.config.checks import split_address
 from neutrino.errors import StartupError, os_reason
+from neutrino.frontends.http.to_aiohttp import HandlerFactory
 from neutrino.frontends.quic import tls
 from neutrino.frontends.quic.protocol import H3Protocol, Route, Settings
 
@@ -32,7 +33,7 @@ class Http3Server:
         self,
         cfg: Config,
         routes: dict[bytes, Callable[[Any], Awaitable[None]]],
-        relay_factory: Callable[[], asyncio.Protocol],
+        relay_factory: HandlerFactory,
     ) -> None:
         self.cfg = cfg
         self.address = cfg.server.quic_address

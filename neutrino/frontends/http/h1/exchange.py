@@ -16,13 +16,13 @@ from neutrino.frontends.http.h1.wire import (
     JSON_CHUNKED_HEAD,
     SSE_HEAD,
     SSE_OPEN_CHUNK,
-    chunk,
     error_reply,
     json_head,
     response_head,
 )
 from neutrino.frontends.http.headers import rate_headers
 from neutrino.frontends.http.reset import reset
+from neutrino.frontends.http.to_aiohttp import chunk
 from neutrino.pipeline.quota import Rates
 
 

@@ -38,8 +38,8 @@ import httptools
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.frontends.http.h1.clock import ConnectionClock, Phase, Timeouts
 from neutrino.frontends.http.h1.exchange import H1Exchange
-from neutrino.frontends.http.h1.wire import chunk, request_head
 from neutrino.frontends.http.reset import reset
+from neutrino.frontends.http.to_aiohttp import HandlerFactory, chunk, request_head
 from neutrino.observability.counters import Counters
 
 log = logging.getLogger("neutrino.http")
@@ -48,9 +48,6 @@ MAX_LINE = 8190  # request line and each header field, as aiohttp allows
 MAX_HEADERS = 128
 MAX_QUEUED = 8  # pipelined requests held per connection before reading pauses
 _DEFAULT_TIMEOUTS = Timeouts()
-
-# aiohttp's relay handler is made per connection by this factory.
-HandlerFactory = Callable[[], asyncio.Protocol]
 
 Route = Callable[[H1Exchange], Awaitable[None]]
 AdmitHead = Callable[[dict[bytes, bytes]], NeutrinoError | None]
@@ -423,7 +420,9 @@ class H1Protocol(asyncio.Protocol):
         assert p is not None
         self._chunked = b"chunked" in self._headers.get(b"transfer-encoding", b"").lower()
         self._forward(
-            request_head(p.get_method(), self._url, p.get_http_version(), self._raw_headers)
+            request_head(
+                p.get_method(), self._url, self._raw_headers, version=p.get_http_version().encode()
+            )
         )
 
     def _forward(self, data: bytes) -> None:

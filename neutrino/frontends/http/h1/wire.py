@@ -16,6 +16,7 @@ from neutrino.errors import NeutrinoError
 from neutrino.frontends.common import SSE_HEADERS
 from neutrino.frontends.http.headers import error_headers
 from neutrino.frontends.http.openai.render import SSE_OPEN
+from neutrino.frontends.http.to_aiohttp import chunk
 
 _SERVER = b"Server: neutrino\r\n"
 _REASONS = {s.value: s.phrase.encode() for s in http.HTTPStatus}
@@ -97,19 +98,4 @@ SSE_HEAD += b"Transfer-Encoding: chunked\r\n"
 JSON_CHUNKED_HEAD = b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
 
 
-def chunk(data: bytes) -> bytes:
-    """``data`` as one chunk of a chunked body (the one place chunks are framed)."""
-    return b"%x\r\n%b\r\n" % (len(data), data)
-
-
 SSE_OPEN_CHUNK = chunk(SSE_OPEN)
-
-
-def request_head(
-    method: bytes, url: bytes, version: str, raw_headers: list[tuple[bytes, bytes]]
-) -> bytes:
-    """A request's head rebuilt from what the parser saw (to relay it to aiohttp)."""
-    head = [b"%b %b HTTP/%b\r\n" % (method, url, version.encode())]
-    head += [b"%b: %b\r\n" % (n, v) for n, v in raw_headers]
-    head.append(b"\r\n")
-    return b"".join(head)
