@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from neutrino import config as cfg  # noqa: E402
-from neutrino.config import fleet, routes, routing  # noqa: E402
+from neutrino.config import engines, fleet, routes, routing  # noqa: E402
 from neutrino.observability import metrics  # noqa: E402
 
 # Keys the [auth] section reads (neutrino/config/keys.py) and what they are: the section has
@@ -144,7 +144,7 @@ def sections() -> Iterator[tuple[str, list[tuple[str, str, str]]]]:
     """(TOML header, rows) for every section and table the loader accepts."""
     for name, cls in cfg._SECTIONS.items():
         yield f"[{name}]", _dataclass_rows(cls)
-    yield "[[engines]]", _dataclass_rows(cfg.EngineConfig, cfg._ENGINE_KEYS)
+    yield "[[engines]]", _dataclass_rows(cfg.EngineConfig, engines.ENGINE_KEYS)
     yield "[auth]", [(k, d, w) for k, (d, w) in AUTH.items()]
     yield "[[auth.keys]]", [(k, "", w) for k, w in AUTH_TABLE.items()]
     rows = _dataclass_rows(routing.RoutingConfig)

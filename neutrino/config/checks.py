@@ -9,8 +9,8 @@ sets it (named ``--request-timeout``); a failure is a one-line :class:`ConfigErr
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 # deadlineMs is a UInt32 of milliseconds in the engine protocol (schemas/ie.capnp).
@@ -268,3 +268,20 @@ def check(rule_name: str, value: Any, where: str) -> Any:
     if problem is not None:
         raise ConfigError(f"{where} {problem}, got {shown(value)}")
     return value
+
+
+def coerce(cls: type[Any], section: str, raw: Any) -> Any:
+    """The section ``[section]`` as a ``cls`` dataclass: each key known, typed as its
+    default is and checked (unknown keys and bad values are a ConfigError)."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"[{section}] must be a table, got {shown(raw)}")
+    known = {f.name: f for f in fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        f = known.get(key)
+        if f is None:
+            raise ConfigError(f"unknown key [{section}].{key} (known: {', '.join(known)})")
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[operator]
+        where = f"[{section}].{key}"
+        values[key] = check(f"{section}.{key}", typed(default, value, where), where)
+    return cls(**values)
