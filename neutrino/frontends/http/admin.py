@@ -13,7 +13,8 @@ from neutrino.config import ConfigError, RouteConfig
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request
 from neutrino.frontends.http.browsers import foreign_origin, preflighted
 from neutrino.frontends.http.exchange import json_response
-from neutrino.frontends.http.guard import caller, error_response, guarded
+from neutrino.frontends.http.guard import caller, error_response
+from neutrino.frontends.http.routes import AiohttpHandler, RouteGroup
 from neutrino.observability.process import process_stats
 from neutrino.pipeline.orchestrator import Orchestrator
 
@@ -34,7 +35,7 @@ ExtraState = Callable[[], Awaitable[dict[str, Any]]]
 FleetState = Callable[[], dict[str, Any]]
 
 
-class AdminRoutes:
+class AdminRoutes(RouteGroup):
     """Models, status, and the admin routes (state, history).
 
     On the public listener the admin routes want an admin key when keys are set (or
@@ -50,31 +51,37 @@ class AdminRoutes:
         reload: Reload | None = None,
         fleet: FleetState | None = None,
     ) -> None:
-        self.orch = orchestrator
+        super().__init__(orchestrator)
         self._reload = reload
         self._fleet = fleet
         self._extra = extra_state
         self._started = time.time()
         self._on_admin_listener = admin_listener
 
-    def register(self, app: web.Application) -> None:
-        r = app.router
+    def aiohttp_routes(self) -> list[tuple[str, str, AiohttpHandler]]:
+        routes: list[tuple[str, str, AiohttpHandler]] = []
         if not self._on_admin_listener:
-            r.add_get("/v1/models", guarded(self.models))
-            r.add_get("/v1/models/{model:.+}", guarded(self.model))
-        r.add_get("/neutrino/v1/status", guarded(self.status))
-        r.add_get("/neutrino/v1/live", guarded(self.live))
-        r.add_get("/health", guarded(self.status))
+            routes += [
+                ("GET", "/v1/models", self.models),
+                ("GET", "/v1/models/{model:.+}", self.model),
+            ]
+        routes += [
+            ("GET", "/neutrino/v1/status", self.status),
+            ("GET", "/neutrino/v1/live", self.live),
+            ("GET", "/health", self.status),
+        ]
         if self._on_admin_listener or not self.orch.keys.admin_listener:
-            r.add_get("/neutrino/v1/app_state", guarded(self.app_state))
-            r.add_get("/neutrino/v1/history", guarded(self.history))
-            r.add_get("/neutrino/v1/nodes", guarded(self.nodes))
-            r.add_post("/neutrino/v1/reload", guarded(self.reload))
-            r.add_post("/neutrino/v1/models/{model:.+}/load", guarded(self.load_model))
-            r.add_post("/neutrino/v1/models/{model:.+}/unload", guarded(self.unload_model))
-            r.add_post("/neutrino/v1/engines/{engine}/drain", guarded(self.drain_engine))
-            r.add_post("/neutrino/v1/engines/{engine}/resume", guarded(self.resume_engine))
-        r.add_route("*", _CATCH_ALL, guarded(self.not_found))
+            routes += [
+                ("GET", "/neutrino/v1/app_state", self.app_state),
+                ("GET", "/neutrino/v1/history", self.history),
+                ("GET", "/neutrino/v1/nodes", self.nodes),
+                ("POST", "/neutrino/v1/reload", self.reload),
+                ("POST", "/neutrino/v1/models/{model:.+}/load", self.load_model),
+                ("POST", "/neutrino/v1/models/{model:.+}/unload", self.unload_model),
+                ("POST", "/neutrino/v1/engines/{engine}/drain", self.drain_engine),
+                ("POST", "/neutrino/v1/engines/{engine}/resume", self.resume_engine),
+            ]
+        return [*routes, ("*", _CATCH_ALL, self.not_found)]
 
     def _admin(self, request: web.Request, changes_state: bool = False) -> None:
         """Let a call of an admin route through, or raise: the keys decide where admin

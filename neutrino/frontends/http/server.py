@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
 
@@ -24,6 +22,7 @@ from neutrino.frontends.http.modal.detect import DetectRoutes
 from neutrino.frontends.http.modal.embeddings import EmbeddingRoutes
 from neutrino.frontends.http.openai.routes import OpenAIRoutes
 from neutrino.frontends.http.responses.routes import ResponsesRoutes
+from neutrino.frontends.http.routes import FastRoutes
 from neutrino.observability.counters import Counters
 from neutrino.observability.logs import ClientErrorsQuiet
 from neutrino.pipeline.auth import KeyRing
@@ -60,20 +59,20 @@ def build_app(
     app[REFUSALS] = orchestrator.observe.refused
     app.on_response_prepare.append(_echo_request_id)
     app.on_response_prepare.append(_advertise_h3)
-    fast: dict[bytes, Callable[[Any], Awaitable[None]]] = {}
+    fast: FastRoutes = {}
     # The generation routes of each API: served by the lean HTTP/1.1 server (and
     # HTTP/3) through their Exchange handlers, by aiohttp when the fast path is off.
     for api in (
-        OpenAIRoutes(cfg, orchestrator),
-        AnthropicRoutes(cfg, orchestrator),
-        ResponsesRoutes(cfg, orchestrator),
+        OpenAIRoutes(orchestrator),
+        AnthropicRoutes(orchestrator),
+        ResponsesRoutes(orchestrator),
     ):
         api.register(app)
         fast.update(api.fast_routes())
     app[_FAST_ROUTES] = fast
-    EmbeddingRoutes(cfg, orchestrator).register(app)
-    AudioRoutes(cfg, orchestrator).register(app)
-    DetectRoutes(cfg, orchestrator).register(app)
+    EmbeddingRoutes(orchestrator).register(app)
+    AudioRoutes(orchestrator).register(app)
+    DetectRoutes(orchestrator).register(app)
     AdminRoutes(orchestrator, extra_state, reload=reload, fleet=fleet).register(app)
     return app
 
@@ -94,9 +93,9 @@ async def _advertise_h3(request: web.Request, response: web.StreamResponse) -> N
         response.headers["Alt-Svc"] = value
 
 
-def fast_routes(app: web.Application) -> dict[bytes, Callable[[Any], Awaitable[None]]]:
+def fast_routes(app: web.Application) -> FastRoutes:
     """The generation routes' Exchange handlers (path -> handler), for HTTP/3."""
-    routes: dict[bytes, Callable[[Any], Awaitable[None]]] = app[_FAST_ROUTES]
+    routes: FastRoutes = app[_FAST_ROUTES]
     return routes
 
 

@@ -12,18 +12,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import orjson
-from aiohttp import web
 
-from neutrino.config import Config
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.anthropic.parse import parse_count, parse_messages
 from neutrino.frontends.http.anthropic.render import error_body, error_events, message
 from neutrino.frontends.http.anthropic.stream import MessageWriter
-from neutrino.frontends.http.exchange import AiohttpExchange, Exchange
+from neutrino.frontends.http.exchange import Exchange
 from neutrino.frontends.http.generate import (
     Passthrough,
     StartPush,
@@ -32,11 +28,10 @@ from neutrino.frontends.http.generate import (
     run_all,
     run_stream,
 )
-from neutrino.frontends.http.guard import guarded
 from neutrino.frontends.http.relay import relay_answer
+from neutrino.frontends.http.routes import ExchangeHandler, FastRoutes, RouteGroup
 from neutrino.frontends.http.sse import SSEStream
 from neutrino.pipeline.generation import Generation
-from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.request import GenerateRequest
 
 log = logging.getLogger("neutrino.http")
@@ -46,8 +41,6 @@ COUNT_TOKENS = "/v1/messages/count_tokens"
 # The metric label of a Messages request: what it asks for is a chat generation.
 ROUTE = "messages"  # the metrics' route label
 
-Handler = Callable[[Exchange], Awaitable[None]]
-
 
 class FastRoute:
     """A fast route's handler that also renders, in Anthropic's shape, the errors the
@@ -56,7 +49,7 @@ class FastRoute:
 
     __slots__ = ("_handler",)
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: ExchangeHandler) -> None:
         self._handler = handler
 
     async def __call__(self, ex: Exchange) -> None:
@@ -67,30 +60,13 @@ class FastRoute:
         return error_body(err)
 
 
-class AnthropicRoutes:
-    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.orch = orchestrator
-        self._keepalive = cfg.http.sse_keepalive_s
+class AnthropicRoutes(RouteGroup):
+    def exchange_routes(self) -> dict[str, ExchangeHandler]:
+        return {MESSAGES: self.messages, COUNT_TOKENS: self.count_tokens}
 
-    def register(self, app: web.Application) -> None:
-        app.router.add_post(MESSAGES, guarded(self._aiohttp(self.messages)))
-        app.router.add_post(COUNT_TOKENS, guarded(self._aiohttp(self.count_tokens)))
-
-    def fast_routes(self) -> dict[bytes, Callable[[Any], Awaitable[None]]]:
-        """The same routes for the lean HTTP/1.1 server (path -> handler of an Exchange)."""
-        return {
-            MESSAGES.encode(): FastRoute(self.messages),
-            COUNT_TOKENS.encode(): FastRoute(self.count_tokens),
-        }
-
-    def _aiohttp(self, handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        async def serve(request: web.Request) -> web.StreamResponse:
-            ex = AiohttpExchange(request, self.orch.cfg.limits.send_timeout_s)
-            await handler(ex)
-            assert ex.response is not None
-            return ex.response
-
-        return serve
+    def fast_routes(self) -> FastRoutes:
+        """Its routes for the lean transports, rendering their early errors its way."""
+        return {path: FastRoute(h) for path, h in super().fast_routes().items()}
 
     async def messages(self, ex: Exchange) -> None:
         """Answer one Messages request on ``ex``, streamed or not."""

@@ -31,16 +31,15 @@ from neutrino.audio.subtitles import (
     transcript,
     verbose_json,
 )
-from neutrino.config import Config
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request, unsupported
 from neutrino.frontends.common import new_id, uploaded_audio
 from neutrino.frontends.http.exchange import json_response, read_json
-from neutrino.frontends.http.guard import caller, guarded, received_at
+from neutrino.frontends.http.guard import caller, received_at
+from neutrino.frontends.http.routes import AiohttpHandler, RouteGroup
 from neutrino.frontends.http.sse import SlowClient, within
 from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.call import ModalCall
 from neutrino.pipeline.modalities import AudioTask, Speak, SpeechAudio, Transcript
-from neutrino.pipeline.orchestrator import Orchestrator
 
 log = logging.getLogger("neutrino.http")
 
@@ -259,19 +258,13 @@ def speech_job(body: Any, traceparent: str = "") -> Speak:
 # ----------------------------------------------------------------------------- routes
 
 
-class AudioRoutes:
-    @property
-    def cfg(self) -> Config:
-        """The running configuration (the orchestrator's: a reload swaps it)."""
-        return self.orch.cfg
-
-    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.orch = orchestrator
-
-    def register(self, app: web.Application) -> None:
-        app.router.add_post("/v1/audio/transcriptions", guarded(self.transcriptions))
-        app.router.add_post("/v1/audio/translations", guarded(self.translations))
-        app.router.add_post("/v1/audio/speech", guarded(self.speech))
+class AudioRoutes(RouteGroup):
+    def aiohttp_routes(self) -> list[tuple[str, str, AiohttpHandler]]:
+        return [
+            ("POST", "/v1/audio/transcriptions", self.transcriptions),
+            ("POST", "/v1/audio/translations", self.translations),
+            ("POST", "/v1/audio/speech", self.speech),
+        ]
 
     async def transcriptions(self, request: web.Request) -> web.StreamResponse:
         return await self._audio(request, AudioTask.TRANSCRIBE)

@@ -6,27 +6,20 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from neutrino.config import Config
 from neutrino.errors import bad_request
 from neutrino.frontends.common import new_id
 from neutrino.frontends.http.exchange import json_response, read_json
-from neutrino.frontends.http.guard import caller, guarded, received_at
+from neutrino.frontends.http.guard import caller, received_at
+from neutrino.frontends.http.routes import AiohttpHandler, RouteGroup
 from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.images import decode_image_url
-from neutrino.pipeline.orchestrator import Orchestrator
 
 
-class DetectRoutes:
-    @property
-    def cfg(self) -> Config:
-        """The running configuration (the orchestrator's: a reload swaps it)."""
-        return self.orch.cfg
-
-    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.orch = orchestrator
-
-    def register(self, app: web.Application) -> None:
-        app.router.add_post("/v1/detect", guarded(self.detect))
+class DetectRoutes(RouteGroup):
+    def aiohttp_routes(self) -> list[tuple[str, str, AiohttpHandler]]:
+        return [
+            ("POST", "/v1/detect", self.detect),
+        ]
 
     async def detect(self, request: web.Request) -> web.StreamResponse:
         principal = caller(self.orch.keys, request)

@@ -8,16 +8,15 @@ from array import array
 
 from aiohttp import web
 
-from neutrino.config import Config
 from neutrino.errors import bad_request
 from neutrino.frontends.common import new_id
 from neutrino.frontends.http.exchange import json_response, read_json
-from neutrino.frontends.http.guard import caller, guarded, received_at
+from neutrino.frontends.http.guard import caller, received_at
+from neutrino.frontends.http.routes import AiohttpHandler, RouteGroup
 from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.fields import is_int
 from neutrino.pipeline.inputs import MAX_DOCUMENTS
 from neutrino.pipeline.modalities import Embed, Rerank
-from neutrino.pipeline.orchestrator import Orchestrator
 
 
 def _body(body: object) -> dict[str, object]:
@@ -74,19 +73,13 @@ def rerank_job(body: object, traceparent: str = "") -> tuple[Rerank, bool]:
     return job, return_documents
 
 
-class EmbeddingRoutes:
-    @property
-    def cfg(self) -> Config:
-        """The running configuration (the orchestrator's: a reload swaps it)."""
-        return self.orch.cfg
-
-    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.orch = orchestrator
-
-    def register(self, app: web.Application) -> None:
-        app.router.add_post("/v1/embeddings", guarded(self.embeddings))
-        app.router.add_post("/v1/rerank", guarded(self.rerank))
-        app.router.add_post("/rerank", guarded(self.rerank))
+class EmbeddingRoutes(RouteGroup):
+    def aiohttp_routes(self) -> list[tuple[str, str, AiohttpHandler]]:
+        return [
+            ("POST", "/v1/embeddings", self.embeddings),
+            ("POST", "/v1/rerank", self.rerank),
+            ("POST", "/rerank", self.rerank),
+        ]
 
     async def embeddings(self, request: web.Request) -> web.StreamResponse:
         principal = caller(self.orch.keys, request)

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
 
-from aiohttp import web
-
-from neutrino.config import Config
 from neutrino.errors import NeutrinoError
-from neutrino.frontends.http.exchange import AiohttpExchange, Exchange
+from neutrino.frontends.http.exchange import Exchange
 from neutrino.frontends.http.generate import (
     Parse,
     Passthrough,
@@ -21,7 +17,6 @@ from neutrino.frontends.http.generate import (
     run_all,
     run_stream,
 )
-from neutrino.frontends.http.guard import guarded
 from neutrino.frontends.http.openai.parse import parse_chat, parse_completion
 from neutrino.frontends.http.openai.render import (
     Answer,
@@ -30,10 +25,10 @@ from neutrino.frontends.http.openai.render import (
     completion_answer,
 )
 from neutrino.frontends.http.relay import relay_answer
+from neutrino.frontends.http.routes import ExchangeHandler, RouteGroup
 from neutrino.frontends.http.sse import ChoiceWriter, SSEStream
 from neutrino.pipeline.assembler import Outcome
 from neutrino.pipeline.generation import Generation
-from neutrino.pipeline.orchestrator import Orchestrator
 from neutrino.pipeline.request import GenerateRequest
 
 log = logging.getLogger("neutrino.http")
@@ -43,44 +38,15 @@ _PREFIXES = {"chat": "chatcmpl", "completion": "cmpl"}
 Render = Callable[[list[Generation], list[tuple[str, Outcome]], str], Answer]
 
 
-class OpenAIRoutes:
-    @property
-    def cfg(self) -> Config:
-        """The running configuration (the orchestrator's: a reload swaps it)."""
-        return self.orch.cfg
+class OpenAIRoutes(RouteGroup):
+    def exchange_routes(self) -> dict[str, ExchangeHandler]:
+        return {"/v1/chat/completions": self.chat, "/v1/completions": self.completions}
 
-    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.orch = orchestrator
-        self._keepalive = cfg.http.sse_keepalive_s
+    async def chat(self, ex: Exchange) -> None:
+        await self.serve(ex, parse_chat, chat_answer, "chat")
 
-    def register(self, app: web.Application) -> None:
-        app.router.add_post("/v1/chat/completions", guarded(self.chat))
-        app.router.add_post("/v1/completions", guarded(self.completions))
-
-    def fast_routes(self) -> dict[bytes, Callable[[Any], Awaitable[None]]]:
-        """The same routes for the lean HTTP/1.1 server (path -> handler of an Exchange)."""
-
-        async def chat(ex: Exchange) -> None:
-            await self.serve(ex, parse_chat, chat_answer, "chat")
-
-        async def completions(ex: Exchange) -> None:
-            await self.serve(ex, parse_completion, completion_answer, "completion")
-
-        return {b"/v1/chat/completions": chat, b"/v1/completions": completions}
-
-    async def chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._aiohttp(request, parse_chat, chat_answer, "chat")
-
-    async def completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._aiohttp(request, parse_completion, completion_answer, "completion")
-
-    async def _aiohttp(
-        self, request: web.Request, parse: Parse, render: Render, route: str
-    ) -> web.StreamResponse:
-        ex = AiohttpExchange(request, self.cfg.limits.send_timeout_s)
-        await self.serve(ex, parse, render, route)
-        assert ex.response is not None
-        return ex.response
+    async def completions(self, ex: Exchange) -> None:
+        await self.serve(ex, parse_completion, completion_answer, "completion")
 
     async def serve(self, ex: Exchange, parse: Parse, render: Render, route: str) -> None:
         """Answer one generation request on ``ex``, streamed or not."""

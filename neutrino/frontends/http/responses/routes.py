@@ -12,15 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from neutrino.config import Config, LimitsConfig
+from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.frontends.http.exchange import AiohttpExchange, Exchange, json_response
+from neutrino.frontends.http.exchange import Exchange, json_response
 from neutrino.frontends.http.generate import (
     StartPush,
     admit,
@@ -28,7 +27,7 @@ from neutrino.frontends.http.generate import (
     run_all,
     run_stream,
 )
-from neutrino.frontends.http.guard import caller, guarded
+from neutrino.frontends.http.guard import caller
 from neutrino.frontends.http.openai.pieces import chat_entries_json, marker, pieces
 from neutrino.frontends.http.responses.parse import (
     ResponsesRequest,
@@ -38,6 +37,7 @@ from neutrino.frontends.http.responses.parse import (
 from neutrino.frontends.http.responses.render import output_items, response_id, response_object
 from neutrino.frontends.http.responses.store import ResponseStore, owner_of
 from neutrino.frontends.http.responses.stream import ResponseEvents, ResponsesWriter
+from neutrino.frontends.http.routes import AiohttpHandler, ExchangeHandler, RouteGroup
 from neutrino.frontends.http.sse import SSEStream
 from neutrino.pipeline.assembler import Outcome
 from neutrino.pipeline.generation import Generation
@@ -50,30 +50,21 @@ log = logging.getLogger("neutrino.http")
 PATH = "/v1/responses"
 
 
-class ResponsesRoutes:
-    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.orch = orchestrator
-        self._keepalive = cfg.http.sse_keepalive_s
-        rc = cfg.responses
+class ResponsesRoutes(RouteGroup):
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        super().__init__(orchestrator)
+        rc = orchestrator.cfg.responses
         # The store is sized at start (a reload keeps it as it is).
         self.store: ResponseStore | None = None
         if rc.store_entries > 0 and rc.store_bytes > 0:
             self.store = ResponseStore(rc.store_entries, rc.store_bytes)
 
-    def register(self, app: web.Application) -> None:
-        app.router.add_post(PATH, guarded(self.create))
-        app.router.add_get(PATH + "/{id}", guarded(self.retrieve))
-        app.router.add_delete(PATH + "/{id}", guarded(self.delete))
+    def exchange_routes(self) -> dict[str, ExchangeHandler]:
+        return {PATH: self.serve}
 
-    def fast_routes(self) -> dict[bytes, Callable[[Any], Awaitable[None]]]:
-        """The create route for the lean HTTP/1.1 server (GET and DELETE go to aiohttp)."""
-        return {PATH.encode(): self.serve}
-
-    async def create(self, request: web.Request) -> web.StreamResponse:
-        ex = AiohttpExchange(request, self.orch.cfg.limits.send_timeout_s)
-        await self.serve(ex)
-        assert ex.response is not None
-        return ex.response
+    def aiohttp_routes(self) -> list[tuple[str, str, AiohttpHandler]]:
+        """Retrieving and deleting a stored response go to aiohttp alone."""
+        return [("GET", PATH + "/{id}", self.retrieve), ("DELETE", PATH + "/{id}", self.delete)]
 
     async def serve(self, ex: Exchange) -> None:
         """Answer one ``POST /v1/responses`` on ``ex``, streamed or not."""
