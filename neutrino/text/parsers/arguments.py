@@ -19,6 +19,10 @@ __all__ = ["attribute_value", "elements", "literal", "parameter_schemas", "pytho
 _JSON_NAMES: Final[Mapping[str, object]] = {"true": True, "false": False, "null": None}
 
 
+# Each function's parameter properties, by function name.
+Schemas = Mapping[str, Mapping[str, object]]
+
+
 def parameter_schemas(
     tools: Sequence[Mapping[str, object]] | None,
 ) -> dict[str, Mapping[str, object]]:

@@ -20,7 +20,11 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from neutrino.text.parsers.arguments import Schemas
+
 
 __all__ = [
     "Call",
@@ -119,7 +123,7 @@ class ToolParser(abc.ABC):
     same text agree.
     """
 
-    __slots__ = ("_calls", "_id_prefix", "_known_names")
+    __slots__ = ("_calls", "_id_prefix", "_known_names", "_schemas", "_tools")
 
     def __init__(
         self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
@@ -127,6 +131,20 @@ class ToolParser(abc.ABC):
         self._known_names = tool_names(tools)
         self._id_prefix = id_prefix
         self._calls: list[ToolCall] = []
+        self._tools = tools
+        self._schemas: dict[str, Mapping[str, object]] | None = None
+
+    @property
+    def schemas(self) -> Schemas:
+        """Each offered function's parameter properties, by name (read at its first use:
+        for the formats whose values are typed by the schema)."""
+        found = self._schemas
+        if found is None:
+            # Imported here: importing the package loads only base and registry.
+            from neutrino.text.parsers.arguments import parameter_schemas
+
+            found = self._schemas = parameter_schemas(self._tools)
+        return found
 
     @abc.abstractmethod
     def feed(self, text: str) -> Delta:

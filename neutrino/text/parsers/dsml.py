@@ -33,13 +33,13 @@ also under vLLM's name ``deepseek_v3``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Final
 
-from neutrino.text.parsers.arguments import attribute_value, elements, parameter_schemas
-from neutrino.text.parsers.base import Call, CallIds, load_json
+from neutrino.text.parsers.arguments import Schemas, attribute_value, elements
+from neutrino.text.parsers.base import Call, load_json
 from neutrino.text.parsers.blocks import BlockToolParser
-from neutrino.text.parsers.qwen3_coder import Schemas, convert_value
+from neutrino.text.parsers.qwen3_coder import convert_value
 
 __all__ = [
     "BLOCK_CLOSE",
@@ -79,16 +79,10 @@ class DeepSeekV32ToolParser(BlockToolParser):
     quoting = (PARAMETER, (PARAMETER_END, INVOKE_END))
     unclosed_calls = False  # the encoding's parser matches whole elements
 
-    __slots__ = ("_schemas",)
-
-    def __init__(
-        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
-    ) -> None:
-        super().__init__(tools=tools, id_prefix=id_prefix)
-        self._schemas = parameter_schemas(tools)
+    __slots__ = ()
 
     def _parse_block(self, body: str) -> list[Call] | None:
-        return parse_block(body, self._schemas)
+        return parse_block(body, self.schemas)
 
 
 class DeepSeekV4ToolParser(DeepSeekV32ToolParser):

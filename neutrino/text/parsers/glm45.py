@@ -34,11 +34,11 @@ read differently.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Final
 
-from neutrino.text.parsers.arguments import parameter_schemas, python_literal
-from neutrino.text.parsers.base import Call, CallIds, _finite, load_json
+from neutrino.text.parsers.arguments import Schemas, python_literal
+from neutrino.text.parsers.base import Call, _finite, load_json
 from neutrino.text.parsers.blocks import BlockToolParser
 from neutrino.text.parsers.hermes import CLOSE, OPEN
 
@@ -75,28 +75,23 @@ class Glm45ToolParser(BlockToolParser):
     # <tool_call>…</tool_call> (their regexes need the closing tag): an unclosed one is none.
     unclosed_calls = False
 
-    __slots__ = ("_strings",)
-
-    def __init__(
-        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
-    ) -> None:
-        super().__init__(tools=tools, id_prefix=id_prefix)
-        self._strings = string_parameters(tools)
+    __slots__ = ()
 
     def _parse_block(self, body: str) -> list[Call] | None:
-        call = parse_call(body, self._strings)
+        call = parse_call(body, string_parameters(self.schemas))
         return None if call is None else [call]
 
 
-def string_parameters(tools: Sequence[Mapping[str, object]] | None) -> dict[str, frozenset[str]]:
-    """``{function name: names of its parameters typed "string"}`` of OpenAI ``tools``."""
+def string_parameters(schemas: Schemas) -> dict[str, frozenset[str]]:
+    """``{function name: names of its parameters typed "string"}`` of the offered tools'
+    parameter ``schemas``."""
     return {
         name: frozenset(
             key
             for key, schema in props.items()
             if isinstance(schema, Mapping) and schema.get("type") == "string"
         )
-        for name, props in parameter_schemas(tools).items()
+        for name, props in schemas.items()
     }
 
 

@@ -23,10 +23,9 @@ is content verbatim (after a call: dropped). The reasoning is ``think``'s rules 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Final
 
-from neutrino.text.parsers.base import Call, CallIds, call_from_object, load_object
+from neutrino.text.parsers.base import Call, call_from_object, load_object
 from neutrino.text.parsers.blocks import BlockToolParser
 from neutrino.text.parsers.glm45 import parse_call, string_parameters
 from neutrino.text.parsers.think import ThinkReasoningParser
@@ -56,20 +55,17 @@ class LongcatToolParser(BlockToolParser):
     block_open = BLOCK_OPEN
     block_close = BLOCK_CLOSE
 
-    __slots__ = ("_strings",)
-
-    def __init__(
-        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
-    ) -> None:
-        super().__init__(tools=tools, id_prefix=id_prefix)
-        self._strings = string_parameters(tools)
+    __slots__ = ()
 
     def _parse_block(self, body: str) -> list[Call] | None:
         if body.lstrip().startswith("{"):
             call = call_from_object(load_object(body))
         else:
             call = parse_call(
-                body, self._strings, (ARG_KEY, ARG_KEY_END), (ARG_VALUE, ARG_VALUE_END)
+                body,
+                string_parameters(self.schemas),
+                (ARG_KEY, ARG_KEY_END),
+                (ARG_VALUE, ARG_VALUE_END),
             )
         return None if call is None else [call]
 

@@ -30,13 +30,13 @@ parser of the same name is ``think``'s.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Final
 
-from neutrino.text.parsers.arguments import attribute_value, elements, parameter_schemas
-from neutrino.text.parsers.base import Call, CallIds
+from neutrino.text.parsers.arguments import Schemas, attribute_value, elements
+from neutrino.text.parsers.base import Call
 from neutrino.text.parsers.blocks import BlockToolParser
-from neutrino.text.parsers.qwen3_coder import Schemas, convert_value
+from neutrino.text.parsers.qwen3_coder import convert_value
 
 __all__ = [
     "BLOCK_CLOSE",
@@ -66,16 +66,10 @@ class MinimaxM2ToolParser(BlockToolParser):
     quoting = (PARAMETER, (PARAMETER_END, INVOKE_END))
     unclosed_calls = False  # the guide's parser needs the block's end
 
-    __slots__ = ("_schemas",)
-
-    def __init__(
-        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
-    ) -> None:
-        super().__init__(tools=tools, id_prefix=id_prefix)
-        self._schemas = parameter_schemas(tools)
+    __slots__ = ()
 
     def _parse_block(self, body: str) -> list[Call] | None:
-        return parse_block(body, self._schemas)
+        return parse_block(body, self.schemas)
 
 
 def parse_block(body: str, schemas: Schemas) -> list[Call] | None:

@@ -51,11 +51,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import ClassVar, Final
 
-from neutrino.text.parsers.arguments import parameter_schemas, python_literal
-from neutrino.text.parsers.base import Call, CallIds, load_json
+from neutrino.text.parsers.arguments import Schemas, parameter_schemas, python_literal
+from neutrino.text.parsers.base import Call, load_json
 from neutrino.text.parsers.blocks import BlockToolParser
 from neutrino.text.parsers.hermes import CLOSE, OPEN
 
@@ -84,7 +84,6 @@ _INT: Final = re.compile(r"[+-]?\d+")
 _NUMBER: Final = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 # Parameter schemas by function name: {name: {parameter: schema}}.
-Schemas = Mapping[str, Mapping[str, object]]
 
 
 class Qwen3CoderToolParser(BlockToolParser):
@@ -100,16 +99,10 @@ class Qwen3CoderToolParser(BlockToolParser):
     # A call written without its <tool_call> block.
     bare: ClassVar[tuple[str, str] | None] = (FUNCTION, FUNCTION_END)
 
-    __slots__ = ("_schemas",)
-
-    def __init__(
-        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
-    ) -> None:
-        super().__init__(tools=tools, id_prefix=id_prefix)
-        self._schemas = parameter_schemas(tools)
+    __slots__ = ()
 
     def _parse_block(self, body: str) -> list[Call] | None:
-        return parse_block(body, self._schemas)
+        return parse_block(body, self.schemas)
 
 
 def parse_block(body: str, schemas: Schemas) -> list[Call] | None:

@@ -18,11 +18,9 @@ template opens ``<think>``; the model ends it with ``</think>``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Final
 
-from neutrino.text.parsers.arguments import parameter_schemas
-from neutrino.text.parsers.base import Call, CallIds
+from neutrino.text.parsers.base import Call
 from neutrino.text.parsers.minimax_m2 import invokes
 from neutrino.text.parsers.sectioned import SectionedToolParser
 
@@ -59,17 +57,11 @@ class Step3ToolParser(SectionedToolParser):
     call_begin = CALL_BEGIN
     call_end = CALL_END
 
-    __slots__ = ("_schemas",)
-
-    def __init__(
-        self, *, tools: Sequence[Mapping[str, object]] | None = None, id_prefix: CallIds = "call_"
-    ) -> None:
-        super().__init__(tools=tools, id_prefix=id_prefix)
-        self._schemas = parameter_schemas(tools)
+    __slots__ = ()
 
     def _parse_call(self, body: str) -> Call | None:
         kind, sep, rest = body.partition(SEP)
         if not sep or kind.strip() != "function":
             return None
-        calls = invokes(rest, self._schemas, (INVOKE, INVOKE_END), (PARAMETER, PARAMETER_END))
+        calls = invokes(rest, self.schemas, (INVOKE, INVOKE_END), (PARAMETER, PARAMETER_END))
         return calls[0] if calls and len(calls) == 1 else None
