@@ -16,24 +16,22 @@ import time
 
 from neutrino.audio.codecs import SpeechEncoder
 from neutrino.audio.subtitles import transcript
-from neutrino.config import Config
-from neutrino.frontends.common import new_id, uploaded_audio
+from neutrino.frontends.common import uploaded_audio
 from neutrino.frontends.grpc.calls import (
     Context,
+    Service,
     caller,
     closing,
     guarded,
     metadata,
     refusals,
     send,
-    timeout_s,
 )
 from neutrino.frontends.grpc.modal import usage
 from neutrino.frontends.grpc.stubs import audio_pb2, audio_pb2_grpc
 from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.call import ModalCall
 from neutrino.pipeline.modalities import AudioTask, Speak, SpeechAudio, Transcribe
-from neutrino.pipeline.orchestrator import Orchestrator
 
 MAX_CHUNK_BYTES = 1024 * 1024  # per SpeechChunk, far below the message size limit
 _OFFLOAD_BYTES = 256 * 1024  # decode bigger uploads off the event loop
@@ -86,15 +84,7 @@ def _chunks(data: bytes, rate: int) -> list[audio_pb2.SpeechChunk]:
 # ----------------------------------------------------------------------------- the service
 
 
-class AudioService(audio_pb2_grpc.AudioServicer):
-    @property
-    def cfg(self) -> Config:
-        """The running configuration (the orchestrator's: a reload swaps it)."""
-        return self.orch.cfg
-
-    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.orch = orchestrator
-
+class AudioService(Service, audio_pb2_grpc.AudioServicer):
     async def Transcribe(
         self, request: audio_pb2.TranscriptionRequest, context: Context
     ) -> audio_pb2.TranscriptionResponse | None:
@@ -125,14 +115,7 @@ class AudioService(audio_pb2_grpc.AudioServicer):
         audio = await uploaded_audio(msg.audio, self.orch.audio_rate(job.model), limit, "audio")
         job = rules.with_audio(job, audio.pcm, audio.sample_rate)
         prefix = "trsc" if task is AudioTask.TRANSCRIBE else "trsl"
-        call = await self.orch.call(
-            job,
-            request_id=new_id(prefix),
-            timeout_s=timeout_s(context, self.cfg),
-            principal=principal,
-            protocol="grpc",
-            received_ns=received,
-        )
+        call = await self.call(job, prefix, context, principal, received)
         result = job.transcript(await closing(context, call, call.result))
         segments = result.segments
         return audio_pb2.TranscriptionResponse(
@@ -157,14 +140,7 @@ class AudioService(audio_pb2_grpc.AudioServicer):
             received = time.monotonic_ns()
             principal = caller(context, self.orch.keys)
             job = speech_job(request, metadata(context, "traceparent"))
-            call = await self.orch.call(
-                job,
-                request_id=new_id("speech"),
-                timeout_s=timeout_s(context, self.cfg),
-                principal=principal,
-                protocol="grpc",
-                received_ns=received,
-            )
+            call = await self.call(job, "speech", context, principal, received)
             await closing(context, call, lambda: self._stream(call, job.fmt, context))
 
         await guarded(context, "Speak", run, refusals(self.orch, "speak"))

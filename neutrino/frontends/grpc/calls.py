@@ -9,18 +9,22 @@ passed) still reaches ``close()`` on the request, which sends the engine its one
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import grpc
 
 from neutrino.config import Config
 from neutrino.errors import ClientTooSlow, ErrorKind, NeutrinoError
+from neutrino.frontends.common import new_id
 from neutrino.pipeline.auth import KeyRing, Principal
 
 if TYPE_CHECKING:
+    from neutrino.pipeline.call import ModalCall
+    from neutrino.pipeline.modalities import ModalJob
     from neutrino.pipeline.orchestrator import Orchestrator
 
 log = logging.getLogger("neutrino.grpc")
@@ -138,12 +142,13 @@ def timeout_s(context: Context, cfg: Config) -> float | None:
     return max(0.001, min(remaining, cfg.limits.request_timeout_s))
 
 
-async def closing(context: Context, request: Closable, run: Callable[[], Awaitable[T]]) -> T:
-    """Run ``run`` and always close ``request`` after it: a no-op once it has ended, else
-    one cancel to the engine, with the reason the call went away."""
+@contextlib.asynccontextmanager
+async def closed_at_end(context: Context, requests: Sequence[Closable]) -> AsyncIterator[None]:
+    """Close every one of ``requests`` when the block ends: a no-op for one that has
+    ended, else one cancel to the engine, with the reason the call went away."""
     reason = "client disconnected"
     try:
-        return await run()
+        yield
     except asyncio.CancelledError:
         reason = end_reason(context)
         raise
@@ -151,4 +156,41 @@ async def closing(context: Context, request: Closable, run: Callable[[], Awaitab
         reason = "client too slow"
         raise
     finally:
-        request.close(reason)
+        for request in requests:
+            request.close(reason)
+
+
+async def closing(context: Context, request: Closable, run: Callable[[], Awaitable[T]]) -> T:
+    """Run ``run`` and always close ``request`` after it (``closed_at_end``)."""
+    async with closed_at_end(context, (request,)):
+        return await run()
+
+
+class Service:
+    """What every gRPC service of Neutrino's is: the pipeline it serves through."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self.orch = orchestrator
+
+    @property
+    def cfg(self) -> Config:
+        """The running configuration (the orchestrator's: a reload swaps it)."""
+        return self.orch.cfg
+
+    async def call(
+        self,
+        job: ModalJob,
+        prefix: str,
+        context: Context,
+        principal: Principal | None,
+        received_ns: int,
+    ) -> ModalCall:
+        """A modality job submitted for this call (its id: ``prefix`` and a new id)."""
+        return await self.orch.call(
+            job,
+            request_id=new_id(prefix),
+            timeout_s=timeout_s(context, self.cfg),
+            principal=principal,
+            protocol="grpc",
+            received_ns=received_ns,
+        )

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import time
 
-from neutrino.config import Config
-from neutrino.frontends.common import new_id
 from neutrino.frontends.grpc.calls import (
     Context,
+    Service,
     caller,
     closing,
     guarded,
     metadata,
     refusals,
-    timeout_s,
 )
 from neutrino.frontends.grpc.modal import usage
 from neutrino.frontends.grpc.stubs import embeddings_pb2, embeddings_pb2_grpc
@@ -26,7 +24,6 @@ from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.inputs import MAX_DOCUMENTS, MAX_INPUTS
 from neutrino.pipeline.modalities import Embed
 from neutrino.pipeline.modalities import Rerank as RerankJob
-from neutrino.pipeline.orchestrator import Orchestrator
 
 # ----------------------------------------------------------------------------- translation
 
@@ -56,15 +53,7 @@ def rerank_job(msg: embeddings_pb2.RerankRequest, traceparent: str = "") -> tupl
 # ----------------------------------------------------------------------------- the service
 
 
-class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
-    @property
-    def cfg(self) -> Config:
-        """The running configuration (the orchestrator's: a reload swaps it)."""
-        return self.orch.cfg
-
-    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.orch = orchestrator
-
+class EmbeddingsService(Service, embeddings_pb2_grpc.EmbeddingsServicer):
     async def Embed(
         self, request: embeddings_pb2.EmbedRequest, context: Context
     ) -> embeddings_pb2.EmbedResponse | None:
@@ -72,14 +61,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
             received = time.monotonic_ns()
             principal = caller(context, self.orch.keys)
             job = embed_job(request, metadata(context, "traceparent"))
-            call = await self.orch.call(
-                job,
-                request_id=new_id("embd"),
-                timeout_s=timeout_s(context, self.cfg),
-                principal=principal,
-                protocol="grpc",
-                received_ns=received,
-            )
+            call = await self.call(job, "embd", context, principal, received)
             rows = job.rows(await closing(context, call, call.result))
             return embeddings_pb2.EmbedResponse(
                 id=call.request_id,
@@ -100,14 +82,7 @@ class EmbeddingsService(embeddings_pb2_grpc.EmbeddingsServicer):
             received = time.monotonic_ns()
             principal = caller(context, self.orch.keys)
             job, return_documents = rerank_job(request, metadata(context, "traceparent"))
-            call = await self.orch.call(
-                job,
-                request_id=new_id("rerank"),
-                timeout_s=timeout_s(context, self.cfg),
-                principal=principal,
-                protocol="grpc",
-                received_ns=received,
-            )
+            call = await self.call(job, "rerank", context, principal, received)
             ranked = job.ranked(await closing(context, call, call.result))
             results = []
             for i, score in ranked:

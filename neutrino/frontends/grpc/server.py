@@ -113,17 +113,17 @@ class GrpcServer:
             self.port = server.add_insecure_port(self.address)
         except RuntimeError as exc:  # taken between the probe and here: gRPC's own words
             raise StartupError(f"cannot listen for gRPC on {self.address}: {exc}{_HINT}") from exc
-        cfg, orch = self.cfg, self.orch
+        orch = self.orch
         add_service(
-            inference_pb2_grpc.add_InferenceServicer_to_server, InferenceService(cfg, orch), server
+            inference_pb2_grpc.add_InferenceServicer_to_server, InferenceService(orch), server
         )
         add_service(
             embeddings_pb2_grpc.add_EmbeddingsServicer_to_server,
-            EmbeddingsService(cfg, orch),
+            EmbeddingsService(orch),
             server,
         )
-        add_service(audio_pb2_grpc.add_AudioServicer_to_server, AudioService(cfg, orch), server)
-        add_service(vision_pb2_grpc.add_VisionServicer_to_server, VisionService(cfg, orch), server)
+        add_service(audio_pb2_grpc.add_AudioServicer_to_server, AudioService(orch), server)
+        add_service(vision_pb2_grpc.add_VisionServicer_to_server, VisionService(orch), server)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable((*NEUTRINO_SERVICES, HEALTH_SERVICE), server)

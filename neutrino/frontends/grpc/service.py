@@ -14,9 +14,8 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 
-from neutrino.config import Config
 from neutrino.config.keys import MAX_PRIORITY
-from neutrino.errors import ClientTooSlow, NeutrinoError, bad_request
+from neutrino.errors import NeutrinoError, bad_request
 from neutrino.frontends.common import (
     PRIORITY_HEADER,
     SCHEMA_OFFLOAD_BYTES,
@@ -26,8 +25,9 @@ from neutrino.frontends.common import (
 from neutrino.frontends.grpc import convert, render
 from neutrino.frontends.grpc.calls import (
     Context,
+    Service,
     caller,
-    end_reason,
+    closed_at_end,
     error_metadata,
     guarded,
     metadata,
@@ -52,16 +52,9 @@ def _refusals(
     return refusals(orch, "chat" if msg.WhichOneof("input") == "chat" else "completion")
 
 
-class InferenceService(inference_pb2_grpc.InferenceServicer):
-    @property
-    def cfg(self) -> Config:
-        """The running configuration (the orchestrator's: a reload swaps it)."""
-        return self.orch.cfg
-
-    def __init__(
-        self, cfg: Config, orchestrator: Orchestrator, started: float | None = None
-    ) -> None:
-        self.orch = orchestrator
+class InferenceService(Service, inference_pb2_grpc.InferenceServicer):
+    def __init__(self, orchestrator: Orchestrator, started: float | None = None) -> None:
+        super().__init__(orchestrator)
         self._created = int(started if started is not None else time.time())
 
     async def _request(
@@ -95,18 +88,8 @@ class InferenceService(inference_pb2_grpc.InferenceServicer):
         """Every choice of ``req`` started (``n``, as over HTTP), and closed at the end:
         one engine cancel for each still running when the call goes away."""
         gens: list[Generation] = []
-        reason = "client disconnected"
-        try:
+        async with closed_at_end(context, gens):
             yield await self.orch.start_all(req, gens)
-        except asyncio.CancelledError:
-            reason = end_reason(context)
-            raise
-        except ClientTooSlow:
-            reason = "client too slow"
-            raise
-        finally:
-            for gen in gens:
-                gen.close(reason)
 
     # ---------------------------------------------------------------- Generate
 

@@ -10,23 +10,20 @@ from __future__ import annotations
 import asyncio
 import time
 
-from neutrino.config import Config
 from neutrino.errors import bad_request
-from neutrino.frontends.common import new_id
 from neutrino.frontends.grpc.calls import (
     Context,
+    Service,
     caller,
     closing,
     guarded,
     metadata,
     refusals,
-    timeout_s,
 )
 from neutrino.frontends.grpc.stubs import vision_pb2, vision_pb2_grpc
 from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.images import MAX_IMAGE_BYTES, check_image
 from neutrino.pipeline.modalities import Image
-from neutrino.pipeline.orchestrator import Orchestrator
 
 _OFFLOAD_BYTES = 256 * 1024  # check bigger images off the event loop
 
@@ -42,15 +39,7 @@ def threshold(msg: vision_pb2.DetectRequest) -> float | None:
     return float(msg.threshold) if msg.HasField("threshold") else None
 
 
-class VisionService(vision_pb2_grpc.VisionServicer):
-    @property
-    def cfg(self) -> Config:
-        """The running configuration (the orchestrator's: a reload swaps it)."""
-        return self.orch.cfg
-
-    def __init__(self, cfg: Config, orchestrator: Orchestrator) -> None:
-        self.orch = orchestrator
-
+class VisionService(Service, vision_pb2_grpc.VisionServicer):
     async def Detect(
         self, request: vision_pb2.DetectRequest, context: Context
     ) -> vision_pb2.DetectResponse | None:
@@ -64,14 +53,7 @@ class VisionService(vision_pb2_grpc.VisionServicer):
             else:
                 img = image(data)
             job = rules.detect(name, img, threshold(request), metadata(context, "traceparent"))
-            call = await self.orch.call(
-                job,
-                request_id=new_id("det"),
-                timeout_s=timeout_s(context, self.cfg),
-                principal=principal,
-                protocol="grpc",
-                received_ns=received,
-            )
+            call = await self.call(job, "det", context, principal, received)
             boxes = job.boxes(await closing(context, call, call.result))
             return vision_pb2.DetectResponse(
                 id=call.request_id,

@@ -229,8 +229,8 @@ def test_deadline_is_the_timeout() -> None:
 
 
 async def test_embed_and_rerank() -> None:
-    cfg, orch, engine = make()
-    svc = embeddings.EmbeddingsService(cfg, orch)
+    _cfg, orch, engine = make()
+    svc = embeddings.EmbeddingsService(orch)
     ctx: Any = FakeContext()
     got = await svc.Embed(
         embeddings_pb2.EmbedRequest(model="embed-mock", input=text_inputs("a", "b"), dimensions=8),
@@ -258,15 +258,15 @@ async def test_embed_and_rerank() -> None:
 
 
 async def test_detect_transcribe_speak() -> None:
-    cfg, orch, engine = make()
+    _cfg, orch, engine = make()
     ctx: Any = FakeContext()
-    det = await vision.VisionService(cfg, orch).Detect(
+    det = await vision.VisionService(orch).Detect(
         vision_pb2.DetectRequest(model="detect-mock", image=png(), threshold=0.8), ctx
     )
     assert det is not None
     assert (det.image.width, det.image.height) == (80, 40)
     assert [(b.label, b.x0, b.y1) for b in det.boxes] == [("object", 20.0, 30.0)]
-    svc = audio.AudioService(cfg, orch)
+    svc = audio.AudioService(orch)
     tr = await svc.Transcribe(
         audio_pb2.TranscriptionRequest(model="whisper-mock", audio=wav(1.0), language="de"), ctx
     )
@@ -283,9 +283,9 @@ async def test_detect_transcribe_speak() -> None:
 
 @pytest.mark.parametrize(("remaining", "reason"), [(5.0, "client disconnected"), (0.0, "timeout")])
 async def test_cancelled_speak_cancels_the_engine_once(remaining: float, reason: str) -> None:
-    cfg, orch, engine = make(EndlessSpeech)
+    _cfg, orch, engine = make(EndlessSpeech)
     ctx = FakeContext(remaining=5.0)
-    svc = audio.AudioService(cfg, orch)
+    svc = audio.AudioService(orch)
     req = audio_pb2.SpeechRequest(model="tts-mock", text="Hello there", voice="v", format="pcm")
     task = asyncio.ensure_future(svc.Speak(req, ctx))  # type: ignore[arg-type]
     for _ in range(100):
@@ -351,11 +351,11 @@ async def test_cancelled_speak_cancels_the_engine_once(remaining: float, reason:
     ],
 )
 async def test_errors_map_to_statuses(call: Any, code: grpc.StatusCode, param: str) -> None:
-    cfg, orch, engine = make()
+    _cfg, orch, engine = make()
     services = {
-        "e": embeddings.EmbeddingsService(cfg, orch),
-        "a": audio.AudioService(cfg, orch),
-        "v": vision.VisionService(cfg, orch),
+        "e": embeddings.EmbeddingsService(orch),
+        "a": audio.AudioService(orch),
+        "v": vision.VisionService(orch),
     }
     got = await failed(lambda ctx: call(services, ctx))
     assert got.code is code

@@ -84,7 +84,7 @@ def make(**kw: Any) -> tuple[InferenceService, InProcessEngineClient, Orchestrat
     engine = MockServer(core).in_process()
     cfg = Config(limits=LimitsConfig(request_timeout_s=30.0))
     orch = Orchestrator(cfg, engine, ModelTexts(cfg.model), History(100))
-    return InferenceService(cfg, orch, started=1000.0), engine, orch
+    return InferenceService(orch, started=1000.0), engine, orch
 
 
 def chat(**kw: Any) -> inference_pb2.GenerateRequest:
