@@ -13,7 +13,7 @@ from neutrino.engine.client import LinkSubmission, Relayed, RequestOwner, Stream
 from neutrino.engine.fleet.failover import Holder
 from neutrino.engine.fleet.lifecycle import LifecycleStats, ModelKeeper
 from neutrino.engine.fleet.resend import Resender
-from neutrino.engine.fleet.routing import Routing, load
+from neutrino.engine.fleet.routing import Replica, Routing, load
 from neutrino.engine.messages import (
     HelloAck,
     LoadModel,
@@ -37,12 +37,11 @@ class Connection(RequestOwner, Protocol):
     def submit(self, query: Query, sink: StreamSink) -> int: ...
 
 
-class Pool(Protocol):
-    """One engine as the router sees it: a pool of socket connections (``EnginePool``)
-    or an HTTP upstream (``UpstreamPool``)."""
+class Pool(Replica, Protocol):
+    """One engine as the router sees it (a replica to the routing policies): a pool of
+    socket connections (``EnginePool``) or an HTTP upstream (``UpstreamPool``)."""
 
     cfg: EngineConfig
-    name: str
     hello: HelloAck | None
     stats: EngineStats
 
@@ -51,17 +50,6 @@ class Pool(Protocol):
 
     @property
     def connections(self) -> Sequence[object]: ...
-
-    @property
-    def inflight(self) -> int: ...
-
-    @property
-    def capacity(self) -> int: ...
-
-    @property
-    def reported(self) -> int:
-        """Requests the engine itself says it holds, from every client (0: not said)."""
-        ...
 
     @property
     def passthrough(self) -> bool:

@@ -108,6 +108,35 @@ def _logprobs(
     return marker(index) if defer else whole(out.logprobs.entries())
 
 
+def _response(
+    gens: Sequence[Generation],
+    results: Sequence[tuple[str, Outcome]],
+    kind: str,
+    bodies: Sequence[tuple[str, object]],
+    logprobs: Sequence[object],
+) -> dict[str, object]:
+    """The answer object of either route: each choice's body (``message`` or ``text``)
+    and logprobs, in OpenAI's order of fields."""
+    gen = gens[0]
+    return {
+        "id": gen.request_id,
+        "object": kind,
+        "created": gen.created,
+        "model": gen.model,
+        "choices": [
+            {
+                "index": i,
+                body[0]: body[1],
+                "logprobs": lps,
+                "finish_reason": out.finish_reason,
+                "stop_reason": out.stop_reason,
+            }
+            for i, ((_, out), body, lps) in enumerate(zip(results, bodies, logprobs, strict=True))
+        ],
+        "usage": usage([out for _, out in results]),
+    }
+
+
 def chat_response(
     gens: Sequence[Generation],
     results: Sequence[tuple[str, Outcome]],
@@ -115,24 +144,9 @@ def chat_response(
     defer: bool = False,
 ) -> dict[str, object]:
     """The answer as an object (``defer``: each choice's logprobs a marker)."""
-    gen = gens[0]
-    return {
-        "id": gen.request_id,
-        "object": "chat.completion",
-        "created": gen.created,
-        "model": gen.model,
-        "choices": [
-            {
-                "index": i,
-                "message": _message(text, out, reasoning_field),
-                "logprobs": _logprobs(out, i, defer, chat_logprobs),
-                "finish_reason": out.finish_reason,
-                "stop_reason": out.stop_reason,
-            }
-            for i, (text, out) in enumerate(results)
-        ],
-        "usage": usage([out for _, out in results]),
-    }
+    bodies = [("message", _message(text, out, reasoning_field)) for text, out in results]
+    lps = [_logprobs(out, i, defer, chat_logprobs) for i, (_, out) in enumerate(results)]
+    return _response(gens, results, "chat.completion", bodies, lps)
 
 
 def _call_delta(c: ToolCallDelta) -> dict[str, object]:
@@ -169,24 +183,9 @@ def completion_response(
     reasoning_field: str = "reasoning_content",
     defer: bool = False,
 ) -> dict[str, object]:
-    gen = gens[0]
-    return {
-        "id": gen.request_id,
-        "object": "text_completion",
-        "created": gen.created,
-        "model": gen.model,
-        "choices": [
-            {
-                "index": i,
-                "text": gen.echo + text,
-                "logprobs": _logprobs(out, i, defer, completion_logprobs),
-                "finish_reason": out.finish_reason,
-                "stop_reason": out.stop_reason,
-            }
-            for i, ((text, out), gen) in enumerate(zip(results, gens, strict=True))
-        ],
-        "usage": usage([out for _, out in results]),
-    }
+    bodies = [("text", gen.echo + text) for (text, _), gen in zip(results, gens, strict=True)]
+    lps = [_logprobs(out, i, defer, completion_logprobs) for i, (_, out) in enumerate(results)]
+    return _response(gens, results, "text_completion", bodies, lps)
 
 
 class ChunkEncoder:
