@@ -128,6 +128,18 @@ class _HarmonyMachine:
         self._parts: list[str] = []
         self._ws_before = ""
 
+    def fed(self, text: str) -> Delta:
+        """What ``text`` adds, as a new Delta (the parsers' ``feed``)."""
+        out = Delta()
+        self.feed(text, out)
+        return out
+
+    def finished(self) -> Delta:
+        """What the end adds, as a new Delta (the parsers' ``finish``)."""
+        out = Delta()
+        self.finish(out)
+        return out
+
     def feed(self, text: str, out: Delta) -> None:
         buf = self._buf + text if self._buf else text
         while buf:
@@ -249,14 +261,10 @@ class HarmonyReasoningParser(ReasoningParser):
         self._machine = _HarmonyMachine(tool_mode=False)
 
     def feed(self, text: str) -> Delta:
-        out = Delta()
-        self._machine.feed(text, out)
-        return out
+        return self._machine.fed(text)
 
     def finish(self) -> Delta:
-        out = Delta()
-        self._machine.finish(out)
-        return out
+        return self._machine.finished()
 
 
 class HarmonyToolParser(ToolParser):
@@ -271,11 +279,7 @@ class HarmonyToolParser(ToolParser):
         self._machine = _HarmonyMachine(tool_mode=True, add_call=self._add_call)
 
     def feed(self, text: str) -> Delta:
-        out = Delta()
-        self._machine.feed(text, out)
-        return out
+        return self._machine.fed(text)
 
     def finish(self) -> Delta:
-        out = Delta()
-        self._machine.finish(out)
-        return out
+        return self._machine.finished()
