@@ -63,13 +63,13 @@ def _errors(errors: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 
 def document(
-    config: Mapping[str, Any],
-    summary: Mapping[str, Any],
+    config: Mapping[str, object],
+    summary: Mapping[str, object],
     requests: list[dict[str, Any]] | None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The ``--json`` document: the run's settings, its figures, and (when asked) one record
     per request."""
-    doc: dict[str, Any] = {"config": dict(config), "summary": dict(summary)}
+    doc: dict[str, object] = {"config": dict(config), "summary": dict(summary)}
     if requests is not None:
         doc["requests"] = requests
     return doc

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from neutrino.errors import NeutrinoError
 from neutrino.pipeline.state import Lifecycle, State
@@ -134,7 +134,7 @@ class HistoryEntry:
             text += sum(56 + len(h) for h in self.hops)
         return _ENTRY_BYTES + 48 * len(self.times) + text
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         lc = Lifecycle.__new__(Lifecycle)  # the timings' arithmetic, over the kept times
         lc.state = State(self.state)
         lc.times = self.times
@@ -176,11 +176,11 @@ class History:
         while len(ring) > self._size or (self.nbytes > self._max_bytes and len(ring) > 1):
             self.nbytes -= ring.popleft().nbytes
 
-    def latest(self, limit: int) -> list[dict[str, Any]]:
+    def latest(self, limit: int) -> list[dict[str, object]]:
         """Newest first, at most ``limit`` records."""
         if limit <= 0:
             return []
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         for entry in reversed(self._ring):
             out.append(entry.to_dict())
             if len(out) >= limit:

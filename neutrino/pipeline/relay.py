@@ -115,7 +115,7 @@ class Tally:
         if reason.__class__ is str:
             self.finish_reason = reason
 
-    def _error(self, err: Any) -> None:
+    def _error(self, err: object) -> None:
         if err is None:
             return
         message = err.get("message") if isinstance(err, dict) else err

@@ -39,7 +39,7 @@ class Listener:
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"unknown listener protocol {self.protocol!r}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"protocol": self.protocol, "address": self.address}
 
 
@@ -49,7 +49,7 @@ class ServedModel:
     context_length: int
     capabilities: tuple[str, ...] = ("generate",)  # lower-case names: generate, embed, ...
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "context_length": self.context_length,
@@ -67,7 +67,7 @@ class InstanceRecord:
     workers: int
     started_at: float  # Unix seconds
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "instance_id": self.instance_id,
             "version": self.version,
@@ -105,7 +105,7 @@ class LoadReport:
     estimated_wait_s: float  # before a request sent now would start (0: a slot is free)
     capacity: int  # concurrent requests taken now
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "inflight": self.inflight,
             "queue_depth": self.queue_depth,

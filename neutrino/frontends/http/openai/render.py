@@ -7,7 +7,7 @@ chunk then costs one ``orjson.dumps`` of its text and a bytes join.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 
@@ -35,7 +35,7 @@ SSE_OPEN = b": ok\n\n"
 SSE_KEEPALIVE = b": keepalive\n\n"
 
 
-def sse_event(payload: Any) -> bytes:
+def sse_event(payload: object) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
@@ -101,8 +101,8 @@ def _deferred(
 
 
 def _logprobs(
-    out: Outcome, index: int, defer: bool, whole: Callable[[list[TokenLogprob]], Any]
-) -> Any:
+    out: Outcome, index: int, defer: bool, whole: Callable[[list[TokenLogprob]], object]
+) -> object:
     if out.logprobs is None:
         return None
     return marker(index) if defer else whole(out.logprobs.entries())
