@@ -37,7 +37,7 @@ from neutrino.pipeline.request import GenerateRequest, Origin
 
 log = logging.getLogger("neutrino.http")
 
-Parse = Callable[[Any, LimitsConfig], GenerateRequest]
+Parse = Callable[[object, LimitsConfig], GenerateRequest]
 # Starts the push delivery of a stream's generations (writes what opens the stream,
 # then hands each generation its push target).
 StartPush = Callable[[SSEStream, list[Generation]], None]
@@ -93,31 +93,32 @@ async def admit_or_relay(
     relayed = orch.engines.relayed
     if len(raw) > limits.offload_bytes or _has_schema(raw):  # one worker thread's turn
         cap = limits.max_json_containers
-        doc, req = await off_loop(
+        req = await off_loop(
             lambda: _decoded(jsonbody.decode_large(raw, cap), parse, limits, relayed)
         )
     else:
-        doc, req = _decoded(jsonbody.decode(raw), parse, limits, relayed)
-    if req is None:
+        req = _decoded(jsonbody.decode(raw), parse, limits, relayed)
+    if isinstance(req, dict):
         origin = Origin(
             principal, ex.protocol, "", received_ns, ex.header("traceparent"),
             priority=asked_priority(ex.header(PRIORITY_HEADER)), rates=ex.rates,
         )  # fmt: skip
         request_id = ex.request_id = request_id_for(id_prefix, client_id)
         bind_request_id(request_id)
-        return Passthrough(doc, raw, origin, request_id)
+        return Passthrough(req, raw, origin, request_id)
     return _named(ex, req, principal, client_id, id_prefix, received_ns, route)
 
 
 def _decoded(
-    doc: Any, parse: Parse, limits: LimitsConfig, relayed: Collection[str]
-) -> tuple[Any, GenerateRequest | None]:
-    """The body's document and its request; None for a model a passthrough upstream
-    serves (relayed unparsed)."""
-    model = doc.get("model") if relayed and isinstance(doc, dict) else None
-    if isinstance(model, str) and model in relayed:
-        return doc, None
-    return doc, parse(doc, limits)
+    doc: object, parse: Parse, limits: LimitsConfig, relayed: Collection[str]
+) -> GenerateRequest | dict[str, Any]:
+    """The body's request; or, for a model a passthrough upstream serves, the body's
+    JSON object itself (relayed unparsed)."""
+    if relayed and isinstance(doc, dict):
+        model = doc.get("model")
+        if isinstance(model, str) and model in relayed:
+            return doc
+    return parse(doc, limits)
 
 
 async def _read(ex: Exchange, orch: Orchestrator) -> tuple[bytes, Principal | None, str]:
