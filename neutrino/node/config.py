@@ -114,7 +114,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-_FILE_KEYS: dict[str, Any] = {
+_FILE_KEYS: dict[str, object] = {
     "address": "",
     "token_file": "",
     "token_env": "",
@@ -147,20 +147,20 @@ def _file(path: str) -> dict[str, Any]:
     return data
 
 
-def _typed(key: str, value: Any) -> Any:
+def _typed(key: str, value: object) -> object:
     default = _FILE_KEYS[key]
     kind = type(default)
     ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value, ok = float(value), True
-    if kind is list:
+    if isinstance(value, list):
         ok = ok and all(isinstance(v, str) for v in value)
     if not ok:
         raise ConfigError(f"{key} must be {kind.__name__}, got {value!r}")
     return value
 
 
-def _harness(i: int, raw: Any) -> CommandHarness:
+def _harness(i: int, raw: object) -> CommandHarness:
     where = f"[[harness]][{i}]"
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where} must be a table")
