@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from neutrino.config import Config, ConfigError
 from neutrino.engine.fleet.router import EngineRouter
@@ -27,7 +27,7 @@ from neutrino.frontends.quic.server import Http3Server
 from neutrino.instance import Instance, Registrar, registrars
 from neutrino.observability.exporter import MetricsServer
 from neutrino.observability.memory import HeapTrimmer
-from neutrino.observability.metrics import Metrics
+from neutrino.observability.metrics import Metrics, Raw
 from neutrino.observability.tracing import Tracing
 from neutrino.pipeline.history import History
 from neutrino.pipeline.models import ModelTexts
@@ -165,10 +165,14 @@ class Neutrino:
     def _start_registration(self) -> None:
         if self.peers is not None and self.instance is not None and self.registrars:
             self._refresh = asyncio.get_running_loop().create_task(
-                self.instance.refresh(self.peers.gather_raw), name="registration-load"
+                self.instance.refresh(self._gather_raws), name="registration-load"
             )
         for registrar in self.registrars:
             registrar.start()
+
+    async def _gather_raws(self) -> list[Mapping[str, object]]:
+        """Every worker's metrics (for the load reports: their live values summed)."""
+        return list(await self.peers.gather_raw()) if self.peers is not None else []
 
     async def _deregister(self) -> None:
         """Drain's first step: leave the balancer and etcd (bounded; never raises)."""
@@ -178,7 +182,7 @@ class Neutrino:
         if self._refresh is not None:
             self._refresh.cancel()
 
-    def metrics_raw(self) -> dict[str, Any]:
+    def metrics_raw(self) -> Raw:
         """This process's metrics: the tallies, and the values read now."""
         orch = self.orchestrator
         raw = self.metrics.raw()
@@ -216,8 +220,8 @@ class Neutrino:
             raw["live"]["tokens_per_s"] = self.instance.estimator.tokens_per_s(time.monotonic())
         return raw
 
-    async def _extra_state(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {}
+    async def _extra_state(self) -> dict[str, object]:
+        extra: dict[str, object] = {}
         if self.processes.engines:
             extra["managed_engines"] = self.processes.snapshot()
         mock = self.processes.engines.get(MOCK_NAME)
@@ -384,7 +388,7 @@ class Neutrino:
 
     # ------------------------------------------------------------------ reload
 
-    async def reload(self) -> dict[str, Any]:
+    async def reload(self) -> dict[str, object]:
         """Read the configuration again and apply it at once: engines, models (families,
         tokenizers, templates, parsers) and limits. Requests in flight finish where they
         started (on the old engines, with their own tokenizer and parsers). A bad
@@ -436,7 +440,7 @@ class Neutrino:
             "restart_needed": restart,
         }
 
-    async def _reload_route(self) -> dict[str, Any]:
+    async def _reload_route(self) -> dict[str, object]:
         """POST /neutrino/v1/reload: this process reloads (a bad configuration is refused
         here); under --workers the supervisor then has every worker reload (SIGHUP)."""
         result = await self.reload()

@@ -15,9 +15,9 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from neutrino.config.checks import ConfigError, check, coerce, split_address
+from neutrino.config.checks import ConfigError, check, coerce, replaced, split_address
 from neutrino.config.engines import (
     EngineConfig,
     EngineLinkConfig,
@@ -52,6 +52,9 @@ from neutrino.config.server import (
     ShutdownConfig,
     WorkerConfig,
 )
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # Each section's class lives in the module of its part (server, engines, limits,
 # observability, registration, fleet, keys, routes, routing); all are named here.
@@ -127,7 +130,7 @@ class Config:
         return not self.engines and not self.has_fleet and self.mock.enabled
 
 
-_SECTIONS: dict[str, type[Any]] = {
+_SECTIONS: dict[str, type[DataclassInstance]] = {
     "server": ServerConfig,
     "model": ModelConfig,
     "tokenizer": TokenizerConfig,
@@ -149,13 +152,14 @@ _SECTIONS: dict[str, type[Any]] = {
 
 def from_mapping(data: Mapping[str, object]) -> Config:
     cfg = Config()
-    updates: dict[str, Any] = {}
+    updates: dict[str, object] = {}
     for key, raw in data.items():
         if key == "engines":
             if not isinstance(raw, list):
                 raise ConfigError("[[engines]] must be an array of tables")
-            updates["engines"] = tuple(engine_section(i, item) for i, item in enumerate(raw))
-            unique_engine_names(updates["engines"])
+            engines = tuple(engine_section(i, item) for i, item in enumerate(raw))
+            unique_engine_names(engines)
+            updates["engines"] = engines
         elif key == "auth":
             updates["auth"] = auth_section(raw)
         elif key == "routing":
@@ -177,7 +181,7 @@ def from_mapping(data: Mapping[str, object]) -> Config:
                 ["engines", *_SECTIONS, "auth", "routing", "routes", "nodes", "catalogue", "fleet"]
             )
             raise ConfigError(f"unknown section [{key}] (known: {known})")
-    return _checked(replace(cfg, **updates))
+    return _checked(replaced(cfg, updates))
 
 
 def _checked(cfg: Config) -> Config:

@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, dataclass, fields
-from typing import Any
+from dataclasses import MISSING, dataclass, fields, replace
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T")
+D = TypeVar("D", bound="DataclassInstance")
 
 # deadlineMs is a UInt32 of milliseconds in the engine protocol (schemas/ie.capnp).
 MAX_TIMEOUT_S = 4_294_967
@@ -24,7 +30,7 @@ class ConfigError(ValueError):
     pass
 
 
-def shown(value: Any) -> str:
+def shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -41,7 +47,9 @@ class Range:
     high: float = math.inf
     above: bool = False
 
-    def __call__(self, value: Any) -> str | None:
+    def __call__(self, value: object) -> str | None:
+        if not isinstance(value, int | float):
+            return "must be a number"
         if isinstance(value, float) and not math.isfinite(value):
             return "must be a finite number"
         too_low = value <= self.low if self.above else value < self.low
@@ -52,11 +60,31 @@ class Range:
         return None
 
 
-def _non_empty(value: Any) -> str | None:
+def _non_empty(value: object) -> str | None:
     return None if value else "must not be empty"
 
 
-def _log_level(value: Any) -> str | None:
+Rule = Callable[[object], str | None]  # None: the value is fine; else what it must be
+
+
+def _text(rule: Callable[[str], str | None]) -> Rule:
+    """``rule`` for a string value (``typed`` made a string key's value one)."""
+    return lambda value: rule(value) if isinstance(value, str) else "must be a string"
+
+
+def _texts(rule: Callable[[tuple[str, ...]], str | None]) -> Rule:
+    """``rule`` for a list of strings (``typed`` made one a tuple)."""
+
+    def checked(value: object) -> str | None:
+        if isinstance(value, tuple) and all(isinstance(v, str) for v in value):
+            return rule(value)
+        return "must be a list of strings"
+
+    return checked
+
+
+@_text
+def _log_level(value: str) -> str | None:
     return None if value.lower() in LOG_LEVELS else f"must be one of {', '.join(LOG_LEVELS)}"
 
 
@@ -68,7 +96,8 @@ def split_address(value: str, where: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def _address(value: Any) -> str | None:
+@_text
+def _address(value: str) -> str | None:
     try:
         split_address(value, "")
     except ConfigError:
@@ -76,7 +105,8 @@ def _address(value: Any) -> str | None:
     return None
 
 
-def _endpoint(value: Any) -> str | None:
+@_text
+def _endpoint(value: str) -> str | None:
     """``http://HOST:PORT`` or ``https://HOST:PORT`` ("" allowed: off)."""
     if value == "":
         return None
@@ -86,6 +116,7 @@ def _endpoint(value: Any) -> str | None:
     return None
 
 
+@_texts
 def _origins(value: tuple[str, ...]) -> str | None:
     """Web origins as browsers send them (``scheme://host[:port]``), or "*"."""
     for origin in value:
@@ -95,17 +126,15 @@ def _origins(value: tuple[str, ...]) -> str | None:
     return None
 
 
-Rule = Callable[[Any], str | None]  # None: the value is fine; else what it must be
-
-
 def _one_of(*words: str) -> Rule:
-    def rule(value: Any) -> str | None:
+    def rule(value: object) -> str | None:
         return None if value in words else f"must be one of {', '.join(map(repr, words))}"
 
     return rule
 
 
-def _upstream_url(value: Any) -> str | None:
+@_text
+def _upstream_url(value: str) -> str | None:
     """``http(s)://HOST:PORT[/PATH]``: an HTTP upstream's base URL."""
     scheme, sep, rest = value.partition("://")
     host = rest.partition("/")[0]
@@ -167,10 +196,12 @@ RULES: dict[str, Rule] = {
     "limits.unkeyed_max_priority": Range(0, 9),
     "limits.answer_estimate_tokens": _ONE_UP,
     "limits.rate_window_s": Range(1, 60),
-    "limits.redis": lambda v: (
-        None
-        if v == "" or v.startswith(("redis://", "rediss://", "unix://"))
-        else "must be a Redis URL (redis://host:port/db, rediss://, unix://)"
+    "limits.redis": _text(
+        lambda v: (
+            None
+            if v == "" or v.startswith(("redis://", "rediss://", "unix://"))
+            else "must be a Redis URL (redis://host:port/db, rediss://, unix://)"
+        )
     ),
     "engine_link.connect_timeout_s": _POSITIVE,
     "engine_link.heartbeat_interval_s": _NON_NEGATIVE,  # 0: no heartbeats
@@ -209,8 +240,8 @@ RULES: dict[str, Rule] = {
     "sombrero.report_interval_s": _POSITIVE,
     "sombrero.backoff_initial_s": _POSITIVE,
     "sombrero.backoff_max_s": _POSITIVE,
-    "discovery.etcd": lambda v: next(filter(None, map(_endpoint, v)), None),
-    "discovery.prefix": lambda v: None if v.startswith("/") else "must start with /",
+    "discovery.etcd": _texts(lambda v: next(filter(None, map(_endpoint, v)), None)),
+    "discovery.prefix": _text(lambda v: None if v.startswith("/") else "must start with /"),
     "discovery.lease_ttl_s": Range(2, 3600),  # 0: in-flight requests are not waited for
 }
 
@@ -234,34 +265,40 @@ def read_token_file(path: str, where: str) -> str:
 _KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 
 
-def typed(default: Any, value: Any, where: str) -> Any:
+def typed(default: object, value: object, where: str) -> object:
     """``value`` as the type of ``default`` (an int for a float is fine), or ConfigError."""
     kind = type(default)
-    if kind is bool:
-        ok = isinstance(value, bool)
-    elif isinstance(value, bool):
-        ok = False
-    elif kind is float:
-        ok = isinstance(value, int | float)
-        value = float(value) if ok else value
-    elif kind is int and isinstance(value, float) and value.is_integer():
-        # 1024.0: how YAML-to-TOML writers (Helm's toToml) spell a whole number.
-        ok, value = True, int(value)
-    elif kind in (int, str):
-        ok = isinstance(value, kind)
-    elif kind is tuple:
-        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-        value = tuple(value) if ok else value
-    else:  # mappings of strings
-        ok = isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-        value = dict(value) if ok else value
+    ok, value = _as_kind(kind, value)
     if not ok:
         what = _KINDS.get(kind) or ("a list of strings" if kind is tuple else "a table of strings")
         raise ConfigError(f"{where} must be {what}, got {shown(value)}")
     return value
 
 
-def check(rule_name: str, value: Any, where: str) -> Any:
+def _as_kind(kind: type, value: object) -> tuple[bool, object]:
+    """Whether ``value`` is of ``kind`` (as :func:`typed` allows), and it converted."""
+    if kind is bool:
+        return isinstance(value, bool), value
+    if isinstance(value, bool):
+        return False, value
+    if kind is float:
+        return (True, float(value)) if isinstance(value, int | float) else (False, value)
+    if kind is int and isinstance(value, float) and value.is_integer():
+        # 1024.0: how YAML-to-TOML writers (Helm's toToml) spell a whole number.
+        return True, int(value)
+    if kind in (int, str):
+        return isinstance(value, kind), value
+    if kind is tuple:
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return True, tuple(value)
+        return False, value
+    # mappings of strings
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return True, dict(value)
+    return False, value
+
+
+def check(rule_name: str, value: T, where: str) -> T:
     """``value`` if the rule for ``section.key`` allows it, else ConfigError naming ``where``."""
     rule = RULES.get(rule_name)
     problem = rule(value) if rule is not None else None
@@ -270,13 +307,13 @@ def check(rule_name: str, value: Any, where: str) -> Any:
     return value
 
 
-def coerce(cls: type[Any], section: str, raw: Any) -> Any:
+def coerce(cls: type[D], section: str, raw: object) -> D:
     """The section ``[section]`` as a ``cls`` dataclass: each key known, typed as its
     default is and checked (unknown keys and bad values are a ConfigError)."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"[{section}] must be a table, got {shown(raw)}")
     known = {f.name: f for f in fields(cls)}
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for key, value in raw.items():
         f = known.get(key)
         if f is None:
@@ -284,4 +321,14 @@ def coerce(cls: type[Any], section: str, raw: Any) -> Any:
         default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[operator]
         where = f"[{section}].{key}"
         values[key] = check(f"{section}.{key}", typed(default, value, where), where)
+    return of_fields(cls, values)
+
+
+def of_fields(cls: type[D], values: Mapping[str, object]) -> D:
+    """A ``cls`` dataclass of ``values``, each already made its field's type (:func:`typed`)."""
     return cls(**values)
+
+
+def replaced(obj: D, changes: Mapping[str, object]) -> D:
+    """``obj`` with ``changes``, each already of its field's type (a section read)."""
+    return replace(obj, **changes)

@@ -8,10 +8,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from neutrino.config.checks import ConfigError as ConfigError
-from neutrino.config.checks import check, coerce, read_token_file, shown, typed
+from neutrino.config.checks import check, coerce, of_fields, read_token_file, shown, typed
 
 if TYPE_CHECKING:
     from neutrino.text.tiktoken_files import TiktokenFile
@@ -132,7 +132,7 @@ class EngineLinkConfig:
     backoff_max_s: float = 2.0
 
 
-ENGINE_KEYS: dict[str, Any] = {
+ENGINE_KEYS: dict[str, object] = {
     "socket": "",
     "name": "",
     "connections": 2,
@@ -157,7 +157,7 @@ ENGINE_KEYS: dict[str, Any] = {
 }
 
 
-def engine_section(i: int, item: Any) -> EngineConfig:
+def engine_section(i: int, item: object) -> EngineConfig:
     where = f"[engines][{i}]"
     if not isinstance(item, Mapping):
         raise ConfigError(f"{where} must be a table, got {shown(item)}")
@@ -175,20 +175,22 @@ def engine_section(i: int, item: Any) -> EngineConfig:
         raise ConfigError(f"{where}: an engine on TCP (address) takes no socket or command")
     if ("address" in item) != ("token_file" in item):
         raise ConfigError(f"{where}: address and token_file go together")
-    values: dict[str, Any] = {"name": f"engine{i}"}
+    values: dict[str, object] = {"name": f"engine{i}"}
     for key, default in ENGINE_KEYS.items():
         if key in item:
             value = typed(default, item[key], f"{where}.{key}")
             values[key] = check(f"engines.{key}", value, f"{where}.{key}")
-    values["name"] = values["name"] or f"engine{i}"
-    if values.get("token_file"):
-        values["token"] = read_token_file(values["token_file"], f"{where}.token_file")
-    if values.get("api_key_env"):
-        key = os.environ.get(values["api_key_env"], "")
+    cfg = of_fields(EngineConfig, values)
+    if not cfg.name:
+        cfg = replace(cfg, name=f"engine{i}")
+    if cfg.token_file:
+        cfg = replace(cfg, token=read_token_file(cfg.token_file, f"{where}.token_file"))
+    if cfg.api_key_env:
+        key = os.environ.get(cfg.api_key_env, "")
         if not key:
-            raise ConfigError(f"{where}.api_key_env: ${values['api_key_env']} is not set")
-        values["api_key"] = key
-    return EngineConfig(**values)
+            raise ConfigError(f"{where}.api_key_env: ${cfg.api_key_env} is not set")
+        cfg = replace(cfg, api_key=key)
+    return cfg
 
 
 def unique_engine_names(engines: tuple[EngineConfig, ...]) -> None:
@@ -199,10 +201,10 @@ def unique_engine_names(engines: tuple[EngineConfig, ...]) -> None:
         seen.add(e.name)
 
 
-def model_section(raw: Any) -> ModelConfig:
+def model_section(raw: object) -> ModelConfig:
     """[model]: its tiktoken table is read (and its files checked) apart from the rest."""
     tiktoken = raw.get("tiktoken") if isinstance(raw, Mapping) else None
-    if tiktoken is not None:
+    if isinstance(raw, Mapping) and tiktoken is not None:
         raw = {k: v for k, v in raw.items() if k != "tiktoken"}
     model: ModelConfig = coerce(ModelConfig, "model", raw)
     if tiktoken is not None:

@@ -29,10 +29,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from dataclasses import dataclass, field, fields, replace
+from typing import TypeVar
 
-from neutrino.config.checks import ConfigError, Range, read_token_file, shown, typed
+from neutrino.config.checks import (
+    ConfigError,
+    Range,
+    of_fields,
+    read_token_file,
+    shown,
+    typed,
+)
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$")
@@ -96,7 +103,7 @@ class FleetConfig:
     connections: int = 1  # connections to each placed engine
 
 
-_FLEET_RULES: dict[str, Any] = {
+_FLEET_RULES: dict[str, Range] = {
     "poll_s": Range(0, 3600, above=True),
     "call_timeout_s": Range(0, 600, above=True),
     "down_after": Range(1, 1000),
@@ -108,18 +115,18 @@ _FLEET_RULES: dict[str, Any] = {
 }
 
 
-def _table(raw: Any, where: str) -> Mapping[str, Any]:
+def _table(raw: object, where: str) -> Mapping[str, object]:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where} must be a table, got {shown(raw)}")
     return raw
 
 
-def fleet_section(raw: Any) -> FleetConfig:
-    raw = _table(raw, "[fleet]")
+def fleet_section(raw: object) -> FleetConfig:
+    table = _table(raw, "[fleet]")
     defaults = FleetConfig()
     known = [f.name for f in fields(FleetConfig) if f.name != "token"]
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
+    values: dict[str, object] = {}
+    for key, value in table.items():
         where = f"[fleet].{key}"
         if key not in known:
             raise ConfigError(f"unknown key {where} (known: {', '.join(known)})")
@@ -129,27 +136,28 @@ def fleet_section(raw: Any) -> FleetConfig:
         if problem:
             raise ConfigError(f"{where} {problem}, got {shown(value)}")
         values[key] = value
-    for url in values.get("etcd", ()):
+    cfg = of_fields(FleetConfig, values)
+    for url in cfg.etcd:
         if not url.startswith(("http://", "https://")):
             raise ConfigError(f"[fleet].etcd must list http:// or https:// URLs, got {url!r}")
-    if not values.get("prefix", defaults.prefix).startswith("/"):
+    if not cfg.prefix.startswith("/"):
         raise ConfigError("[fleet].prefix must start with /")
-    if values.get("token_file"):
-        values["token"] = read_token_file(values["token_file"], "[fleet].token_file")
-    elif values.get("etcd") or values.get("dns"):
+    if cfg.token_file:
+        cfg = replace(cfg, token=read_token_file(cfg.token_file, "[fleet].token_file"))
+    elif cfg.etcd or cfg.dns:
         raise ConfigError("[fleet] etcd and dns need [fleet].token_file (the agents' token)")
-    for name in values.get("dns", ()):
+    for name in cfg.dns:
         host, sep, port = name.rpartition(":")
         if not sep or not host or not port.isdigit():
             raise ConfigError(f"[fleet].dns must list HOST:PORT names, got {name!r}")
-    return FleetConfig(**values)
+    return cfg
 
 
 T = TypeVar("T")
 
 
 def _array(
-    raw: Any, header: str, parse: Callable[[int, Any], T], key: Callable[[T], str], twice: str
+    raw: object, header: str, parse: Callable[[int, object], T], key: Callable[[T], str], twice: str
 ) -> tuple[T, ...]:
     """An array of tables, each parsed, no two with the same ``key`` (``twice``: the
     error's words for one that is, with ``{}`` for the key)."""
@@ -164,22 +172,22 @@ def _array(
     return items
 
 
-def nodes_section(raw: Any) -> tuple[NodeEndpoint, ...]:
+def nodes_section(raw: object) -> tuple[NodeEndpoint, ...]:
     return _array(raw, "nodes", _node, lambda n: n.name, "two nodes are named {}")
 
 
-def _node(i: int, raw: Any) -> NodeEndpoint:
+def _node(i: int, raw: object) -> NodeEndpoint:
     where = f"[nodes][{i}]"
-    raw = _table(raw, where)
-    extra = sorted(set(raw) - {"name", "endpoint", "token_file"})
+    table = _table(raw, where)
+    extra = sorted(set(table) - {"name", "endpoint", "token_file"})
     if extra:
         raise ConfigError(f"unknown key {where}.{extra[0]} (known: name, endpoint, token_file)")
-    name, endpoint = raw.get("name"), raw.get("endpoint")
+    name, endpoint = table.get("name"), table.get("endpoint")
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(f"{where}.name must be letters, digits, '.', '_' or '-' (up to 63)")
     if not isinstance(endpoint, str) or not re.match(r"^https?://[^/\s]+/?$", endpoint):
         raise ConfigError(f"{where}.endpoint must be http://HOST:PORT, got {shown(endpoint)}")
-    token_file = raw.get("token_file")
+    token_file = table.get("token_file")
     if not isinstance(token_file, str) or not token_file:
         raise ConfigError(f"{where}.token_file must name the file of the agent's token")
     token = read_token_file(token_file, f"{where}.token_file")
@@ -196,23 +204,23 @@ _ENTRY_INTS = {
 }
 
 
-def catalogue_section(raw: Any) -> tuple[CatalogueEntry, ...]:
+def catalogue_section(raw: object) -> tuple[CatalogueEntry, ...]:
     return _array(raw, "catalogue", _entry, lambda e: e.id, "the id {} is listed twice")
 
 
-def _entry(i: int, raw: Any) -> CatalogueEntry:
+def _entry(i: int, raw: object) -> CatalogueEntry:
     where = f"[catalogue][{i}]"
-    raw = _table(raw, where)
+    table = _table(raw, where)
     known = [f.name for f in fields(CatalogueEntry)]
-    extra = sorted(set(raw) - set(known))
+    extra = sorted(set(table) - set(known))
     if extra:
         raise ConfigError(f"unknown key {where}.{extra[0]} (known: {', '.join(known)})")
     for key in ("id", "file"):
-        if key not in raw:
+        if key not in table:
             raise ConfigError(f"{where} needs {key}")
     defaults = CatalogueEntry("x", "x")
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
+    values: dict[str, object] = {}
+    for key, value in table.items():
         if key == "replicas":
             values[key] = _replicas(value, f"{where}.replicas")
             continue
@@ -222,7 +230,7 @@ def _entry(i: int, raw: Any) -> CatalogueEntry:
         if problem:
             raise ConfigError(f"{where}.{key} {problem}, got {shown(value)}")
         values[key] = value
-    entry = CatalogueEntry(**values)
+    entry = of_fields(CatalogueEntry, values)
     if not _MODEL.match(entry.id):
         raise ConfigError(f"{where}.id must be letters, digits and . _ : / @ + - (up to 128)")
     if not entry.file or entry.file.startswith("/") or ".." in entry.file.split("/"):
@@ -238,17 +246,17 @@ def _entry(i: int, raw: Any) -> CatalogueEntry:
     return entry
 
 
-def _replicas(raw: Any, where: str) -> Replicas:
-    raw = _table(raw, where)
-    extra = sorted(set(raw) - {"min", "max"})
+def _replicas(raw: object, where: str) -> Replicas:
+    table = _table(raw, where)
+    extra = sorted(set(table) - {"min", "max"})
     if extra:
         raise ConfigError(f"unknown key {where}.{extra[0]} (known: min, max)")
-    values = {k: typed(0, v, f"{where}.{k}") for k, v in raw.items()}
+    values = {k: typed(0, v, f"{where}.{k}") for k, v in table.items()}
     for key, value in values.items():
         problem = Range(0, 1024)(value)
         if problem:
             raise ConfigError(f"{where}.{key} {problem}, got {value}")
-    out = Replicas(**values)
+    out = of_fields(Replicas, values)
     if "max" not in values:
         out = Replicas(out.min, max(1, out.min))
     return out

@@ -32,9 +32,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
 
-from neutrino.config.checks import ConfigError, Range, shown, typed
+from neutrino.config.checks import ConfigError, Range, of_fields, shown, typed
 
 POLICIES = ("prefix", "round_robin", "least_outstanding", "power_of_two")
 
@@ -75,7 +74,7 @@ class RoutingConfig:
         return self.models.get(model, self.policy)
 
 
-_RULES: dict[str, Any] = {
+_RULES: dict[str, Range] = {
     "balance_factor": Range(1, 100),
     "block_tokens": Range(1, 65536),
     "prefix_tokens": Range(1, 1 << 20),
@@ -94,7 +93,7 @@ _RULES: dict[str, Any] = {
 }
 
 
-def _policy(value: Any, where: str) -> str:
+def _policy(value: object, where: str) -> str:
     if value not in POLICIES:
         raise ConfigError(
             f"{where} must be one of {', '.join(map(repr, POLICIES))}, got {shown(value)}"
@@ -102,12 +101,12 @@ def _policy(value: Any, where: str) -> str:
     return str(value)
 
 
-def routing_section(raw: Any) -> RoutingConfig:
+def routing_section(raw: object) -> RoutingConfig:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"[routing] must be a table, got {shown(raw)}")
     defaults = RoutingConfig()
     known = [f.name for f in fields(RoutingConfig)]
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for key, value in raw.items():
         where = f"[routing].{key}"
         if key == "models":
@@ -122,10 +121,10 @@ def routing_section(raw: Any) -> RoutingConfig:
             values[key] = value
         else:
             raise ConfigError(f"unknown key {where} (known: {', '.join(known)})")
-    return RoutingConfig(**values)
+    return of_fields(RoutingConfig, values)
 
 
-def _models(raw: Any) -> dict[str, str]:
+def _models(raw: object) -> dict[str, str]:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"[routing.models] must be a table of tables, got {shown(raw)}")
     out: dict[str, str] = {}

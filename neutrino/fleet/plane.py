@@ -499,7 +499,7 @@ class FleetPlane:
 
     # ------------------------------------------------------------------ state
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         nodes = []
         for node in self.topology.nodes.values():
             view = node.snapshot()
@@ -527,19 +527,21 @@ class FleetPlane:
             )  # fmt: skip
         return {"nodes": nodes, "catalogue": catalogue}
 
-    def raw(self) -> dict[str, Any]:
+    def raw(self) -> dict[str, object]:
         """For the metrics exposition (observability/fleet_metrics.py)."""
-        nodes: dict[str, Any] = {}
+        nodes: dict[str, object] = {}
         for node in self.topology.nodes.values():
             states: dict[str, int] = {}
             for e in node.models.values():
                 states[str(e.get("state"))] = states.get(str(e.get("state")), 0) + 1
+            devices = node.snapshot()["devices"]
             nodes[node.name] = {
                 "up": node.up,
                 "downs": node.downs,
                 "memory": node.health.get("memory", {}),
                 "devices": [
-                    {k: d.get(k) for k in _DEVICE_KEYS} for d in node.snapshot()["devices"]
+                    {k: d.get(k) for k in _DEVICE_KEYS}
+                    for d in (devices if isinstance(devices, list) else ())
                 ],
                 "models": states,
             }

@@ -69,7 +69,7 @@ class NodeState:
         used = {int(d): int(mb) for d, mb in e.get("vram_used_mb", {}).items()}
         return {d: max(share, used.get(d, 0)) for d in devices}
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         d, h = self.discovery, self.health
         return {
             "name": self.name,

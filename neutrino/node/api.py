@@ -8,7 +8,6 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from neutrino.node.harness import LoadSpec
 from neutrino.node.table import NodeError
@@ -21,7 +20,7 @@ _LOAD_KEYS = {
 MAX_WAIT_S = 600.0
 
 
-def error_body(kind: str, message: str) -> dict[str, Any]:
+def error_body(kind: str, message: str) -> dict[str, object]:
     return {"error": {"type": kind, "message": message}}
 
 
@@ -29,14 +28,14 @@ def _bad(message: str) -> NodeError:
     return NodeError(400, "invalid_request", message)
 
 
-def _int(doc: Mapping[str, Any], key: str, low: int, high: int, default: int) -> int:
+def _int(doc: Mapping[str, object], key: str, low: int, high: int, default: int) -> int:
     value = doc.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise _bad(f"{key} must be an integer from {low} to {high}, got {value!r}")
     return value
 
 
-def _str(doc: Mapping[str, Any], key: str, required: bool = False) -> str:
+def _str(doc: Mapping[str, object], key: str, required: bool = False) -> str:
     value = doc.get(key, "")
     if not isinstance(value, str) or (required and not value) or len(value) > 1024:
         raise _bad(f"{key} must be a string" + (", not empty" if required else ""))

@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, ProcessCollector
 
 from neutrino.config.checks import split_address
 from neutrino.errors import StartupError, os_reason
-from neutrino.observability.metrics import exposition, merge
+from neutrino.observability.metrics import Raw, exposition, merge
 
 log = logging.getLogger("neutrino.metrics")
-
-Raw = Mapping[str, object]
 
 
 class MetricsServer:

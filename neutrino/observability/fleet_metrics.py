@@ -8,10 +8,11 @@ catalogue's, which the configuration bounds.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from neutrino.observability.jsonread import number, rows, table
 
 PREFIX = "neutrino_"
 MAX_NODES = 64
@@ -29,32 +30,37 @@ _MODEL_COUNTERS = (
 )  # fmt: skip
 
 
-def fleet_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
-    fleet = raw.get("fleet")
+def fleet_families(fleet: Mapping[str, object]) -> Iterator[Metric]:
+    """The families of the control plane's raw (``FleetPlane.raw``; none when empty)."""
     if not fleet:
         return
-    nodes = sorted(fleet.get("nodes", {}).items())
+    nodes = _tables(fleet.get("nodes"))
     yield from _node_families(nodes)
     yield from _device_families(nodes[:MAX_NODES])
-    models = sorted(fleet.get("models", {}).items())
+    models = _tables(fleet.get("models"))
     replicas = GaugeMetricFamily(
         PREFIX + "fleet_model_replicas",
         "Connected replicas of each catalogued model.",
         labels=("model",),
     )
     for model, counts in models:
-        replicas.add_metric([model], counts.get("replicas", 0))
+        replicas.add_metric([model], number(counts.get("replicas", 0)))
     yield replicas
     for name, help_text, key in _MODEL_COUNTERS:
         fam = CounterMetricFamily(
             PREFIX + name.removesuffix("_total"), help_text, labels=("model",)
         )
         for model, counts in models:
-            fam.add_metric([model], counts.get(key, 0))
+            fam.add_metric([model], number(counts.get(key, 0)))
         yield fam
 
 
-def _node_families(nodes: list[tuple[str, Mapping[str, Any]]]) -> Iterator[Metric]:
+def _tables(value: object) -> list[tuple[str, Mapping[str, object]]]:
+    """A JSON object's members, each a JSON object, by name."""
+    return sorted(((k, table(v)) for k, v in table(value).items()), key=lambda kv: kv[0])
+
+
+def _node_families(nodes: Sequence[tuple[str, Mapping[str, object]]]) -> Iterator[Metric]:
     count = GaugeMetricFamily(
         PREFIX + "fleet_nodes", "Node agents known, up or down.", labels=("state",)
     )
@@ -80,20 +86,21 @@ def _node_families(nodes: list[tuple[str, Mapping[str, Any]]]) -> Iterator[Metri
     )  # fmt: skip
     for name, n in nodes[:MAX_NODES]:
         up.add_metric([name], 1.0 if n.get("up") else 0.0)
-        downs.add_metric([name], n.get("downs", 0))
-        mem = n.get("memory", {})
+        downs.add_metric([name], number(n.get("downs", 0)))
+        mem = table(n.get("memory"))
         for kind in _MEMORY:
             if f"{kind}_mb" in mem:
-                memory.add_metric([name, kind], mem[f"{kind}_mb"] * MB)
+                memory.add_metric([name, kind], number(mem[f"{kind}_mb"]) * MB)
+        counts = table(n.get("models"))
         for state in ("loading", "loaded", "failed", "unloaded"):
-            models.add_metric([name, state], n.get("models", {}).get(state, 0))
+            models.add_metric([name, state], number(counts.get(state, 0)))
     yield up
     yield downs
     yield memory
     yield models
 
 
-def _device_families(nodes: list[tuple[str, Mapping[str, Any]]]) -> Iterator[Metric]:
+def _device_families(nodes: Sequence[tuple[str, Mapping[str, object]]]) -> Iterator[Metric]:
     labels = ("node", "device")
     vram = GaugeMetricFamily(
         PREFIX + "fleet_device_memory_bytes", "A GPU's memory: total, used and free.",
@@ -108,16 +115,16 @@ def _device_families(nodes: list[tuple[str, Mapping[str, Any]]]) -> Iterator[Met
         PREFIX + "fleet_device_temperature_celsius", "A GPU's temperature.", labels=labels
     )
     for name, n in nodes:
-        for d in n.get("devices", ())[:MAX_DEVICES]:
+        for d in map(table, rows(n.get("devices"))[:MAX_DEVICES]):
             device = str(d.get("index"))
             for kind in ("total", "used", "free"):
                 value = d.get(f"vram_{kind}_mb")
                 if value is not None:
-                    vram.add_metric([name, device, kind], value * MB)
+                    vram.add_metric([name, device, kind], number(value) * MB)
             if d.get("utilization") is not None:
-                util.add_metric([name, device], d["utilization"])
+                util.add_metric([name, device], number(d["utilization"]))
             if d.get("temperature_c") is not None:
-                temp.add_metric([name, device], d["temperature_c"])
+                temp.add_metric([name, device], number(d["temperature_c"]))
     yield vram
     yield util
     yield temp

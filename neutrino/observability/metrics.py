@@ -18,8 +18,8 @@ gives them as JSON, :func:`merge` adds up several processes' raws (``--workers``
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from typing import TypedDict
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -29,9 +29,11 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
 
 from neutrino.errors import ErrorKind
 from neutrino.observability.fleet_metrics import fleet_families
+from neutrino.observability.jsonread import number, table
 
 PREFIX = "neutrino_"
 PROTOCOLS = ("http", "grpc", "quic")
@@ -95,6 +97,35 @@ ENGINE_COUNTERS = (
 _GEN = "generating"
 _PROC = "processing"
 _QUEUED = "queued"
+
+
+class ModelRaw(TypedDict):
+    """A served model's tallies in a raw: each histogram's bucket counts and sum, and
+    the token counters."""
+
+    hists: list[tuple[list[int], float]]
+    tokens: list[int]
+
+
+class ProcessRaw(TypedDict):
+    state: str
+    pid: int | None
+    restarts: int
+
+
+class Raw(TypedDict, total=False):
+    """A process's metrics as JSON values (:meth:`Metrics.raw` and what the server adds
+    to it), or several processes' merged (:func:`merge`)."""
+
+    requests: list[tuple[str, str, str, str, int]]  # protocol, route, model, outcome, n
+    models: dict[str, ModelRaw]
+    live: dict[str, float]
+    engines: dict[str, dict[str, float]]
+    processes: dict[str, ProcessRaw]
+    lifecycle: dict[str, dict[str, float]]
+    routing: dict[str, dict[str, object]]  # counts, and picks: counts by engine
+    failover: dict[str, object]  # counts, and counts by engine or by reason
+    fleet: Mapping[str, object]  # the control plane's (fleet_metrics.py)
 
 
 class Histogram:
@@ -192,13 +223,13 @@ class Metrics:
             itl.counts = [a + b for a, b in zip(itl.counts, gaps.counts, strict=True)]
             itl.sum += gaps.total * 1e-9
 
-    def raw(self) -> dict[str, Any]:
+    def raw(self) -> Raw:
         """The tallies as JSON values (see :func:`merge`)."""
         return {
-            "requests": [[*k, n] for k, n in self.requests.items()],
+            "requests": [(*k, n) for k, n in self.requests.items()],
             "models": {
                 name: {
-                    "hists": [[h.counts, h.sum] for h in s.hists],
+                    "hists": [(h.counts, h.sum) for h in s.hists],
                     "tokens": s.tokens,
                 }
                 for name, s in self.models.items()
@@ -251,48 +282,46 @@ def _observe(
 # ---------------------------------------------------------------------- several processes
 
 
-def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def merge(raws: Iterable[Raw]) -> Raw:
     """Several processes' raws (``Metrics.raw`` and the live values of
     :class:`Exposition`) added up into one."""
-    requests: dict[tuple[str, ...], int] = {}
-    models: dict[str, dict[str, Any]] = {}
+    requests: dict[tuple[str, str, str, str], int] = {}
+    models: dict[str, ModelRaw] = {}
     live: dict[str, float] = {}
     engines: dict[str, dict[str, float]] = {}
-    processes: dict[str, dict[str, Any]] = {}
+    processes: dict[str, ProcessRaw] = {}
     lifecycle: dict[str, dict[str, float]] = {}
-    routing: dict[str, dict[str, Any]] = {}
-    failover: dict[str, Any] = {"ejections": {}}
-    fleet: dict[str, Any] = {}
+    routing: dict[str, dict[str, object]] = {}
+    failover: dict[str, object] = {"ejections": {}}
+    fleet: Mapping[str, object] = {}
     for raw in raws:
         fleet = fleet or raw.get("fleet", {})  # one process runs the control plane
-        for *labels, n in raw.get("requests", ()):
-            key = tuple(labels)
+        for protocol, route, model, outcome, n in raw.get("requests", ()):
+            key = (protocol, route, model, outcome)
             requests[key] = requests.get(key, 0) + n
         for name, m in raw.get("models", {}).items():
             got = models.get(name)
             if got is None:
-                models[name] = {"hists": [[list(c), s] for c, s in m["hists"]],
+                models[name] = {"hists": [(list(c), s) for c, s in m["hists"]],
                                 "tokens": list(m["tokens"])}  # fmt: skip
                 continue
-            for mine, theirs in zip(got["hists"], m["hists"], strict=True):
-                mine[0] = [a + b for a, b in zip(mine[0], theirs[0], strict=True)]
-                mine[1] += theirs[1]
+            got["hists"] = [
+                ([a + b for a, b in zip(mine, theirs, strict=True)], s + t)
+                for (mine, s), (theirs, t) in zip(got["hists"], m["hists"], strict=True)
+            ]
             got["tokens"] = [a + b for a, b in zip(got["tokens"], m["tokens"], strict=True)]
         for k, v in raw.get("live", {}).items():
             live[k] = live.get(k, 0) + v
         for name, stats in raw.get("engines", {}).items():
-            mine = engines.setdefault(name, {})
-            for k, v in stats.items():
-                mine[k] = mine.get(k, 0) + v
+            _add(engines.setdefault(name, {}), stats)
         processes.update(raw.get("processes", {}))  # one process runs each
         for name, counts in raw.get("lifecycle", {}).items():
-            mine = lifecycle.setdefault(name, {})
-            for k, v in counts.items():
-                mine[k] = mine.get(k, 0) + v
-        _merge_routing(routing, raw.get("routing", {}))
-        _merge_failover(failover, raw.get("failover", {}))
-    return {
-        "requests": [[*k, n] for k, n in requests.items()],
+            _add(lifecycle.setdefault(name, {}), counts)
+        for model, tallies in raw.get("routing", {}).items():
+            _add_counts(routing.setdefault(model, {"picks": {}}), tallies)
+        _add_counts(failover, raw.get("failover", {}))
+    merged: Raw = {
+        "requests": [(*k, n) for k, n in requests.items()],
         "models": models,
         "live": live,
         "engines": engines,
@@ -300,29 +329,28 @@ def merge(raws: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "lifecycle": lifecycle,
         "routing": routing,
         "failover": failover,
-        **({"fleet": fleet} if fleet else {}),
     }
+    if fleet:
+        merged["fleet"] = fleet
+    return merged
 
 
-def _merge_failover(into: dict[str, Any], raw: Mapping[str, Any]) -> None:
+def _add(into: dict[str, float], counts: Mapping[str, float]) -> None:
+    for k, v in counts.items():
+        into[k] = into.get(k, 0) + v
+
+
+def _add_counts(into: dict[str, object], raw: Mapping[str, object]) -> None:
+    """``raw``'s counts added into ``into``'s: numbers, and tables of numbers (by engine,
+    by reason)."""
     for k, v in raw.items():
-        if isinstance(v, Mapping):  # counts by engine or by reason
+        if isinstance(v, Mapping):
             mine = into.setdefault(k, {})
-            for name, n in v.items():
-                mine[name] = mine.get(name, 0) + n
+            if isinstance(mine, dict):
+                for name, n in v.items():
+                    mine[name] = mine.get(name, 0) + n
         else:
-            into[k] = into.get(k, 0) + v
-
-
-def _merge_routing(into: dict[str, dict[str, Any]], raw: Mapping[str, Any]) -> None:
-    for model, counts in raw.items():
-        mine = into.setdefault(model, {"picks": {}})
-        for k, v in counts.items():
-            if k == "picks":
-                for engine, n in v.items():
-                    mine["picks"][engine] = mine["picks"].get(engine, 0) + n
-            else:
-                mine[k] = mine.get(k, 0) + v
+            into[k] = number(into.get(k, 0)) + number(v)
 
 
 # ---------------------------------------------------------------------- exposition
@@ -342,7 +370,7 @@ EVENT_COUNTERS = (
 )  # fmt: skip
 
 
-def families(raw: Mapping[str, Any]) -> Iterator[Metric]:
+def families(raw: Raw) -> Iterator[Metric]:
     """The metric families of one (possibly merged) raw, in Prometheus' model."""
     req = CounterMetricFamily(
         PREFIX + "requests",
@@ -377,7 +405,7 @@ def _le(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(float(bound))
 
 
-def _live_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
+def _live_families(raw: Raw) -> Iterator[Metric]:
     live = raw.get("live", {})
     for name, help_text, key in LIVE_GAUGES:
         yield GaugeMetricFamily(PREFIX + name, help_text, value=live.get(key, 0))
@@ -402,7 +430,7 @@ def _live_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
     yield from _process_families(raw)
     yield from _lifecycle_families(raw)
     yield from _routing_families(raw)
-    yield from fleet_families(raw)
+    yield from fleet_families(raw.get("fleet", {}))
 
 
 # Models loaded on demand (engine/fleet/lifecycle.py): metric, help, key of its counts.
@@ -414,20 +442,20 @@ LIFECYCLE_COUNTERS = (
 )  # fmt: skip
 
 
-def _lifecycle_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
+def _lifecycle_families(raw: Raw) -> Iterator[Metric]:
     yield from _per_model(sorted(raw.get("lifecycle", {}).items()), LIFECYCLE_COUNTERS)
 
 
 def _per_model(
-    models: list[tuple[str, Mapping[str, Any]]], table: tuple[tuple[str, str, str], ...]
+    models: Sequence[tuple[str, Mapping[str, object]]], rows: tuple[tuple[str, str, str], ...]
 ) -> Iterator[Metric]:
-    """A counter family per row of ``table`` (metric, help, key), a series per model."""
-    for name, help_text, key in table:
+    """A counter family per row of ``rows`` (metric, help, key), a series per model."""
+    for name, help_text, key in rows:
         fam = CounterMetricFamily(
             PREFIX + name.removesuffix("_total"), help_text, labels=("model",)
         )
         for model, counts in models:
-            fam.add_metric([model], counts.get(key, 0))
+            fam.add_metric([model], number(counts.get(key, 0)))
         yield fam
 
 
@@ -444,7 +472,7 @@ ROUTING_COUNTERS = (
 )  # fmt: skip
 
 
-def _routing_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
+def _routing_families(raw: Raw) -> Iterator[Metric]:
     models = sorted(raw.get("routing", {}).items())
     yield from _per_model(models, ROUTING_COUNTERS)
     picks = CounterMetricFamily(
@@ -453,27 +481,27 @@ def _routing_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
         labels=("model", "engine"),
     )
     for model, counts in models:
-        for engine, n in sorted(counts.get("picks", {}).items()):
-            picks.add_metric([model, engine], n)
+        for engine, n in sorted(table(counts.get("picks")).items()):
+            picks.add_metric([model, engine], number(n))
     yield picks
     failover = raw.get("failover", {})
     yield CounterMetricFamily(
         PREFIX + "routing_retries",
         "Requests sent to another replica after theirs failed before the first token.",
-        value=failover.get("retries", 0),
+        value=number(failover.get("retries", 0)),
     )
     yield CounterMetricFamily(
         PREFIX + "routing_retries_refused",
         "Retries the retry budget did not allow (the request failed with its error).",
-        value=failover.get("retries_refused", 0),
+        value=number(failover.get("retries_refused", 0)),
     )
     ejections = CounterMetricFamily(
         PREFIX + "engine_ejections",
         "Times an engine was taken out of rotation for failing requests in a row.",
         labels=("engine",),
     )
-    for engine, n in sorted(failover.get("ejections", {}).items()):
-        ejections.add_metric([engine], n)
+    for engine, n in sorted(table(failover.get("ejections")).items()):
+        ejections.add_metric([engine], number(n))
     yield ejections
     yield from _migration_families(failover)
 
@@ -486,18 +514,18 @@ _MIGRATION_FAMILIES = (
 )  # fmt: skip
 
 
-def _migration_families(failover: Mapping[str, Any]) -> Iterator[Metric]:
+def _migration_families(failover: Mapping[str, object]) -> Iterator[Metric]:
     for key, help_text in _MIGRATION_FAMILIES:
         family = CounterMetricFamily(PREFIX + key, help_text, labels=("reason",))
-        for reason, n in sorted(failover.get(key, {}).items()):
-            family.add_metric([reason], n)
+        for reason, n in sorted(table(failover.get(key)).items()):
+            family.add_metric([reason], number(n))
         yield family
 
 
 PROCESS_STATES = ("starting", "ready", "restarting", "stopped")
 
 
-def _process_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
+def _process_families(raw: Raw) -> Iterator[Metric]:
     """Managed engine processes: state (one series per state, 1 for the current one),
     pid and restarts, per engine."""
     processes = sorted(raw.get("processes", {}).items())
@@ -526,14 +554,14 @@ def _process_families(raw: Mapping[str, Any]) -> Iterator[Metric]:
 
 
 class _Collector:
-    def __init__(self, collect: Callable[[], Mapping[str, Any]]) -> None:
+    def __init__(self, collect: Callable[[], Raw]) -> None:
         self._collect = collect
 
     def collect(self) -> Iterator[Metric]:
         return families(self._collect())
 
 
-def exposition(raw: Mapping[str, Any], extra: Iterable[Any] = ()) -> bytes:
+def exposition(raw: Raw, extra: Iterable[Collector] = ()) -> bytes:
     """``raw`` in Prometheus' text format (version 0.0.4); ``extra``: more collectors
     (the process's own: CPU, memory, file descriptors)."""
     registry = CollectorRegistry(auto_describe=False)

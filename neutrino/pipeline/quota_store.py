@@ -33,7 +33,7 @@ class Store(Protocol):
         """Add without waiting for the totals (a correction, a refund)."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """What app_state shows."""
         ...
 
@@ -64,7 +64,7 @@ class LocalStore:
     def add_soon(self, items: Sequence[Item]) -> None:
         self.add_now(items)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {"store": "local", "counters": len(self._counts)}
 
 
@@ -130,7 +130,7 @@ class RedisStore:
     async def _later(self, items: Sequence[Item]) -> None:
         await self.add(items)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         return {
             "store": "local (Redis is down)" if self.down else "redis",
             "redis": self.url.rpartition("@")[2],  # never a password

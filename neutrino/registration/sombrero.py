@@ -114,7 +114,7 @@ class SombreroRegistrar:
             self._state.finish(deregistered=False)
         await self._close()
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, object]:
         """For /neutrino/v1/app_state."""
         return {
             "address": self._cfg.address,

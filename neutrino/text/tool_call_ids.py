@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 __all__ = ["alnum9_ids", "fit_alnum9", "fits_alnum9"]
 
@@ -101,17 +101,17 @@ def _mapping(ids: list[str]) -> dict[str, str]:
     return out
 
 
-def fit_alnum9(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def fit_alnum9(messages: list[dict[str, object]]) -> list[dict[str, object]]:
     """``messages`` with tool-call ids that fit (a new list; changed messages and calls are
     new dicts, nothing given is modified). Without an id to change, ``messages`` itself."""
     mapping = _mapping(_ids(messages))
     if not mapping:
         return messages
 
-    def new_id(value: Any) -> str | None:
+    def new_id(value: object) -> str | None:
         return mapping.get(value) if isinstance(value, str) else None
 
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for message in messages:
         if message.get("role") in ("tool", "tool_results"):
             value = new_id(message.get("tool_call_id"))

@@ -14,14 +14,15 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
 
 from neutrino.config import WorkerConfig
+from neutrino.observability.metrics import Raw
 from neutrino.workers.tallies import left_behind, read_json, write_snapshot
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("neutrino.workers")
 
-Raw = Mapping[str, object]
 PEER_TIMEOUT_S = 1.0
 SUPERVISOR_FILE = "supervisor.json"  # the supervisor's pid, the workers' pids and restarts
 
@@ -38,7 +38,7 @@ def socket_path(folder: str | Path, index: int) -> Path:
     return Path(folder) / f"worker-{index}.sock"
 
 
-async def fetch(path: Path, route: str, timeout_s: float = PEER_TIMEOUT_S) -> Any:
+async def fetch(path: Path, route: str, timeout_s: float = PEER_TIMEOUT_S) -> object:
     """``GET route`` on a worker's socket: its JSON, or None (gone, slow, or broken)."""
     try:
         async with (
@@ -48,12 +48,13 @@ async def fetch(path: Path, route: str, timeout_s: float = PEER_TIMEOUT_S) -> An
         ):
             if resp.status != 200:
                 return None
-            return await resp.json()
+            doc: object = await resp.json()
+            return doc
     except (OSError, aiohttp.ClientError, TimeoutError, ValueError):
         return None
 
 
-def summary(orch: Orchestrator, index: int, started: float) -> dict[str, Any]:
+def summary(orch: Orchestrator, index: int, started: float) -> dict[str, object]:
     """What ``app_state`` lists of each worker."""
     engines = orch.engines.snapshot()
     return {
@@ -61,7 +62,7 @@ def summary(orch: Orchestrator, index: int, started: float) -> dict[str, Any]:
         "pid": os.getpid(),
         "uptime_s": round(time.time() - started, 3),
         "draining": orch.draining,
-        "connections": sum(e.get("connections", 0) for e in engines),
+        "connections": sum(n for e in engines if isinstance(n := e.get("connections"), int)),
         "queue_depth": orch.admission.queued,
         "in_flight": orch.inflight,
         "requests": {"started": orch.started, "finished": dict(orch.finished)},
@@ -107,7 +108,7 @@ class Peers:
         write_snapshot(self.folder, os.getpid(), raw)
         return raw
 
-    def state_now(self) -> dict[str, Any]:
+    def state_now(self) -> dict[str, object]:
         return summary(self._orch, self.index, self._started)
 
     async def _answer_raw(self, _request: web.Request) -> web.Response:
@@ -116,7 +117,7 @@ class Peers:
     async def _answer_state(self, _request: web.Request) -> web.Response:
         return web.json_response(self.state_now())
 
-    async def _others(self, route: str) -> dict[int, Any]:
+    async def _others(self, route: str) -> dict[int, object]:
         """Each other worker's answer to ``route`` by index (those that answered)."""
         others = [i for i in range(self.workers) if i != self.index]
         got = await asyncio.gather(*(fetch(socket_path(self.folder, i), route) for i in others))
@@ -127,20 +128,24 @@ class Peers:
         raws = [self.raw_now()]
         answered = {os.getpid()}
         for answer in (await self._others("/raw")).values():
-            answered.add(answer["pid"])
-            raws.append(answer["raw"])
+            if isinstance(answer, dict):  # {"pid": ..., "raw": ...} (_answer_raw)
+                answered.add(answer["pid"])
+                raws.append(answer["raw"])
         return raws + left_behind(self.folder, answered)
 
-    async def gather_state(self) -> list[dict[str, Any]]:
+    async def gather_state(self) -> list[dict[str, object]]:
         """Every worker's summary, by index; one that did not answer is named as such."""
         answers = await self._others("/state")
         answers[self.index] = self.state_now()
-        known = read_json(self.folder / SUPERVISOR_FILE) or {}
-        slots = known.get("workers", [])
+        known = read_json(self.folder / SUPERVISOR_FILE)
+        slots = known.get("workers", []) if isinstance(known, dict) else []
         listed = []
         for i in range(self.workers):
             slot = slots[i] if i < len(slots) else {}
-            entry = answers.get(i) or {"index": i, "pid": slot.get("pid"), "answering": False}
+            answer = answers.get(i)
+            entry = answer if isinstance(answer, dict) and answer else {
+                "index": i, "pid": slot.get("pid"), "answering": False
+            }  # fmt: skip
             entry["restarts"] = slot.get("restarts", 0)
             listed.append(entry)
         return listed

@@ -15,39 +15,64 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
-from neutrino.observability.metrics import EVENT_COUNTERS, merge
+from neutrino.observability.metrics import EVENT_COUNTERS, Raw, merge
 
-Raw = Mapping[str, Any]
 RETIRED = "retired.json"
 _KEEP_PIDS = 256  # the retired workers named (a scrape needs only the latest few)
+
+
+class Retired(TypedDict, total=False):
+    """``retired.json``: the dead workers' tallies merged, and their pids."""
+
+    raw: Raw
+    pids: list[int]
 
 
 def snapshot_path(folder: str | Path, pid: int) -> Path:
     return Path(folder) / f"raw-{pid}.json"
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: object) -> None:
     part = path.with_name(path.name + ".part")
     part.write_text(json.dumps(data))
     os.replace(part, path)  # a reader sees the old file or the new one, never half
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path) -> object:
     try:
-        return json.loads(path.read_text())
+        doc: object = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return doc
+
+
+def _read_raw(path: Path) -> Raw | None:
+    """A worker's tallies as :func:`write_snapshot` wrote them (None: none readable)."""
+    try:
+        raw: Raw | None = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return raw
+
+
+def _read_retired(folder: str | Path) -> Retired:
+    """``retired.json`` as :func:`retire` wrote it (empty: none readable)."""
+    try:
+        kept: Retired | None = json.loads((Path(folder) / RETIRED).read_text())
+    except (OSError, ValueError):
+        return {}
+    return kept or {}
 
 
 def write_snapshot(folder: str | Path, pid: int, raw: Raw) -> None:
     write_json(snapshot_path(folder, pid), raw)
 
 
-def without_gauges(raw: Raw) -> dict[str, object]:
+def without_gauges(raw: Raw) -> Raw:
     """``raw`` as a dead process's: its counters and histograms; of its live values only
     the counters (requests running, rates and the like are a live process's)."""
     counters = {key for _, _, key in EVENT_COUNTERS}
@@ -59,9 +84,9 @@ def without_gauges(raw: Raw) -> dict[str, object]:
 def retire(folder: str | Path, pid: int) -> None:
     """Add the dead worker ``pid``'s last tallies to the retired ones (the supervisor)."""
     path = snapshot_path(folder, pid)
-    last = read_json(path)
+    last = _read_raw(path)
     if isinstance(last, dict):
-        kept = read_json(Path(folder) / RETIRED) or {}
+        kept = _read_retired(folder)
         raw = merge([kept.get("raw", {}), without_gauges(last)])
         pids = [*kept.get("pids", []), pid][-_KEEP_PIDS:]
         write_json(Path(folder) / RETIRED, {"raw": raw, "pids": pids})
@@ -77,12 +102,12 @@ def _pid_of(path: Path) -> int | None:
 def left_behind(folder: str | Path, answered: Collection[int]) -> list[Raw]:
     """What a scrape adds to the workers that answered (pids ``answered``): the last
     tallies of those that did not, and the retired workers'."""
-    files = {}
+    files: dict[int, Raw | None] = {}
     for path in Path(folder).glob("raw-*.json"):
         pid = _pid_of(path)
         if pid is not None and pid not in answered:
-            files[pid] = read_json(path)
-    kept = read_json(Path(folder) / RETIRED) or {}
+            files[pid] = _read_raw(path)
+    kept = _read_retired(folder)
     retired = set(kept.get("pids", []))
     raws: list[Raw] = [raw for pid, raw in files.items() if pid not in retired and raw]
     if kept.get("raw"):

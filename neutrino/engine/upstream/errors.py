@@ -8,8 +8,6 @@ logged and hidden.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 from neutrino.engine.messages import EngineError, ErrorCode
@@ -34,9 +32,9 @@ _STATUSES: dict[int, ErrorCode] = {
 MAX_ERROR_BYTES = 64 * 1024  # read of an error answer's body, at most
 
 
-def error_object(body: bytes | dict[str, Any]) -> dict[str, Any]:
+def error_object(body: bytes | dict[str, object]) -> dict[str, object]:
     """The ``error`` object of an OpenAI-style error body (empty if it has none)."""
-    doc: Any = body
+    doc: object = body
     if isinstance(body, bytes):
         try:
             doc = orjson.loads(body)
@@ -50,7 +48,7 @@ def error_object(body: bytes | dict[str, Any]) -> dict[str, Any]:
     return err if isinstance(err, dict) else {}
 
 
-def upstream_error(status: int, body: bytes | dict[str, Any]) -> EngineError:
+def upstream_error(status: int, body: bytes | dict[str, object]) -> EngineError:
     """The engine error for an upstream's answer with HTTP ``status`` (or an ``error``
     event inside a stream, status 0 then) and its body."""
     err = error_object(body)

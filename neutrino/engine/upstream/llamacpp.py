@@ -43,7 +43,7 @@ def body(query: TextQuery, upstream_model: str) -> bytes | EngineError:
     s = query.sampling
     if s.min_tokens:
         return EngineError(ErrorCode.UNSUPPORTED, "min_tokens is not supported by llama.cpp")
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "model": upstream_model,
         "prompt": query.prompt_tokens,
         "n_predict": s.max_tokens,
@@ -71,7 +71,7 @@ def body(query: TextQuery, upstream_model: str) -> bytes | EngineError:
     return orjson.dumps(doc)
 
 
-def _guided(guided: Guided) -> dict[str, Any] | EngineError:
+def _guided(guided: Guided) -> dict[str, object] | EngineError:
     mode = guided.mode
     if mode is GuidedMode.JSON_OBJECT:
         return {"json_schema": {"type": "object"}}

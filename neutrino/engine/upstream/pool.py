@@ -237,7 +237,7 @@ class UpstreamPool(PoolBase):
         self._streams.fail(rid, lost_connection())
 
     async def relay(
-        self, path: str, doc: dict[str, Any], raw: bytes, traceparent: str
+        self, path: str, doc: dict[str, object], raw: bytes, traceparent: str
     ) -> RelayedAnswer:
         """Passthrough: the client's body to ``path``, the upstream's answer back."""
         return await self._relayer.relay(path, doc, raw, traceparent)

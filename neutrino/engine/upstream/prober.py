@@ -88,7 +88,7 @@ class Prober:
             await asyncio.sleep(delay)
             delay = min(0.5, delay * 2)
 
-    async def _post(self, url: str, doc: dict[str, Any]) -> tuple[int, bytes]:
+    async def _post(self, url: str, doc: dict[str, object]) -> tuple[int, bytes]:
         async with asyncio.timeout(self._link.connect_timeout_s * 2):
             resp: Response = await self._request("POST", url, orjson.dumps(doc))
             try:

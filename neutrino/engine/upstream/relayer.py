@@ -37,7 +37,7 @@ class Relayer:
         self.open = 0  # relayed answers not yet closed
 
     async def relay(
-        self, path: str, doc: dict[str, Any], raw: bytes, traceparent: str
+        self, path: str, doc: dict[str, object], raw: bytes, traceparent: str
     ) -> RelayedAnswer:
         """POST the client's body to ``path`` (under the base URL): ``raw`` as sent, or
         ``doc`` re-encoded with the upstream's name of its model; the answer when its

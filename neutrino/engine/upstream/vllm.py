@@ -39,7 +39,7 @@ def body(query: TextQuery, upstream_model: str) -> bytes | EngineError:
     if query.images:
         return EngineError(ErrorCode.UNSUPPORTED, "images are not supported by this upstream")
     s = query.sampling
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "model": upstream_model,
         "prompt": query.prompt_tokens,
         "max_tokens": s.max_tokens,
@@ -69,7 +69,9 @@ def body(query: TextQuery, upstream_model: str) -> bytes | EngineError:
     return orjson.dumps(doc)
 
 
-def _structured(mode: GuidedMode, schema: str, choices: list[str], pattern: str) -> dict[str, Any]:
+def _structured(
+    mode: GuidedMode, schema: str, choices: list[str], pattern: str
+) -> dict[str, object]:
     if mode is GuidedMode.JSON_OBJECT:
         return {"json_object": True}
     if mode is GuidedMode.JSON_SCHEMA:

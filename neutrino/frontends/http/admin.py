@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from aiohttp import web
 
@@ -28,11 +27,11 @@ def _unavailable(status: str, kind: ErrorKind, down: list[str] | None = None) ->
 
 
 # Re-reads the configuration and applies it (Neutrino.reload); raises ConfigError.
-Reload = Callable[[], Awaitable[dict[str, Any]]]
+Reload = Callable[[], Awaitable[dict[str, object]]]
 # What app_state adds to its own fields (the embedded engine, the workers of --workers).
-ExtraState = Callable[[], Awaitable[dict[str, Any]]]
+ExtraState = Callable[[], Awaitable[dict[str, object]]]
 # The fleet's nodes and catalogue, as the control plane knows them (/neutrino/v1/nodes).
-FleetState = Callable[[], dict[str, Any]]
+FleetState = Callable[[], dict[str, object]]
 
 
 class AdminRoutes(RouteGroup):
@@ -114,8 +113,8 @@ class AdminRoutes(RouteGroup):
                 "application/json) or an X-Requested-With header",
             )
 
-    def _model_card(self, name: str, ctx: int) -> dict[str, Any]:
-        card: dict[str, Any] = {
+    def _model_card(self, name: str, ctx: int) -> dict[str, object]:
+        card: dict[str, object] = {
             "id": name,
             "object": "model",
             "created": int(self._started),
@@ -192,7 +191,7 @@ class AdminRoutes(RouteGroup):
         ]
         return json_response({"object": "list", "data": data})
 
-    def _route_card(self, route: RouteConfig) -> dict[str, Any]:
+    def _route_card(self, route: RouteConfig) -> dict[str, object]:
         """A manifest route as a model: its router and the models it may pick."""
         return {
             "id": route.name,
@@ -235,7 +234,7 @@ class AdminRoutes(RouteGroup):
             return _unavailable("no_engine", ErrorKind.NO_ENGINE, down)
         if not all(self.orch.texts.settled(m) for m in engines.models()):
             return json_response({"status": "loading"}, 503)
-        ok: dict[str, Any] = {"status": "ok", "models": sorted(engines.models())}
+        ok: dict[str, object] = {"status": "ok", "models": sorted(engines.models())}
         if down:
             ok["down"] = down
         return json_response(ok)

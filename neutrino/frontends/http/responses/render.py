@@ -11,7 +11,6 @@ same request answers unstreamed.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.assembler import Outcome
@@ -42,14 +41,14 @@ def item_id(prefix: str, resp_id: str, index: int) -> str:
 
 def logprob_entries(
     entries: list[TokenLogprob] | LogprobColumns | None,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """The Responses API's logprobs: a stream's entries, or an answer's columns."""
     if isinstance(entries, LogprobColumns):
         entries = entries.entries()
     return chat_entries(entries) if entries else []
 
 
-def reasoning_item(iid: str, text: str, status: str) -> dict[str, Any]:
+def reasoning_item(iid: str, text: str, status: str) -> dict[str, object]:
     return {
         "type": "reasoning",
         "id": iid,
@@ -59,13 +58,19 @@ def reasoning_item(iid: str, text: str, status: str) -> dict[str, Any]:
     }
 
 
-def text_part(text: str, logprobs: list[dict[str, Any]] | str) -> dict[str, Any]:
+def first_part(item: dict[str, object]) -> object:
+    """The first content part of a message or reasoning item."""
+    content = item["content"]
+    return content[0] if isinstance(content, list) else None
+
+
+def text_part(text: str, logprobs: list[dict[str, object]] | str) -> dict[str, object]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs}
 
 
 def message_item(
-    iid: str, status: str, text: str | None, logprobs: list[dict[str, Any]] | str | None = None
-) -> dict[str, Any]:
+    iid: str, status: str, text: str | None, logprobs: list[dict[str, object]] | str | None = None
+) -> dict[str, object]:
     """A message item; ``text`` None: no content part yet (a streamed item just opened)."""
     content = [] if text is None else [text_part(text, [] if logprobs is None else logprobs)]
     return {"type": "message", "id": iid, "status": status, "role": "assistant", "content": content}
@@ -73,7 +78,7 @@ def message_item(
 
 def call_item(
     iid: str, call: ToolCall, status: str, arguments: str | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     return {
         "type": "function_call",
         "id": iid,
@@ -95,11 +100,11 @@ def wants_message(text: str, outcome: Outcome) -> bool:
 
 
 def output_items(
-    resp_id: str, text: str, outcome: Outcome, logprobs: Any = None
-) -> list[dict[str, Any]]:
+    resp_id: str, text: str, outcome: Outcome, logprobs: list[dict[str, object]] | str | None = None
+) -> list[dict[str, object]]:
     """A finished answer's output items (as its stream builds them); ``logprobs``, when
     given, stands in for the message's logprobs (a marker: pieces.py)."""
-    items: list[dict[str, Any]] = []
+    items: list[dict[str, object]] = []
     message = wants_message(text, outcome)
     if outcome.reasoning:
         status = "completed" if message else end_status(outcome)
@@ -113,7 +118,7 @@ def output_items(
     return items
 
 
-def usage(outcome: Outcome) -> dict[str, Any]:
+def usage(outcome: Outcome) -> dict[str, object]:
     return {
         "input_tokens": outcome.prompt_tokens,
         "input_tokens_details": {"cached_tokens": outcome.cached_tokens, "cache_write_tokens": 0},
@@ -123,19 +128,19 @@ def usage(outcome: Outcome) -> dict[str, Any]:
     }
 
 
-def response_error(err: NeutrinoError) -> dict[str, Any]:
+def response_error(err: NeutrinoError) -> dict[str, object]:
     return {"code": _ERROR_CODES.get(err.kind, "server_error"), "message": err.message}
 
 
 def response_object(
-    echo: dict[str, Any],
+    echo: dict[str, object],
     resp_id: str,
     created_at: int,
     model: str,
-    output: list[dict[str, Any]],
+    output: list[dict[str, object]],
     outcome: Outcome | None = None,
     error: NeutrinoError | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The Response: in progress (no outcome, no error), failed (``error``), or ended as
     ``outcome`` says (completed, or incomplete when cut by max_output_tokens)."""
     if error is not None:

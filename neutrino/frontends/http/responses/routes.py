@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
 import orjson
 from aiohttp import web
@@ -72,7 +71,7 @@ class ResponsesRoutes(RouteGroup):
         parsed: list[ResponsesRequest] = []
         lookup = self.store.get if self.store is not None else None
 
-        def parse(body: Any, limits: LimitsConfig) -> GenerateRequest:
+        def parse(body: object, limits: LimitsConfig) -> GenerateRequest:
             parsed.append(parse_responses(body, limits, lookup))
             return parsed[-1].req
 
@@ -108,7 +107,7 @@ class ResponsesRoutes(RouteGroup):
             ex.fail(err)
 
     def _start_push(self, events: ResponseEvents, p: ResponsesRequest, owner: str) -> StartPush:
-        def keep(final: dict[str, Any]) -> None:
+        def keep(final: dict[str, object]) -> None:
             self._keep(p, owner, final)
 
         def start(stream: SSEStream, gens: list[Generation]) -> None:
@@ -132,7 +131,7 @@ class ResponsesRoutes(RouteGroup):
         columns = outcome.logprobs
         assert columns is not None
         if self.store is not None and p.store:
-            entries: list[dict[str, Any]] = []
+            entries: list[dict[str, object]] = []
             for batch in columns.slices():
                 entries += chat_entries(batch)
                 await asyncio.sleep(0)
@@ -144,12 +143,14 @@ class ResponsesRoutes(RouteGroup):
         answer = pieces(skeleton, [lambda: chat_entries_json(columns)])
         await reply_in_pieces(ex, answer, self.orch.cfg.limits.send_timeout_s)
 
-    def _keep(self, p: ResponsesRequest, owner: str, response: dict[str, Any]) -> None:
+    def _keep(self, p: ResponsesRequest, owner: str, response: dict[str, object]) -> None:
         """Store a finished response with its conversation, if the store is on and the
         client did not say ``store: false``."""
         if self.store is None or not p.store:
             return
-        self.store.put(owner, [*p.items, *response["output"]], response)
+        output = response["output"]
+        items = [*p.items, *(output if isinstance(output, list) else ())]
+        self.store.put(owner, items, response)
 
     # ---------------------------------------------------------------- stored responses
 

@@ -11,7 +11,6 @@ than the whole byte bound is not kept. Per worker process, lost at a restart.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
 
 import orjson
 
@@ -51,10 +50,10 @@ class ResponseStore:
         stored = self._entries.get(resp_id)
         return stored if stored is not None and stored.owner == owner else None
 
-    def put(self, owner: str, items: list[Any], response: dict[str, Any]) -> bool:
+    def put(self, owner: str, items: list[object], response: dict[str, object]) -> bool:
         """Keep ``response`` (and the conversation it ends); False when it is larger than
         the whole bound (nothing kept)."""
-        resp_id = response["id"]
+        resp_id = str(response["id"])
         size = len(orjson.dumps(items)) + len(orjson.dumps(response))
         self.delete(resp_id)
         if size > self.max_bytes or self.max_entries <= 0:

@@ -19,7 +19,6 @@ SDK's ``responses`` stream reads, each ``event: TYPE`` / ``data: {...}`` with it
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import orjson
 
@@ -27,6 +26,7 @@ from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.responses.render import (
     call_item,
     end_status,
+    first_part,
     item_id,
     logprob_entries,
     message_item,
@@ -59,28 +59,32 @@ class ResponseEvents:
         "resp_id",
     )
 
-    def __init__(self, echo: dict[str, Any], resp_id: str, created_at: int, model: str) -> None:
+    def __init__(self, echo: dict[str, object], resp_id: str, created_at: int, model: str) -> None:
         self._echo = echo
         self.resp_id = resp_id
         self._created_at = created_at
         self.model = model
         self._seq = 0
-        self._output: list[dict[str, Any]] = []  # finished items
+        self._output: list[dict[str, object]] = []  # finished items
         self._kind: str | None = None  # the open item's: "reasoning", "message" or None
         self._text: list[str] = []  # the open item's text so far
-        self._logprobs: list[dict[str, Any]] = []  # the open message's
+        self._logprobs: list[dict[str, object]] = []  # the open message's
         self._message_seen = False
         self.opened = False
-        self.final: dict[str, Any] | None = None  # the response, once it has ended
+        self.final: dict[str, object] | None = None  # the response, once it has ended
 
-    def _event(self, kind: str, **fields: Any) -> bytes:
+    def _event(self, kind: str, **fields: object) -> bytes:
         data = orjson.dumps({"type": kind, **fields, "sequence_number": self._seq})
         self._seq += 1
         return b"event: " + kind.encode() + b"\ndata: " + data + b"\n\n"
 
-    def _response(self, **kw: Any) -> dict[str, Any]:
+    def _response(
+        self, outcome: Outcome | None = None, error: NeutrinoError | None = None
+    ) -> dict[str, object]:
         output = list(self._output)
-        return response_object(self._echo, self.resp_id, self._created_at, self.model, output, **kw)
+        return response_object(
+            self._echo, self.resp_id, self._created_at, self.model, output, outcome, error
+        )
 
     def opening(self) -> bytes:
         """``response.created`` and ``response.in_progress``."""
@@ -105,7 +109,7 @@ class ResponseEvents:
         if kind == "reasoning":
             item = reasoning_item(iid, "", "in_progress")
             item["content"] = []
-            part: dict[str, Any] = {"type": "reasoning_text", "text": ""}
+            part: dict[str, object] = {"type": "reasoning_text", "text": ""}
         else:
             self._message_seen = True
             item = message_item(iid, "in_progress", None)
@@ -129,7 +133,7 @@ class ResponseEvents:
             out = self._event(
                 "response.output_text.done", **where, text=text, logprobs=self._logprobs
             )
-        out += self._event("response.content_part.done", **where, part=item["content"][0])
+        out += self._event("response.content_part.done", **where, part=first_part(item))
         out += self._event("response.output_item.done", output_index=self._index, item=item)
         self._output.append(item)
         self._kind = None
@@ -195,7 +199,7 @@ class ResponsesWriter:
         self,
         stream: SSEStream,
         events: ResponseEvents,
-        on_final: Callable[[dict[str, Any]], None] | None = None,
+        on_final: Callable[[dict[str, object]], None] | None = None,
     ) -> None:
         self._stream = stream
         self._events = events
