@@ -25,6 +25,10 @@ from neutrino.text.parsers import Delta, ToolCall, ToolCallDelta
 # A strict response format's check of a whole answer: None, or what is wrong with it.
 Validator = Callable[[str], "str | None"]
 
+# What taking a result left (``tokens``, ``result``): nothing to take, something to take,
+# or a complete text (the engine's end, or a stop string matched).
+NOTHING, PENDING, COMPLETE = 0, 1, 2
+
 
 @dataclass(slots=True)
 class Outcome:
@@ -71,6 +75,7 @@ class Assembler:
         "_stream",
         "_text",
         "_validator",
+        "parts_pending",
         "prompt_tokens",
     )
 
@@ -100,21 +105,25 @@ class Assembler:
         self._pending_lp: list[TokenLogprob] = []
         self._pending_reasoning: list[str] = []
         self._pending_calls: list[ToolCallDelta] = []
+        self.parts_pending = False  # reasoning or tool-call deltas not yet taken
         self._cached = 0
 
     # ---------------------------------------------------------------- results in
 
-    def tokens(self, tokens: list[int]) -> bool:
-        """Take a mid-stream result of only token ids (the per-token path); True when
-        there is something to take."""
-        text = self._stream.feed_tokens(tokens)
+    def tokens(self, tokens: list[int]) -> int:
+        """Take a mid-stream result of only token ids (the per-token path): NOTHING,
+        PENDING (something to take) or COMPLETE (a stop string matched)."""
+        s = self._stream
+        text = s.feed_tokens(tokens)
         self._pending_tokens += len(tokens)
         if text:
             self._add_text(text)
-        return bool(self._pending or self._pending_reasoning or self._pending_calls)
+        if s.finish_reason is not None:
+            return COMPLETE
+        return PENDING if self._pending or self.parts_pending else NOTHING
 
-    def result(self, result: TextResult) -> bool:
-        """Take one engine result; True when there is something to take."""
+    def result(self, result: TextResult) -> int:
+        """Take one engine result: NOTHING, PENDING or COMPLETE."""
         s = self._stream
         text = s.feed(result)
         if text:
@@ -126,13 +135,13 @@ class Assembler:
                 kept.add(result, s.shown)
             else:  # a stream: entries for the next take
                 self._pending_lp += self._recorder.entries(result, s.shown)
-        if s.finish_reason is not None and s.hidden_before and kept is not None:
-            # Cut inside a character begun in earlier frames: their tokens' entries go
-            # too (a stream has sent them already).
-            kept.drop(s.hidden_before)
-        return bool(
-            self._pending or self._pending_lp or self._pending_reasoning or self._pending_calls
-        )
+        if s.finish_reason is not None:
+            if s.hidden_before and kept is not None:
+                # Cut inside a character begun in earlier frames: their tokens' entries
+                # go too (a stream has sent them already).
+                kept.drop(s.hidden_before)
+            return COMPLETE
+        return PENDING if self._pending or self._pending_lp or self.parts_pending else NOTHING
 
     @property
     def complete(self) -> bool:
@@ -158,8 +167,10 @@ class Assembler:
                 self._text.append(delta.content)
         if delta.reasoning:
             self._pending_reasoning.append(delta.reasoning)
+            self.parts_pending = True
         if delta.tool_calls:
             self._pending_calls += delta.tool_calls
+            self.parts_pending = True
 
     # ---------------------------------------------------------------- the end
 
@@ -214,8 +225,9 @@ class Assembler:
 
     def take_parts(self) -> tuple[str, list[ToolCallDelta]] | None:
         """New reasoning text and tool-call deltas since the last take (None: none)."""
-        if not self._pending_reasoning and not self._pending_calls:
+        if not self.parts_pending:
             return None
+        self.parts_pending = False
         reasoning = "".join(self._pending_reasoning)
         self._pending_reasoning.clear()
         calls, self._pending_calls = self._pending_calls, []
@@ -240,3 +252,4 @@ class Assembler:
         self._pending_lp.clear()
         self._pending_reasoning.clear()
         self._pending_calls.clear()
+        self.parts_pending = False

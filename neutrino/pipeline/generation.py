@@ -20,7 +20,7 @@ from neutrino.engine.messages import FinishReason, ModalResult, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.observability.metrics import Gaps
 from neutrino.pipeline.admission import OPEN, Ticket
-from neutrino.pipeline.assembler import Assembler, Outcome
+from neutrino.pipeline.assembler import COMPLETE, PENDING, Assembler, Outcome
 from neutrino.pipeline.auth import Principal
 from neutrino.pipeline.deadlines import Deadline, DeadlineWheel
 from neutrino.pipeline.history import Spent
@@ -119,12 +119,6 @@ class Generation:
     def prompt_tokens(self) -> int:
         return self._asm.prompt_tokens
 
-    @property
-    def completion_tokens(self) -> int:
-        """Its tokens so far (the outcome's count once it completed)."""
-        out = self._outcome
-        return out.completion_tokens if out is not None else self._asm.completion_tokens
-
     # ---------------------------------------------------------------- setup
 
     def attach(
@@ -154,11 +148,10 @@ class Generation:
             self._gaps = Gaps(monotonic_ns())
         elif tokens:
             gaps.add(monotonic_ns())
-        asm = self._asm
-        more = asm.tokens(tokens)
-        if asm.complete:  # a stop string matched: the text is complete
+        step = self._asm.tokens(tokens)
+        if step == COMPLETE:  # a stop string matched: the text is complete
             return self._complete(None)
-        return more
+        return step == PENDING
 
     def on_result(self, result: TextResult) -> bool:
         """Take one engine result; True asks for ``flush`` after this batch of frames."""
@@ -172,11 +165,10 @@ class Generation:
                 self._gaps = Gaps(monotonic_ns())
             else:
                 gaps.add(monotonic_ns())
-        asm = self._asm
-        more = asm.result(result)
-        if asm.complete:
+        step = self._asm.result(result)
+        if step == COMPLETE:
             return self._complete(result)
-        return more
+        return step == PENDING
 
     def on_modal(self, result: ModalResult) -> None:
         raise NeutrinoError(ErrorKind.ENGINE_ERROR, "the engine answered a text query wrongly")
@@ -240,7 +232,7 @@ class Generation:
             return
         asm = self._asm
         try:
-            parts = asm.take_parts()
+            parts = asm.take_parts() if asm.parts_pending else None
             if parts is not None:
                 target.on_parts(*parts)
             text = asm.take_text()

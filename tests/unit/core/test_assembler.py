@@ -8,7 +8,7 @@ import json
 import pytest
 
 from neutrino.engine.messages import FinishReason, TextResult
-from neutrino.pipeline.assembler import Assembler, Outcome
+from neutrino.pipeline.assembler import COMPLETE, NOTHING, PENDING, Assembler, Outcome
 from neutrino.pipeline.logprobs import LogprobRecorder
 from neutrino.pipeline.output import OutputParser
 from neutrino.pipeline.text_stream import TextStream
@@ -102,19 +102,20 @@ def test_plain_text_token_by_token(tok: Tokenizer) -> None:
 def test_nothing_to_take_until_text_comes(tok: Tokenizer) -> None:
     asm = Assembler(_stream(tok), 1)
     assert asm.take_text() is None and asm.take_parts() is None
-    assert asm.tokens([]) is False
-    assert asm.tokens(tok.encode("a")) is True
+    assert asm.tokens([]) == NOTHING
+    assert asm.tokens(tok.encode("a")) == PENDING
     assert asm.take_text() == ("a", 1, None)
     assert asm.take_text() is None
 
 
 def test_a_stop_string_completes_the_text_mid_stream(tok: Tokenizer) -> None:
     asm = Assembler(_stream(tok, ["STOP"]), 3)
+    steps = []
     for token in tok.encode("one two STOP three"):
-        asm.tokens([token])
+        steps.append(asm.tokens([token]))
         if asm.complete:
             break
-    assert asm.complete
+    assert asm.complete and steps[-1] == COMPLETE and COMPLETE not in steps[:-1]
     finish, check = asm.finish(None)
     assert (finish, check) == ("stop", None)
     got = asm.take_text()
