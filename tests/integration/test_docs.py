@@ -23,7 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from neutrino.config import LimitsConfig
-from tests.support.procs import MockIE, NeutrinoProc, free_port
+from tests.support.procs import MockIE, NeutrinoProc, free_port, free_udp_port
 from tests.support.tools import load_tool
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,11 +141,11 @@ def test_each_python_example_runs(
     mock_factory: Callable[..., MockIE],
     neutrino_factory: Callable[..., NeutrinoProc],
 ) -> None:
-    grpc_port, quic_port = free_port(), free_port()
+    grpc_port, quic_port = free_port(), free_udp_port()
     server = neutrino_factory(
         "--engine", mock_factory().socket,
         "--grpc-address", f"127.0.0.1:{grpc_port}",
-        "--quic-address", f"127.0.0.1:{quic_port}",  # free for TCP, most likely for UDP too
+        "--quic-address", f"127.0.0.1:{quic_port}",
     )  # fmt: skip
     code = EXAMPLES[index][1].replace("51055", str(server.port)).replace("50051", str(grpc_port))
     code = code.replace("51056", str(quic_port))

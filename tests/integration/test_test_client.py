@@ -21,7 +21,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from neutrino.loadgen.schedule import poisson_arrivals
-from tests.support.procs import REPO, MockIE, NeutrinoProc, free_port, serving, wait_for
+from tests.support.procs import (
+    REPO,
+    MockIE,
+    NeutrinoProc,
+    free_port,
+    free_udp_port,
+    serving,
+    wait_for,
+)
 
 MODEL = "qwen2.5-mock"  # the first model mock_ie lists: test_client's default
 SCRIPT = Path(sys.executable).with_name("test_client")
@@ -65,7 +73,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     grpc, metrics = f"127.0.0.1:{free_port()}", free_port()
     args = ["--engine", mock.socket, "--grpc-address", grpc,
             "--metrics-address", f"127.0.0.1:{metrics}"]  # fmt: skip
-    quic = f"127.0.0.1:{free_port()}" if HAS_QUIC else None
+    quic = f"127.0.0.1:{free_udp_port()}" if HAS_QUIC else None
     if quic is not None:
         args += ["--quic-address", quic]
     server = NeutrinoProc(work, *args)
@@ -300,7 +308,7 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     args = ["--engine", mock.socket, "--grpc-address", grpc,
             "--metrics-address", f"127.0.0.1:{metrics}"]  # fmt: skip
     if HAS_QUIC:
-        args += ["--quic-address", f"127.0.0.1:{free_port()}"]
+        args += ["--quic-address", f"127.0.0.1:{free_udp_port()}"]
     server = NeutrinoProc(work, *args, config=f'[auth]\napi_keys = ["{KEY}"]\n')
     with serving(mock, server):
         yield Stack(server, grpc, None, f"http://127.0.0.1:{metrics}/metrics")

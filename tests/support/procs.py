@@ -28,6 +28,14 @@ def free_port() -> int:
         return port
 
 
+def free_udp_port() -> int:
+    """A port free for UDP now (HTTP/3 listens there), from the kernel's own choice."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
 def wait_for(pred: Callable[[], bool], timeout: float = 10.0) -> bool:
     """Poll ``pred`` until it holds (True) or ``timeout`` passes (its last answer)."""
     deadline = time.monotonic() + timeout
