@@ -365,26 +365,35 @@ class EngineLink:
         return read.event
 
     def _receive_one(self, frame: bytes) -> LinkEvent | None:
-        dirty: dict[StreamSink, None] = {}
         fast = decode_tokens(frame)
-        event: LinkEvent | None = None
-        if fast is not None:
-            self._hand_over((fast,), dirty)
-        else:
+        if fast is not None:  # one stream's ids: the per-token path, flushed at once
+            rid, ids = fast
+            sink = self.streams.get(rid)
+            if sink is None:  # cancelled or unknown: a late frame
+                self._late(rid, len(ids))
+                return None
             try:
-                batch = decode_token_batch(frame)
-                rid, msg = (0, batch) if batch is not None else decode(frame)
-            except DecodeError as exc:
-                return self._broken(f"malformed frame: {exc}")
-            if type(msg) is TextResult:  # a stream's end, or a result with logprobs
-                if msg.plain:
-                    self._hand_over(((rid, msg.tokens),), dirty)
-                else:
-                    self._on_text(rid, msg, dirty)
-            elif type(msg) is TokenBatch:
-                self._on_batch(msg, dirty)
+                if sink.on_tokens(ids):
+                    sink.flush()
+            except Exception as exc:
+                self._sink_failed(rid, sink, exc)
+            return None
+        dirty: dict[StreamSink, None] = {}
+        event: LinkEvent | None = None
+        try:
+            batch = decode_token_batch(frame)
+            rid, msg = (0, batch) if batch is not None else decode(frame)
+        except DecodeError as exc:
+            return self._broken(f"malformed frame: {exc}")
+        if type(msg) is TextResult:  # a stream's end, or a result with logprobs
+            if msg.plain:
+                self._hand_over(((rid, msg.tokens),), dirty)
             else:
-                event = self._on_message(rid, msg, dirty)
+                self._on_text(rid, msg, dirty)
+        elif type(msg) is TokenBatch:
+            self._on_batch(msg, dirty)
+        else:
+            event = self._on_message(rid, msg, dirty)
         self._flush(dirty)
         return event
 

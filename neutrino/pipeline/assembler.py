@@ -71,6 +71,7 @@ class Assembler:
         "_pending_lp",
         "_pending_reasoning",
         "_pending_tokens",
+        "_plain",
         "_recorder",
         "_stream",
         "_text",
@@ -94,6 +95,7 @@ class Assembler:
         self._parser = parser
         # Checks the whole text at the end (strict response formats); keeps a copy for it.
         self._validator = validator
+        self._plain = parser is None and validator is None  # text goes straight out
         self._text: list[str] = []
         self._recorder = logprobs
         # Every token's entry, for a response rendered whole at the end (a stream sends
@@ -117,7 +119,10 @@ class Assembler:
         text = s.feed_tokens(tokens)
         self._pending_tokens += len(tokens)
         if text:
-            self._add_text(text)
+            if self._plain:  # _add_text, inline on the per-token path
+                self._pending.append(text)
+            else:
+                self._add_text(text)
         if s.finish_reason is not None:
             return COMPLETE
         return PENDING if self._pending or self.parts_pending else NOTHING

@@ -11,6 +11,7 @@ API; ``pipeline/pull.py`` adapts it for consumers whose writes must be awaited.
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 from collections.abc import Callable
 from time import monotonic_ns
 from typing import Protocol
@@ -18,7 +19,7 @@ from typing import Protocol
 from neutrino.engine.client import Submission, sink_failure
 from neutrino.engine.messages import FinishReason, ModalResult, TextResult
 from neutrino.errors import ErrorKind, NeutrinoError
-from neutrino.observability.metrics import Gaps
+from neutrino.observability.metrics import ITL_NS, Gaps
 from neutrino.pipeline.admission import OPEN, Ticket
 from neutrino.pipeline.assembler import COMPLETE, PENDING, Assembler, Outcome
 from neutrino.pipeline.auth import Principal
@@ -146,8 +147,12 @@ class Generation:
         gaps = self._gaps
         if gaps is None:
             self._gaps = Gaps(monotonic_ns())
-        elif tokens:
-            gaps.add(monotonic_ns())
+        elif tokens:  # Gaps.add, inline on the per-token path
+            now = monotonic_ns()
+            gap = now - gaps.last
+            gaps.last = now
+            gaps.counts[bisect_left(ITL_NS, gap)] += 1
+            gaps.total += gap
         step = self._asm.tokens(tokens)
         if step == COMPLETE:  # a stop string matched: the text is complete
             return self._complete(None)

@@ -57,6 +57,11 @@ class FrameDecoder:
         """Add ``data``; return every frame now complete, in order."""
         buf = self._buf
         if not buf:
+            n = len(data)
+            if n >= 8 and type(data) is bytes:
+                extra, words = _HEAD.unpack_from(data)
+                if extra == 0 and 8 + 8 * words == n and n <= self.max_frame_bytes:
+                    return [data]  # one whole one-segment frame: an engine step's read
             # Fast path: parse directly from the incoming chunk.
             frames, used = self._split(data)
             if used < len(data):

@@ -20,6 +20,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+import orjson
+
 from neutrino.errors import NeutrinoError
 from neutrino.frontends.http.openai.render import SSE_DONE, SSE_KEEPALIVE, ChunkEncoder, sse_error
 from neutrino.frontends.http.reset import reset
@@ -239,7 +241,11 @@ class ChoiceWriter:
         self._stream.write(self._enc.parts(reasoning, tool_calls, self._reasoning_field))
 
     def on_text(self, text: str, tokens: int, logprobs: list[TokenLogprob] | None) -> None:
-        self._stream.write(self._enc.text(text, logprobs))
+        enc = self._enc
+        if logprobs is None:  # enc.text, inline on the per-token path
+            self._stream.write(enc.text_before + orjson.dumps(text) + enc.text_after)
+        else:
+            self._stream.write(enc.text(text, logprobs))
 
     def on_end(self, gen: Generation) -> None:
         err = gen.error

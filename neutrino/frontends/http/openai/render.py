@@ -191,7 +191,16 @@ def completion_response(
 class ChunkEncoder:
     """Builds the SSE events of one streamed choice (chat or completion)."""
 
-    __slots__ = ("_head", "_include_usage", "_kind", "_mid", "_offset", "_tail")
+    __slots__ = (
+        "_head",
+        "_include_usage",
+        "_kind",
+        "_mid",
+        "_offset",
+        "_tail",
+        "text_after",
+        "text_before",
+    )
 
     def __init__(
         self,
@@ -219,6 +228,9 @@ class ChunkEncoder:
         else:
             self._mid = b'"text":'
             self._tail = b',"logprobs":null,"finish_reason":null}]' + usage_null + b"}\n\n"
+        # A text chunk without logprobs (the per-token path) is these around its JSON text.
+        self.text_before = self._head + self._mid
+        self.text_after = self._tail
 
     def first(self) -> bytes:
         """The opening chunk (chat: the assistant role)."""
@@ -228,7 +240,7 @@ class ChunkEncoder:
 
     def text(self, text: str, logprobs: list[TokenLogprob] | None = None) -> bytes:
         if logprobs is None:
-            return self._head + self._mid + orjson.dumps(text) + self._tail
+            return self.text_before + orjson.dumps(text) + self.text_after
         # With logprobs (rare): the chunk's logprobs object replaces the null.
         if self._kind == "chat":
             lp = orjson.dumps(chat_logprobs(logprobs))
