@@ -66,9 +66,7 @@ class Assembler:
         "_all_lp",
         "_cached",
         "_parser",
-        "_pending",
         "_pending_calls",
-        "_pending_lp",
         "_pending_reasoning",
         "_pending_tokens",
         "_plain",
@@ -77,6 +75,8 @@ class Assembler:
         "_text",
         "_validator",
         "parts_pending",
+        "pending_lp",
+        "pending_text",
         "prompt_tokens",
     )
 
@@ -102,9 +102,9 @@ class Assembler:
         # them as they come: keeping them all would grow with every token it streams).
         self._all_lp = LogprobColumns(logprobs) if logprobs is not None and keep_logprobs else None
         # What the current batch of engine frames produced, until it is taken.
-        self._pending: list[str] = []
+        self.pending_text: list[str] = []
         self._pending_tokens = 0
-        self._pending_lp: list[TokenLogprob] = []
+        self.pending_lp: list[TokenLogprob] = []
         self._pending_reasoning: list[str] = []
         self._pending_calls: list[ToolCallDelta] = []
         self.parts_pending = False  # reasoning or tool-call deltas not yet taken
@@ -120,12 +120,12 @@ class Assembler:
         self._pending_tokens += len(tokens)
         if text:
             if self._plain:  # _add_text, inline on the per-token path
-                self._pending.append(text)
+                self.pending_text.append(text)
             else:
                 self._add_text(text)
         if s.finish_reason is not None:
             return COMPLETE
-        return PENDING if self._pending or self.parts_pending else NOTHING
+        return PENDING if self.pending_text or self.parts_pending else NOTHING
 
     def result(self, result: TextResult) -> int:
         """Take one engine result: NOTHING, PENDING or COMPLETE."""
@@ -139,14 +139,14 @@ class Assembler:
             if kept is not None:  # an answer rendered whole at the end: kept compactly
                 kept.add(result, s.shown)
             else:  # a stream: entries for the next take
-                self._pending_lp += self._recorder.entries(result, s.shown)
+                self.pending_lp += self._recorder.entries(result, s.shown)
         if s.finish_reason is not None:
             if s.hidden_before and kept is not None:
                 # Cut inside a character begun in earlier frames: their tokens' entries
                 # go too (a stream has sent them already).
                 kept.drop(s.hidden_before)
             return COMPLETE
-        return PENDING if self._pending or self._pending_lp or self.parts_pending else NOTHING
+        return PENDING if self.pending_text or self.pending_lp or self.parts_pending else NOTHING
 
     @property
     def complete(self) -> bool:
@@ -161,13 +161,13 @@ class Assembler:
         if self._parser is not None:
             self._take_delta(self._parser.feed(text))
             return
-        self._pending.append(text)
+        self.pending_text.append(text)
         if self._validator is not None:
             self._text.append(text)
 
     def _take_delta(self, delta: Delta) -> None:
         if delta.content:
-            self._pending.append(delta.content)
+            self.pending_text.append(delta.content)
             if self._validator is not None:
                 self._text.append(delta.content)
         if delta.reasoning:
@@ -240,21 +240,21 @@ class Assembler:
 
     def take_text(self) -> tuple[str, int, list[TokenLogprob] | None] | None:
         """New text, the tokens it came from and their logprobs (None: nothing new)."""
-        pending = self._pending
-        if not pending and not self._pending_lp:
+        pending = self.pending_text
+        if not pending and not self.pending_lp:
             return None
         text = pending[0] if len(pending) == 1 else "".join(pending)
         pending.clear()
         n, self._pending_tokens = self._pending_tokens, 0
         lps: list[TokenLogprob] | None = None
         if self._recorder is not None:
-            lps, self._pending_lp = self._pending_lp, []
+            lps, self.pending_lp = self.pending_lp, []
         return text, n, lps
 
     def drop(self) -> None:
         """Forget what was not taken (output the client cannot be given)."""
-        self._pending.clear()
-        self._pending_lp.clear()
+        self.pending_text.clear()
+        self.pending_lp.clear()
         self._pending_reasoning.clear()
         self._pending_calls.clear()
         self.parts_pending = False

@@ -63,20 +63,20 @@ class Generation:
     __slots__ = (
         "_asm",
         "_defer",
-        "_error",
         "_gaps",
         "_on_done",
-        "_outcome",
         "_push",
         "_submission",
         "_timer",
         "created",
         "echo",
         "engine_cancels",
+        "error",
         "hops",
         "lifecycle",
         "model",
         "obs",
+        "outcome",
         "principal",
         "request_id",
         "route",
@@ -110,8 +110,9 @@ class Generation:
         self._on_done = on_done
         self._defer = defer
         self._gaps: Gaps | None = None  # from its first delivery of tokens on
-        self._outcome: Outcome | None = None
-        self._error: NeutrinoError | None = None
+        # Its end, once it has one (read them; only the generation sets them).
+        self.outcome: Outcome | None = None
+        self.error: NeutrinoError | None = None
         self._submission: Submission | None = None
         self._timer: Deadline | None = None
         self._push: PushTarget | None = None
@@ -188,7 +189,7 @@ class Generation:
     def on_error(self, error: NeutrinoError) -> None:
         if self.lifecycle.terminal:
             return
-        self._error = error
+        self.error = error
         self._finish(State.FAILED)
         self.flush()
 
@@ -197,9 +198,13 @@ class Generation:
         or a mid-stream result), after which the engine is told to stop."""
         if result is None or result.finish_reason is FinishReason.NONE:
             self._cancel_engine("stop string")
-        finish, check = self._asm.finish(result)
-        if check is None:
-            return self._completed(result, finish, None)
+        asm = self._asm
+        finish, check = asm.finish(result)
+        if check is None:  # _completed, inline for the usual answer
+            self.lifecycle.advance(State.COMPLETE)
+            self.outcome = asm.outcome(result, finish, self.lifecycle.timings())
+            self._ended()
+            return True
         defer = self._defer
         if defer is None or len(check.text) <= INLINE_CHECK_CHARS:
             return self._completed(result, finish, check.run())
@@ -224,7 +229,7 @@ class Generation:
             )
             return False
         self.lifecycle.advance(State.COMPLETE)
-        self._outcome = self._asm.outcome(result, finish, self.lifecycle.timings())
+        self.outcome = self._asm.outcome(result, finish, self.lifecycle.timings())
         self._ended()
         return True
 
@@ -240,12 +245,12 @@ class Generation:
             parts = asm.take_parts() if asm.parts_pending else None
             if parts is not None:
                 target.on_parts(*parts)
-            text = asm.take_text()
+            text = asm.take_text() if asm.pending_text or asm.pending_lp else None
             if text is not None:
                 target.on_text(*text)
         except Exception as exc:
             self._undeliverable(exc)
-        if self._error is not None or self._outcome is not None:
+        if self.error is not None or self.outcome is not None:
             self._push = None
             try:
                 target.on_end(self)
@@ -259,18 +264,10 @@ class Generation:
         error = sink_failure(exc)
         if not self.lifecycle.terminal:
             self._cancel_engine("output rejected")
-            self._error = error
+            self.error = error
             self._finish(State.FAILED)
         else:  # complete in history, but the client gets the error, not a partial answer
-            self._error = error
-
-    @property
-    def outcome(self) -> Outcome | None:
-        return self._outcome
-
-    @property
-    def error(self) -> NeutrinoError | None:
-        return self._error
+            self.error = error
 
     # ---------------------------------------------------------------- endings
 
@@ -279,7 +276,7 @@ class Generation:
         if self.lifecycle.terminal:
             return
         self._cancel_engine(reason)
-        self._error = NeutrinoError(ErrorKind.CANCELLED, "the request was cancelled")
+        self.error = NeutrinoError(ErrorKind.CANCELLED, "the request was cancelled")
         self._finish(State.CANCELLED)
         self.flush()
 
@@ -290,7 +287,7 @@ class Generation:
         if self.lifecycle.terminal:
             return
         self._cancel_engine(reason)
-        self._error = error
+        self.error = error
         self._finish(State.FAILED)
         self.flush()
 
@@ -322,7 +319,7 @@ class Generation:
 
     def spent(self) -> Spent:
         """What it used and how it ended (read once it has ended)."""
-        out = self._outcome
+        out = self.outcome
         if out is None:
             return Spent(self.prompt_tokens, self._asm.completion_tokens)
         return Spent(

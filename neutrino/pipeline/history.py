@@ -32,11 +32,6 @@ class Spent(NamedTuple):
     reasoning_tokens: int = 0
     finish_reason: str | None = None
 
-    @property
-    def usage(self) -> tuple[int, int, int, int]:
-        """Prompt, generated, cached and reasoning tokens (the metrics' tally)."""
-        return self[:4]
-
 
 class Ended(Protocol):
     """A call that reached an engine and has ended (a Generation, ModalCall, RelayCall)."""

@@ -159,7 +159,7 @@ class Observer:
     ) -> None:
         """The request ended: one tally (``gaps``: between its deliveries of tokens), and
         its span's end (with ``source``'s response attributes)."""
-        usage = spent.usage
+        usage = spent[:4]  # prompt, generated, cached and reasoning tokens
         metrics, span, finished = self.metrics, obs.span, self.finished
         if metrics is None and span is None and finished is None:
             return

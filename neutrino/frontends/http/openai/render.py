@@ -108,31 +108,31 @@ def _logprobs(
     return marker(index) if defer else whole(out.logprobs.entries())
 
 
+def _choice(index: int, key: str, body: object, lps: object, out: Outcome) -> dict[str, object]:
+    """One choice of an answer (``key``: ``message`` or ``text``), in OpenAI's order."""
+    return {
+        "index": index,
+        key: body,
+        "logprobs": lps,
+        "finish_reason": out.finish_reason,
+        "stop_reason": out.stop_reason,
+    }
+
+
 def _response(
     gens: Sequence[Generation],
     results: Sequence[tuple[str, Outcome]],
     kind: str,
-    bodies: Sequence[tuple[str, object]],
-    logprobs: Sequence[object],
+    choices: list[dict[str, object]],
 ) -> dict[str, object]:
-    """The answer object of either route: each choice's body (``message`` or ``text``)
-    and logprobs, in OpenAI's order of fields."""
+    """The answer object of either route around its ``choices``."""
     gen = gens[0]
     return {
         "id": gen.request_id,
         "object": kind,
         "created": gen.created,
         "model": gen.model,
-        "choices": [
-            {
-                "index": i,
-                body[0]: body[1],
-                "logprobs": lps,
-                "finish_reason": out.finish_reason,
-                "stop_reason": out.stop_reason,
-            }
-            for i, ((_, out), body, lps) in enumerate(zip(results, bodies, logprobs, strict=True))
-        ],
+        "choices": choices,
         "usage": usage([out for _, out in results]),
     }
 
@@ -144,9 +144,11 @@ def chat_response(
     defer: bool = False,
 ) -> dict[str, object]:
     """The answer as an object (``defer``: each choice's logprobs a marker)."""
-    bodies = [("message", _message(text, out, reasoning_field)) for text, out in results]
-    lps = [_logprobs(out, i, defer, chat_logprobs) for i, (_, out) in enumerate(results)]
-    return _response(gens, results, "chat.completion", bodies, lps)
+    choices = []
+    for i, (text, out) in enumerate(results):
+        lps = None if out.logprobs is None else _logprobs(out, i, defer, chat_logprobs)
+        choices.append(_choice(i, "message", _message(text, out, reasoning_field), lps, out))
+    return _response(gens, results, "chat.completion", choices)
 
 
 def _call_delta(c: ToolCallDelta) -> dict[str, object]:
@@ -183,9 +185,11 @@ def completion_response(
     reasoning_field: str = "reasoning_content",
     defer: bool = False,
 ) -> dict[str, object]:
-    bodies = [("text", gen.echo + text) for (text, _), gen in zip(results, gens, strict=True)]
-    lps = [_logprobs(out, i, defer, completion_logprobs) for i, (_, out) in enumerate(results)]
-    return _response(gens, results, "text_completion", bodies, lps)
+    choices = []
+    for i, ((text, out), gen) in enumerate(zip(results, gens, strict=True)):
+        lps = None if out.logprobs is None else _logprobs(out, i, defer, completion_logprobs)
+        choices.append(_choice(i, "text", gen.echo + text, lps, out))
+    return _response(gens, results, "text_completion", choices)
 
 
 class ChunkEncoder:
