@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -150,37 +150,39 @@ _SECTIONS: dict[str, type[DataclassInstance]] = {
 }
 
 
+def _engines(raw: object) -> tuple[EngineConfig, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError("[[engines]] must be an array of tables")
+    engines = tuple(engine_section(i, item) for i, item in enumerate(raw))
+    unique_engine_names(engines)
+    return engines
+
+
+# The sections with readers of their own; the others are coerced into their dataclass.
+_READERS: dict[str, Callable[[object], object]] = {
+    "engines": _engines,
+    "auth": auth_section,
+    "routing": routing_section,
+    "routes": routes_section,
+    "nodes": nodes_section,
+    "catalogue": catalogue_section,
+    "fleet": fleet_section,
+    "model": model_section,
+}
+
+
 def from_mapping(data: Mapping[str, object]) -> Config:
     cfg = Config()
     updates: dict[str, object] = {}
     for key, raw in data.items():
-        if key == "engines":
-            if not isinstance(raw, list):
-                raise ConfigError("[[engines]] must be an array of tables")
-            engines = tuple(engine_section(i, item) for i, item in enumerate(raw))
-            unique_engine_names(engines)
-            updates["engines"] = engines
-        elif key == "auth":
-            updates["auth"] = auth_section(raw)
-        elif key == "routing":
-            updates["routing"] = routing_section(raw)
-        elif key == "routes":
-            updates["routes"] = routes_section(raw)
-        elif key == "nodes":
-            updates["nodes"] = nodes_section(raw)
-        elif key == "catalogue":
-            updates["catalogue"] = catalogue_section(raw)
-        elif key == "fleet":
-            updates["fleet"] = fleet_section(raw)
-        elif key == "model":
-            updates[key] = model_section(raw)
+        reader = _READERS.get(key)
+        if reader is not None:
+            updates[key] = reader(raw)
         elif key in _SECTIONS:
             updates[key] = coerce(_SECTIONS[key], key, raw)
         else:
-            known = ", ".join(
-                ["engines", *_SECTIONS, "auth", "routing", "routes", "nodes", "catalogue", "fleet"]
-            )
-            raise ConfigError(f"unknown section [{key}] (known: {known})")
+            known = dict.fromkeys(["engines", *_SECTIONS, *_READERS])
+            raise ConfigError(f"unknown section [{key}] (known: {', '.join(known)})")
     return _checked(replaced(cfg, updates))
 
 

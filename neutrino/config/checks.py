@@ -9,7 +9,7 @@ sets it (named ``--request-timeout``); a failure is a one-line :class:`ConfigErr
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import MISSING, dataclass, fields, replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -305,6 +305,23 @@ def check(rule_name: str, value: T, where: str) -> T:
     if problem is not None:
         raise ConfigError(f"{where} {problem}, got {shown(value)}")
     return value
+
+
+def as_table(raw: object, where: str) -> Mapping[str, object]:
+    """``raw``, which must be a table (``where``: its name in the errors)."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where} must be a table, got {shown(raw)}")
+    return raw
+
+
+def known_table(raw: object, where: str, known: Collection[str]) -> Mapping[str, object]:
+    """``raw``, which must be a table of ``known`` keys only (the error names the first
+    unknown key, in sorted order)."""
+    values = as_table(raw, where)
+    extra = sorted(set(values) - set(known))
+    if extra:
+        raise ConfigError(f"unknown key {where}.{extra[0]} (known: {', '.join(known)})")
+    return values
 
 
 def coerce(cls: type[D], section: str, raw: object) -> D:

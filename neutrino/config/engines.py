@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from neutrino.config.checks import ConfigError as ConfigError
-from neutrino.config.checks import check, coerce, of_fields, read_token_file, shown, typed
+from neutrino.config.checks import (
+    check,
+    coerce,
+    known_table,
+    of_fields,
+    read_token_file,
+    typed,
+)
 
 if TYPE_CHECKING:
     from neutrino.text.tiktoken_files import TiktokenFile
@@ -159,11 +166,7 @@ ENGINE_KEYS: dict[str, object] = {
 
 def engine_section(i: int, item: object) -> EngineConfig:
     where = f"[engines][{i}]"
-    if not isinstance(item, Mapping):
-        raise ConfigError(f"{where} must be a table, got {shown(item)}")
-    extra = sorted(set(item) - set(ENGINE_KEYS))
-    if extra:
-        raise ConfigError(f"unknown key {where}.{extra[0]} (known: {', '.join(ENGINE_KEYS)})")
+    item = known_table(item, where, ENGINE_KEYS)
     if not {"socket", "command", "url", "address"} & set(item):
         raise ConfigError(
             f'{where} needs a socket path (socket = "/run/engine.sock") or a command to start'

@@ -28,13 +28,15 @@ settings (``[fleet]``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import TypeVar
 
 from neutrino.config.checks import (
     ConfigError,
     Range,
+    as_table,
+    known_table,
     of_fields,
     read_token_file,
     shown,
@@ -115,27 +117,24 @@ _FLEET_RULES: dict[str, Range] = {
 }
 
 
-def _table(raw: object, where: str) -> Mapping[str, object]:
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where} must be a table, got {shown(raw)}")
-    return raw
+def _ruled(default: object, value: object, where: str, rule: Range | None) -> object:
+    """``value`` typed as ``default`` is and checked by ``rule`` (None: any)."""
+    value = typed(default, value, where)
+    problem = rule(value) if rule is not None else None
+    if problem:
+        raise ConfigError(f"{where} {problem}, got {shown(value)}")
+    return value
 
 
 def fleet_section(raw: object) -> FleetConfig:
-    table = _table(raw, "[fleet]")
     defaults = FleetConfig()
     known = [f.name for f in fields(FleetConfig) if f.name != "token"]
     values: dict[str, object] = {}
-    for key, value in table.items():
+    for key, value in as_table(raw, "[fleet]").items():
         where = f"[fleet].{key}"
         if key not in known:
             raise ConfigError(f"unknown key {where} (known: {', '.join(known)})")
-        value = typed(getattr(defaults, key), value, where)
-        rule = _FLEET_RULES.get(key)
-        problem = rule(value) if rule is not None else None
-        if problem:
-            raise ConfigError(f"{where} {problem}, got {shown(value)}")
-        values[key] = value
+        values[key] = _ruled(getattr(defaults, key), value, where, _FLEET_RULES.get(key))
     cfg = of_fields(FleetConfig, values)
     for url in cfg.etcd:
         if not url.startswith(("http://", "https://")):
@@ -178,10 +177,7 @@ def nodes_section(raw: object) -> tuple[NodeEndpoint, ...]:
 
 def _node(i: int, raw: object) -> NodeEndpoint:
     where = f"[nodes][{i}]"
-    table = _table(raw, where)
-    extra = sorted(set(table) - {"name", "endpoint", "token_file"})
-    if extra:
-        raise ConfigError(f"unknown key {where}.{extra[0]} (known: name, endpoint, token_file)")
+    table = known_table(raw, where, ("name", "endpoint", "token_file"))
     name, endpoint = table.get("name"), table.get("endpoint")
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(f"{where}.name must be letters, digits, '.', '_' or '-' (up to 63)")
@@ -210,11 +206,7 @@ def catalogue_section(raw: object) -> tuple[CatalogueEntry, ...]:
 
 def _entry(i: int, raw: object) -> CatalogueEntry:
     where = f"[catalogue][{i}]"
-    table = _table(raw, where)
-    known = [f.name for f in fields(CatalogueEntry)]
-    extra = sorted(set(table) - set(known))
-    if extra:
-        raise ConfigError(f"unknown key {where}.{extra[0]} (known: {', '.join(known)})")
+    table = known_table(raw, where, [f.name for f in fields(CatalogueEntry)])
     for key in ("id", "file"):
         if key not in table:
             raise ConfigError(f"{where} needs {key}")
@@ -224,12 +216,7 @@ def _entry(i: int, raw: object) -> CatalogueEntry:
         if key == "replicas":
             values[key] = _replicas(value, f"{where}.replicas")
             continue
-        value = typed(getattr(defaults, key), value, f"{where}.{key}")
-        rule = _ENTRY_INTS.get(key)
-        problem = rule(value) if rule is not None else None
-        if problem:
-            raise ConfigError(f"{where}.{key} {problem}, got {shown(value)}")
-        values[key] = value
+        values[key] = _ruled(getattr(defaults, key), value, f"{where}.{key}", _ENTRY_INTS.get(key))
     entry = of_fields(CatalogueEntry, values)
     if not _MODEL.match(entry.id):
         raise ConfigError(f"{where}.id must be letters, digits and . _ : / @ + - (up to 128)")
@@ -247,10 +234,7 @@ def _entry(i: int, raw: object) -> CatalogueEntry:
 
 
 def _replicas(raw: object, where: str) -> Replicas:
-    table = _table(raw, where)
-    extra = sorted(set(table) - {"min", "max"})
-    if extra:
-        raise ConfigError(f"unknown key {where}.{extra[0]} (known: min, max)")
+    table = known_table(raw, where, ("min", "max"))
     values = {k: typed(0, v, f"{where}.{k}") for k, v in table.items()}
     for key, value in values.items():
         problem = Range(0, 1024)(value)

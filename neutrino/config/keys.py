@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from neutrino.config.checks import ConfigError, shown
+from neutrino.config.checks import ConfigError, known_table, shown
 
 MAX_PRIORITY = 9  # priorities are 0 (the default, the lowest) to 9
 
@@ -118,11 +118,7 @@ def _numbers(values: Mapping[str, object], where: str) -> dict[str, int]:
 
 def _table(i: int, item: object) -> KeyConfig:
     where = f"[[auth.keys]][{i}]"
-    if not isinstance(item, Mapping):
-        raise ConfigError(f"{where} must be a table")
-    extra = sorted(set(item) - set(_TABLE_KEYS))
-    if extra:
-        raise ConfigError(f"unknown key {where}.{extra[0]} (known: {', '.join(_TABLE_KEYS)})")
+    item = known_table(item, where, _TABLE_KEYS)
     if ("key" in item) == ("sha256" in item):
         raise ConfigError(f"{where} needs exactly one of key or sha256")
     if "key" in item:
@@ -199,12 +195,7 @@ def _plain(raw: object, where: str, admin: bool, start: int) -> list[KeyConfig]:
 
 def auth_section(raw: object) -> AuthConfig:
     """``[auth]`` (with its ``[[auth.keys]]`` tables) as an AuthConfig, checked."""
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"[auth] must be a table, got {shown(raw)}")
-    known = ("api_keys", "admin_keys", "api_keys_file", "keys")
-    extra = sorted(set(raw) - set(known))
-    if extra:
-        raise ConfigError(f"unknown key [auth].{extra[0]} (known: {', '.join(known)})")
+    raw = known_table(raw, "[auth]", ("api_keys", "admin_keys", "api_keys_file", "keys"))
     keys = _plain(raw.get("api_keys", []), "[auth].api_keys", False, 0)
     keys += _plain(raw.get("admin_keys", []), "[auth].admin_keys", True, 0)
     tables = raw.get("keys", [])

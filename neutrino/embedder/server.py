@@ -20,7 +20,6 @@ from neutrino.engine.messages import (
     EmbedResult,
     EngineError,
     ErrorCode,
-    Hello,
     HelloAck,
     ModelInfo,
     Query,
@@ -28,8 +27,8 @@ from neutrino.engine.messages import (
     RerankResult,
 )
 from neutrino.engine.wire.schema import PROTOCOL_VERSION
-from neutrino.engines.serve import RequestTasks, ServerConnection
-from neutrino.engines.session import EngineHandler, not_served
+from neutrino.engines.serve import ConnectionHandler, RequestTasks, ServerConnection
+from neutrino.engines.session import not_served
 
 log = logging.getLogger("neutrino.embedder")
 ENGINE_NAME = "neutrino-embedder/0.1.0"
@@ -84,21 +83,17 @@ class Embedder:
         return RerankResult([float(s) for s in scores], tokens)
 
 
-class EmbedderHandler(EngineHandler):
+class EmbedderHandler(ConnectionHandler[Embedder]):
     """One client connection's queries; the protocol's rules are the engine session's."""
 
     def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
-        self.conn: ServerConnection | None = None
+        super().__init__(embedder)
         self._running = RequestTasks()
-
-    def hello_ack(self, hello: Hello) -> HelloAck:
-        return self.embedder.hello_ack()
 
     def start(self, rid: int, query: Query) -> EngineError | None:
         if not isinstance(query, EmbedQuery | RerankQuery):
             return not_served(query)
-        if len(self._running) >= self.embedder.capacity:
+        if len(self._running) >= self.engine.capacity:
             return EngineError(ErrorCode.OVERLOADED, "at capacity")
         self._running.start(rid, self._answer(rid, query))
         return None
@@ -110,7 +105,7 @@ class EmbedderHandler(EngineHandler):
         self._running.cancel_all()
 
     async def _answer(self, rid: int, q: EmbedQuery | RerankQuery) -> None:
-        work = self.embedder.embed if isinstance(q, EmbedQuery) else self.embedder.rerank
+        work = self.engine.embed if isinstance(q, EmbedQuery) else self.engine.rerank
         try:
             result = await asyncio.to_thread(work, q)  # type: ignore[arg-type]
         except Exception as exc:
@@ -122,6 +117,4 @@ class EmbedderHandler(EngineHandler):
 
 def connection(embedder: Embedder) -> ServerConnection:
     """A client connection's protocol object."""
-    handler = EmbedderHandler(embedder)
-    handler.conn = ServerConnection(handler, batch_tokens=False)
-    return handler.conn
+    return EmbedderHandler(embedder).connect(batch_tokens=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -20,9 +21,9 @@ import sys
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Generic, NoReturn, Protocol, TypeVar, cast
 
-from neutrino.engine.messages import Message
+from neutrino.engine.messages import Hello, HelloAck, Message
 from neutrino.engines.session import EngineHandler, EngineSession
 
 _BACKLOG = 1024
@@ -146,6 +147,30 @@ async def listen_unix(
     return server
 
 
+class Greeter(Protocol):
+    def hello_ack(self) -> HelloAck: ...
+
+
+E = TypeVar("E", bound=Greeter)
+
+
+class ConnectionHandler(EngineHandler, Generic[E]):
+    """One client connection's handler over the engine every connection shares: a hello
+    is answered with the engine's ``hello_ack``, and frames go out through ``conn``."""
+
+    def __init__(self, engine: E) -> None:
+        self.engine = engine
+        self.conn: ServerConnection | None = None
+
+    def hello_ack(self, hello: Hello) -> HelloAck:
+        return self.engine.hello_ack()
+
+    def connect(self, *, batch_tokens: bool = True) -> ServerConnection:
+        """The client connection's protocol object, this handler's."""
+        self.conn = ServerConnection(self, batch_tokens=batch_tokens)
+        return self.conn
+
+
 def remove_socket(path: str, inode: int) -> None:
     """Remove our socket file, unless another process has replaced it since."""
     with contextlib.suppress(OSError):
@@ -166,6 +191,18 @@ class Listen:
     @property
     def where(self) -> str:
         return self.path or f"{self.host}:{self.port}"
+
+
+def start_logging(level: str) -> None:
+    """An engine process's log: its lines on stderr from ``level`` up (a level's name)."""
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(name)s: %(message)s")
+
+
+def exit_missing(needs: str, exc: ImportError, install: str) -> NoReturn:
+    """Exit (status 1) on an optional install missing: what ``needs`` it, which module
+    was not found, and how to ``install`` it."""
+    print(f"{needs} ({exc.name} is missing): {install}", file=sys.stderr)
+    raise SystemExit(1) from None
 
 
 def add_listen_arguments(p: argparse.ArgumentParser) -> None:

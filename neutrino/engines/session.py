@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from neutrino.engine.messages import (
@@ -68,6 +69,17 @@ def not_served(query: Query) -> EngineError:
     return EngineError(
         ErrorCode.UNSUPPORTED, f"{type(query).__name__} is not served by this engine"
     )
+
+
+def text_query(
+    query: Query, check: Callable[[TextQuery], EngineError | None]
+) -> TextQuery | EngineError:
+    """``query`` when it is a text query that ``check`` (an engine's) lets through; else
+    the error that answers it."""
+    if not isinstance(query, TextQuery):
+        return not_served(query)
+    refused = check(query)
+    return query if refused is None else refused
 
 
 class EngineHandler:

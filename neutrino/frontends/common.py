@@ -1,5 +1,5 @@
-"""What every front end shares: request ids, JSON number checks, SSE headers, work
-taken off the event loop."""
+"""What every front end shares: request ids, JSON number checks, a body's object members,
+SSE headers, work taken off the event loop."""
 
 from __future__ import annotations
 
@@ -56,6 +56,14 @@ def client_request_id(value: str) -> str:
     digits and ``-_.:``), else "" (ignored: an id of ours is used)."""
     if not value or len(value) > MAX_CLIENT_ID or not _ID_CHARS.issuperset(value):
         return ""
+    return value
+
+
+def object_member(body: dict[str, object], key: str) -> dict[str, object] | None:
+    """``body[key]`` when it is an object, None when absent or null (400 otherwise)."""
+    value = body.get(key)
+    if value is not None and not isinstance(value, dict):
+        raise bad_request(f"{key} must be an object", key)
     return value
 
 

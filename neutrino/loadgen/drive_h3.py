@@ -7,7 +7,7 @@ from neutrino.loadgen.errors import RequestFailed, http_failure
 from neutrino.loadgen.h3 import H3Client, H3Response
 from neutrino.loadgen.probe import Probe
 from neutrino.loadgen.prompts import Prompt
-from neutrino.loadgen.wire_openai import MODELS_PATH, first_model
+from neutrino.loadgen.wire_openai import MODELS_PATH, answered_model
 from neutrino.sse_decoder import SSEDecoder
 
 MAX_BODY = 64 * 1024 * 1024
@@ -33,10 +33,7 @@ class H3Driver:
 
     async def first_model(self) -> str | None:
         resp = await self._client.request("GET", MODELS_PATH, self.api.headers(self.api_key))
-        data = await read_body(resp, MAX_BODY)
-        if resp.status != 200:
-            raise http_failure(resp.status, data)
-        return first_model(data)
+        return answered_model(resp.status, await read_body(resp, MAX_BODY))
 
     async def send(self, prompt: Prompt, params: Params, probe: Probe) -> None:
         api = self.api

@@ -8,7 +8,7 @@ from neutrino.loadgen.api import Api, Params
 from neutrino.loadgen.errors import RequestFailed, http_failure
 from neutrino.loadgen.probe import Probe
 from neutrino.loadgen.prompts import Prompt
-from neutrino.loadgen.wire_openai import MODELS_PATH, first_model
+from neutrino.loadgen.wire_openai import MODELS_PATH, answered_model
 from neutrino.sse_decoder import SSEDecoder
 
 MAX_BODY = 64 * 1024 * 1024  # a non-streamed answer
@@ -44,10 +44,7 @@ class HttpDriver:
     async def first_model(self) -> str | None:
         hdrs = self.api.headers(self.api_key)
         async with self.session.get(self.base_url + MODELS_PATH, headers=hdrs) as resp:
-            data = await read_body(resp, MAX_BODY)
-            if resp.status != 200:
-                raise http_failure(resp.status, data)
-            return first_model(data)
+            return answered_model(resp.status, await read_body(resp, MAX_BODY))
 
     async def send(self, prompt: Prompt, params: Params, probe: Probe) -> None:
         api = self.api

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 PROTOCOLS = ("http", "grpc", "h3", "anthropic")
 DEFAULT_URL = "http://127.0.0.1:51055"  # Neutrino's [server] http address
@@ -12,6 +13,8 @@ DEFAULT_GRPC = "127.0.0.1:50051"  # [grpc] address
 DEFAULT_QUIC = "127.0.0.1:51056"  # [server] quic_address
 DEFAULT_REQUESTS = 100
 DEFAULT_CONCURRENCY = 10
+
+N = TypeVar("N", int, float)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,12 +53,16 @@ class Options:
         return out
 
 
+def _parsed(kind: Callable[[str], N], text: str, noun: str = "a number") -> N:
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+
+
 def _positive(kind: type[int] | type[float]) -> Any:
     def parse(text: str) -> int | float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        value = _parsed(kind, text)
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
         return value
@@ -64,20 +71,14 @@ def _positive(kind: type[int] | type[float]) -> Any:
 
 
 def _at_least_zero(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    value = _parsed(int, text, "a whole number")
     if value < 0:
         raise argparse.ArgumentTypeError(f"cannot be negative, got {text}")
     return value
 
 
 def _ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = _parsed(float, text)
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be from 0 to 1, got {text}")
     return value

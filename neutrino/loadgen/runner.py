@@ -11,7 +11,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from neutrino.loadgen.api import Params
@@ -55,33 +55,24 @@ class Plan:
 OnEnd = Callable[[Record, Probe], None]
 
 
+@dataclass(eq=False)
 class Runner:
-    def __init__(
-        self,
-        driver: Driver,
-        params: Params,
-        source: PromptSource,
-        recorder: Recorder,
-        plan: Plan,
-        *,
-        on_end: OnEnd | None = None,
-        keep_text: bool = False,
-        clock: Callable[[], float] = time.perf_counter,
-    ) -> None:
-        self.driver = driver
-        self.params = params
-        self.source = source
-        self.recorder = recorder
-        self.plan = plan
-        self.on_end = on_end
-        self.keep_text = keep_text
-        self.clock = clock
-        self.start = 0.0
-        self.stopping = False
-        self.interrupted = 0  # requests cancelled by stop()
-        self.max_lag = 0.0  # the open loop's latest start behind its schedule (seconds)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._stopped: asyncio.Event | None = None
+    driver: Driver
+    params: Params
+    source: PromptSource
+    recorder: Recorder
+    plan: Plan
+    _: KW_ONLY
+    on_end: OnEnd | None = None
+    keep_text: bool = False
+    clock: Callable[[], float] = time.perf_counter
+    start: float = field(default=0.0, init=False)
+    stopping: bool = field(default=False, init=False)
+    interrupted: int = field(default=0, init=False)  # requests cancelled by stop()
+    # The open loop's latest start behind its schedule (seconds).
+    max_lag: float = field(default=0.0, init=False)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _stopped: asyncio.Event | None = field(default=None, init=False)
 
     async def run(self) -> float:
         """Run the plan; the duration from the first send to the last end (seconds)."""

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from neutrino.loadgen.api import Api, Params
-from neutrino.loadgen.errors import stream_failure
+from neutrino.loadgen.errors import http_failure, stream_failure
 from neutrino.loadgen.jsonio import count, json_object
 from neutrino.loadgen.probe import Probe
 from neutrino.loadgen.prompts import Prompt
@@ -47,6 +47,13 @@ def first_model(body: bytes) -> str | None:
         model = data[0].get("id")
         return model if isinstance(model, str) else None
     return None
+
+
+def answered_model(status: int, body: bytes) -> str | None:
+    """The first model of a ``/v1/models`` answer of ``status`` (RequestFailed if not 200)."""
+    if status != 200:
+        raise http_failure(status, body)
+    return first_model(body)
 
 
 class ChatStream:

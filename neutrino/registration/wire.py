@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
+from neutrino.frontends.grpc.codegen import not_generated
 from neutrino.registration.record import InstanceRecord, Listener, LoadReport, ServedModel
 
 try:
     from neutrino.v1 import sombrero_pb2 as pb
     from neutrino.v1 import sombrero_pb2_grpc as pb_grpc
 except ModuleNotFoundError as exc:  # pragma: no cover - a checkout that skipped `make`
-    if not (exc.name or "").startswith("neutrino.v1"):
-        raise
-    raise ImportError(
-        "the Sombrero stubs are not generated: run `make protos` "
-        "(or `python -m neutrino.frontends.grpc.codegen`)"
-    ) from exc
+    raise not_generated(exc, "Sombrero") from exc
 
 __all__ = ["pb", "pb_grpc", "record_from_pb", "record_to_pb", "report_from_pb", "report_to_pb"]
 

@@ -6,7 +6,7 @@ import base64
 import os
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import tiktoken
 import tokenizers
@@ -114,6 +114,15 @@ def _piece_encoder(
     return piece
 
 
+class AddedTokens(TypedDict, total=False):
+    """The added-token options of :meth:`TiktokenTokenizer.from_file` (``__init__``'s)."""
+
+    non_special: Collection[str]
+    normalization: Literal["NFC"] | None
+    lstrip: Collection[str]
+    rstrip: Collection[str]
+
+
 class TiktokenTokenizer(TableTokenizer):
     """A byte-level BPE tokenizer backed by tiktoken.
 
@@ -194,20 +203,12 @@ class TiktokenTokenizer(TableTokenizer):
         *,
         pat_str: str,
         special_tokens: Mapping[str, int],
-        non_special: Collection[str] = (),
-        normalization: Literal["NFC"] | None = None,
-        lstrip: Collection[str] = (),
-        rstrip: Collection[str] = (),
+        **added: Unpack[AddedTokens],
     ) -> TiktokenTokenizer:
+        """The tokenizer of a ``.tiktoken`` ranks file (the other options: ``__init__``'s)."""
+        ranks = read_tiktoken_ranks(path)
         return cls(
-            name,
-            mergeable_ranks=read_tiktoken_ranks(path),
-            pat_str=pat_str,
-            special_tokens=special_tokens,
-            non_special=non_special,
-            normalization=normalization,
-            lstrip=lstrip,
-            rstrip=rstrip,
+            name, mergeable_ranks=ranks, pat_str=pat_str, special_tokens=special_tokens, **added
         )
 
     @property

@@ -10,7 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
-from neutrino.engines.serve import add_listen_arguments, listen_of
+from neutrino.engines.serve import add_listen_arguments, exit_missing, listen_of, start_logging
 
 
 def _positive(text: str) -> int:
@@ -67,7 +67,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
+    start_logging(args.log_level)
     # llama.cpp's own log lines (model loading) only at warning and above.
     logging.getLogger("llama-cpp-python").setLevel(logging.WARNING)
     try:
@@ -75,12 +75,11 @@ def main(argv: list[str] | None = None) -> None:
         from neutrino.engines.llamacpp.handler import LlamaEngine, connection
         from neutrino.engines.serve import serve_until_signalled
     except ImportError as exc:
-        print(
-            f"the llama.cpp engine needs the 'llamacpp' extra ({exc.name} is missing): "
+        exit_missing(
+            "the llama.cpp engine needs the 'llamacpp' extra",
+            exc,
             "pip install 'neutrino[llamacpp]'",
-            file=sys.stderr,
         )
-        raise SystemExit(1) from None
     if args.models_dir is not None:
         _serve_shelf(args)
         return

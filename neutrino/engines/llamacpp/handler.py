@@ -21,7 +21,6 @@ from neutrino.engine.messages import (
     Capability,
     EngineError,
     ErrorCode,
-    Hello,
     HelloAck,
     ModelInfo,
     Pong,
@@ -31,8 +30,8 @@ from neutrino.engine.messages import (
 from neutrino.engine.wire.schema import PROTOCOL_VERSION
 from neutrino.engines.llamacpp.backend import Backend
 from neutrino.engines.llamacpp.scheduler import Frames, Scheduler
-from neutrino.engines.serve import ServerConnection
-from neutrino.engines.session import EngineHandler, not_served
+from neutrino.engines.serve import ConnectionHandler, ServerConnection
+from neutrino.engines.session import text_query
 
 log = logging.getLogger("neutrino.engines.llamacpp")
 
@@ -161,12 +160,11 @@ class LlamaEngine:
                 del owners[key]
 
 
-class LlamaHandler(EngineHandler):
+class LlamaHandler(ConnectionHandler[LlamaEngine]):
     """One client connection's requests."""
 
     def __init__(self, engine: LlamaEngine) -> None:
-        self.engine = engine
-        self.conn: ServerConnection | None = None
+        super().__init__(engine)
         self._keys: dict[int, int] = {}  # request id -> engine key
 
     def ping(self, rid: int, nonce: int) -> Pong:
@@ -177,20 +175,15 @@ class LlamaHandler(EngineHandler):
         waiting = len(sched.waiting) + sched.inbox.qsize()
         return Pong(nonce, running=len(sched.running), waiting=waiting)
 
-    def hello_ack(self, hello: Hello) -> HelloAck:
-        return self.engine.hello_ack()
-
     def start(self, rid: int, query: Query) -> EngineError | None:
-        if not isinstance(query, TextQuery):
-            return not_served(query)
-        refused = self.engine.check(query)
-        if refused is not None:
-            return refused
+        text = text_query(query, self.engine.check)
+        if isinstance(text, EngineError):
+            return text
         assert self.conn is not None
         if len(self._keys) > 2 * self.engine.backend.cfg.slots:  # drop finished requests
             active = self.conn.session.active
             self._keys = {r: k for r, k in self._keys.items() if r in active}
-        self._keys[rid] = self.engine.submit(self.conn, rid, query)
+        self._keys[rid] = self.engine.submit(self.conn, rid, text)
         return None
 
     def cancel(self, rid: int, reason: str) -> None:
@@ -206,6 +199,4 @@ class LlamaHandler(EngineHandler):
 
 def connection(engine: LlamaEngine) -> ServerConnection:
     """A client connection's protocol object."""
-    handler = LlamaHandler(engine)
-    handler.conn = ServerConnection(handler)
-    return handler.conn
+    return LlamaHandler(engine).connect()

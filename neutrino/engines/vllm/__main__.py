@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from pathlib import Path
 
-from neutrino.engines.serve import add_listen_arguments, listen_of
+from neutrino.engines.serve import add_listen_arguments, exit_missing, listen_of, start_logging
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -30,13 +29,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s: %(message)s")
+    start_logging(args.log_level)
     try:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
     except ImportError as exc:
-        print(f"the vLLM engine needs vLLM ({exc.name} is missing): make vllm", file=sys.stderr)
-        raise SystemExit(1) from None
+        exit_missing("the vLLM engine needs vLLM", exc, "make vllm")
     from neutrino.engines.serve import serve_until_signalled
     from neutrino.engines.vllm.handler import VllmEngine
 

@@ -24,15 +24,14 @@ from neutrino.engine.messages import (
     Capability,
     EngineError,
     ErrorCode,
-    Hello,
     HelloAck,
     ModelInfo,
     Query,
     TextQuery,
 )
 from neutrino.engine.wire.schema import PROTOCOL_VERSION
-from neutrino.engines.serve import RequestTasks, ServerConnection
-from neutrino.engines.session import EngineHandler, not_served
+from neutrino.engines.serve import ConnectionHandler, RequestTasks, ServerConnection
+from neutrino.engines.session import text_query
 from neutrino.engines.vllm.mapping import (
     prompt_ids,
     result_of,
@@ -114,32 +113,24 @@ class VllmEngine:
         return None
 
     def connection(self) -> ServerConnection:
-        handler = VllmHandler(self, next(self._connections))
-        handler.conn = ServerConnection(handler)
-        return handler.conn
+        return VllmHandler(self, next(self._connections)).connect()
 
 
-class VllmHandler(EngineHandler):
+class VllmHandler(ConnectionHandler[VllmEngine]):
     """One client connection's queries, each a ``generate`` task."""
 
     def __init__(self, engine: VllmEngine, conn_id: int) -> None:
-        self.engine = engine
+        super().__init__(engine)
         self.conn_id = conn_id
-        self.conn: ServerConnection | None = None
         self._tasks = RequestTasks()
 
-    def hello_ack(self, hello: Hello) -> HelloAck:
-        return self.engine.hello_ack()
-
     def start(self, rid: int, query: Query) -> EngineError | None:
-        if not isinstance(query, TextQuery):
-            return not_served(query)
-        refused = self.engine.check(query)
-        if refused is not None:
-            return refused
+        text = text_query(query, self.engine.check)
+        if isinstance(text, EngineError):
+            return text
         if len(self._tasks) >= self.engine.capacity:
             return EngineError(ErrorCode.OVERLOADED, "the engine is at capacity")
-        self._tasks.start(rid, self._run(rid, query))
+        self._tasks.start(rid, self._run(rid, text))
         self.engine.count("queries")
         return None
 

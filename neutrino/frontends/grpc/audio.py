@@ -11,22 +11,13 @@ reaches ``close()``, so the engine gets one cancel.
 
 from __future__ import annotations
 
+import functools
 import math
-import time
 
 from neutrino.audio.codecs import SpeechEncoder
 from neutrino.audio.subtitles import transcript
 from neutrino.frontends.common import uploaded_audio
-from neutrino.frontends.grpc.calls import (
-    Context,
-    Service,
-    caller,
-    closing,
-    guarded,
-    metadata,
-    refusals,
-    send,
-)
+from neutrino.frontends.grpc.calls import Arrival, Context, Service, closing, send
 from neutrino.frontends.grpc.modal import usage
 from neutrino.frontends.grpc.stubs import audio_pb2, audio_pb2_grpc
 from neutrino.pipeline import modal_rules as rules
@@ -88,35 +79,33 @@ class AudioService(Service, audio_pb2_grpc.AudioServicer):
     async def Transcribe(
         self, request: audio_pb2.TranscriptionRequest, context: Context
     ) -> audio_pb2.TranscriptionResponse | None:
-        return await guarded(
-            context,
-            "Transcribe",
-            lambda: self._audio(request, context, AudioTask.TRANSCRIBE),
-            refusals(self.orch, "transcribe"),
-        )
+        return await self._transcription(request, context, AudioTask.TRANSCRIBE, "Transcribe")
 
     async def Translate(
         self, request: audio_pb2.TranscriptionRequest, context: Context
     ) -> audio_pb2.TranscriptionResponse | None:
-        return await guarded(
-            context,
-            "Translate",
-            lambda: self._audio(request, context, AudioTask.TRANSLATE),
-            refusals(self.orch, "transcribe"),
-        )
+        return await self._transcription(request, context, AudioTask.TRANSLATE, "Translate")
+
+    async def _transcription(
+        self, msg: audio_pb2.TranscriptionRequest, context: Context, task: AudioTask, what: str
+    ) -> audio_pb2.TranscriptionResponse | None:
+        run = functools.partial(self._audio, msg, context, task)
+        return await self.guarded(context, what, "transcribe", run)
 
     async def _audio(
-        self, msg: audio_pb2.TranscriptionRequest, context: Context, task: AudioTask
+        self,
+        msg: audio_pb2.TranscriptionRequest,
+        context: Context,
+        task: AudioTask,
+        arrival: Arrival,
     ) -> audio_pb2.TranscriptionResponse:
-        received = time.monotonic_ns()
-        principal = caller(context, self.orch.keys)
-        job = transcription_job(msg, task, metadata(context, "traceparent"))
+        job = transcription_job(msg, task, arrival.traceparent)
         limit = self.cfg.limits.max_audio_seconds
         audio = await uploaded_audio(msg.audio, self.orch.audio_rate(job.model), limit, "audio")
         job = rules.with_audio(job, audio.pcm, audio.sample_rate)
         prefix = "trsc" if task is AudioTask.TRANSCRIBE else "trsl"
-        call = await self.call(job, prefix, context, principal, received)
-        result = job.transcript(await closing(context, call, call.result))
+        call, answer = await self.answer(job, prefix, context, arrival)
+        result = job.transcript(answer)
         segments = result.segments
         return audio_pb2.TranscriptionResponse(
             id=call.request_id,
@@ -136,14 +125,12 @@ class AudioService(Service, audio_pb2_grpc.AudioServicer):
         )
 
     async def Speak(self, request: audio_pb2.SpeechRequest, context: Context) -> None:
-        async def run() -> None:
-            received = time.monotonic_ns()
-            principal = caller(context, self.orch.keys)
-            job = speech_job(request, metadata(context, "traceparent"))
-            call = await self.call(job, "speech", context, principal, received)
+        async def run(arrival: Arrival) -> None:
+            job = speech_job(request, arrival.traceparent)
+            call = await self.call(job, "speech", context, arrival)
             await closing(context, call, lambda: self._stream(call, job.fmt, context))
 
-        await guarded(context, "Speak", run, refusals(self.orch, "speak"))
+        await self.guarded(context, "Speak", "speak", run)
 
     async def _stream(self, call: ModalCall, fmt: str, context: Context) -> None:
         """Write the audio as it comes; every write is awaited, so a slow client holds

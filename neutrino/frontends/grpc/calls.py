@@ -12,7 +12,9 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import grpc
@@ -23,6 +25,7 @@ from neutrino.frontends.common import new_id
 from neutrino.pipeline.auth import KeyRing, Principal
 
 if TYPE_CHECKING:
+    from neutrino.engine.messages import ModalResult
     from neutrino.pipeline.call import ModalCall
     from neutrino.pipeline.modalities import ModalJob
     from neutrino.pipeline.orchestrator import Orchestrator
@@ -166,6 +169,16 @@ async def closing(context: Context, request: Closable, run: Callable[[], Awaitab
         return await run()
 
 
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """A call as it came: when, whose (its key checked on arrival, so nothing is done
+    for a refusal) and its trace context."""
+
+    received_ns: int
+    principal: Principal | None
+    traceparent: str
+
+
 class Service:
     """What every gRPC service of Neutrino's is: the pipeline it serves through."""
 
@@ -177,20 +190,36 @@ class Service:
         """The running configuration (the orchestrator's: a reload swaps it)."""
         return self.orch.cfg
 
+    async def guarded(
+        self, context: Context, what: str, route: str, run: Callable[[Arrival], Awaitable[T]]
+    ) -> T | None:
+        """:func:`guarded` ``run`` of the call's :class:`Arrival`, a refusal counted on
+        ``route``. The arrival is taken first: the time, then the key (UNAUTHENTICATED
+        for a missing or bad one), then the ``traceparent``."""
+
+        async def arrived() -> T:
+            received = time.monotonic_ns()
+            principal = caller(context, self.orch.keys)
+            return await run(Arrival(received, principal, metadata(context, "traceparent")))
+
+        return await guarded(context, what, arrived, refusals(self.orch, route))
+
     async def call(
-        self,
-        job: ModalJob,
-        prefix: str,
-        context: Context,
-        principal: Principal | None,
-        received_ns: int,
+        self, job: ModalJob, prefix: str, context: Context, arrival: Arrival
     ) -> ModalCall:
         """A modality job submitted for this call (its id: ``prefix`` and a new id)."""
         return await self.orch.call(
             job,
             request_id=new_id(prefix),
             timeout_s=timeout_s(context, self.cfg),
-            principal=principal,
+            principal=arrival.principal,
             protocol="grpc",
-            received_ns=received_ns,
+            received_ns=arrival.received_ns,
         )
+
+    async def answer(
+        self, job: ModalJob, prefix: str, context: Context, arrival: Arrival
+    ) -> tuple[ModalCall, ModalResult]:
+        """A one-answer job's call and its result (the call closed after it)."""
+        call = await self.call(job, prefix, context, arrival)
+        return call, await closing(context, call, call.result)

@@ -43,6 +43,18 @@ EXTRA_DIRS = (Path("sombrero") / "v1", Path("grpc") / "reflection" / "v1")
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
 
 
+def not_generated(exc: ModuleNotFoundError, which: str, or_else: str = "") -> ImportError:
+    """The error to raise for ``exc`` in a checkout that skipped ``make protos`` (the
+    ``which`` stubs missing; ``or_else``: what else helps); ``exc`` itself is raised
+    when it is some other module that is missing."""
+    if not (exc.name or "").startswith("neutrino.v1"):
+        raise exc
+    return ImportError(
+        f"the {which} stubs are not generated: run `make protos` "
+        f"(or `python -m neutrino.frontends.grpc.codegen`){or_else}"
+    )
+
+
 def proto_files(proto_root: Path = PROTO_ROOT) -> list[Path]:
     """The .proto files to compile, relative to ``proto_root``."""
     return sorted(p.relative_to(proto_root) for p in (proto_root / PACKAGE_DIR).glob("*.proto"))

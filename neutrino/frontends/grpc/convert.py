@@ -17,15 +17,6 @@ from neutrino.errors import bad_request
 from neutrino.frontends.common import new_id
 from neutrino.frontends.grpc.stubs import inference_pb2
 from neutrino.pipeline import chat, sampling
-from neutrino.pipeline.chat import (
-    FunctionCall,
-    ImagePart,
-    Message,
-    Part,
-    TextPart,
-    Tool,
-    ToolChoice,
-)
 from neutrino.pipeline.draft import Draft, Names
 from neutrino.pipeline.fields import Loc, invalid, path
 from neutrino.pipeline.images import check_image, decode_image_url
@@ -141,9 +132,9 @@ def _chat(c: inference_pb2.Chat, d: Draft, limits: LimitsConfig) -> None:
         d.tools = tuple([_tool(t, i) for i, t in enumerate(c.tools)])
     choice = c.tool_choice.WhichOneof("choice") if c.HasField("tool_choice") else None
     if choice == "function":
-        d.tool_choice = ToolChoice("named", c.tool_choice.function)
+        d.tool_choice = chat.ToolChoice("named", c.tool_choice.function)
     elif choice == "mode" and c.tool_choice.mode in _MODES:
-        d.tool_choice = ToolChoice(_MODES[c.tool_choice.mode])  # type: ignore[arg-type]
+        d.tool_choice = chat.ToolChoice(_MODES[c.tool_choice.mode])  # type: ignore[arg-type]
     if c.HasField("parallel_tool_calls"):
         d.parallel_tool_calls = c.parallel_tool_calls
     if c.HasField("response_format"):
@@ -157,11 +148,11 @@ def _chat(c: inference_pb2.Chat, d: Draft, limits: LimitsConfig) -> None:
         d.reasoning_format = _REASONING_FORMATS[c.reasoning_format]  # type: ignore[assignment]
 
 
-def _message(m: inference_pb2.ChatMessage, i: int, d: Draft) -> Message:
+def _message(m: inference_pb2.ChatMessage, i: int, d: Draft) -> chat.Message:
     """One turn; an assistant's that only calls tools and sets no content has none."""
     at: Loc = (*NAMES.messages, i)
     who = chat.role(m.role, (*at, "role"))
-    content: str | tuple[Part, ...] | None
+    content: str | tuple[chat.Part, ...] | None
     if m.parts:
         if m.content:
             raise invalid((*at, "parts"), f"{path(at)}: set content or parts, not both")
@@ -178,26 +169,26 @@ def _message(m: inference_pb2.ChatMessage, i: int, d: Draft) -> Message:
     return chat.message(who, content, calls, extra, at)
 
 
-def _part(p: inference_pb2.ContentPart, at: Loc, d: Draft) -> Part:
+def _part(p: inference_pb2.ContentPart, at: Loc, d: Draft) -> chat.Part:
     kind = p.WhichOneof("part")
     if kind == "text":
-        return TextPart(p.text)
+        return chat.TextPart(p.text)
     if kind == "image_url":
         chat.images_count(len(d.images), at)
-        return ImagePart(d.add_image(decode_image_url(p.image_url, at)))
+        return chat.ImagePart(d.add_image(decode_image_url(p.image_url, at)))
     if kind == "image":
         chat.images_count(len(d.images), at)
-        return ImagePart(d.add_image(check_image(p.image, at)))
+        return chat.ImagePart(d.add_image(check_image(p.image, at)))
     raise invalid(at, "{at} must set text, image_url or image")
 
 
-def _call(c: inference_pb2.ToolCall, at: Loc) -> FunctionCall:
+def _call(c: inference_pb2.ToolCall, at: Loc) -> chat.FunctionCall:
     if not c.name:
         raise invalid((*at, "name"), "{at} is required")
-    return FunctionCall(c.name, c.arguments, c.id or None)
+    return chat.FunctionCall(c.name, c.arguments, c.id or None)
 
 
-def _tool(t: inference_pb2.Tool, i: int) -> Tool:
+def _tool(t: inference_pb2.Tool, i: int) -> chat.Tool:
     """A function tool: name, description, parameters (a JSON schema object), strict."""
     at: Loc = (*NAMES.tools, i)
     if not t.name:
@@ -210,7 +201,7 @@ def _tool(t: inference_pb2.Tool, i: int) -> Tool:
             raise invalid(where, "{at} must be a JSON object")
         parameters = value
     extra: dict[str, object] = {"strict": t.strict} if t.HasField("strict") else {}
-    return Tool(t.name, t.description or None, parameters, extra)
+    return chat.Tool(t.name, t.description or None, parameters, extra)
 
 
 def _response_format(rf: inference_pb2.ResponseFormat, d: Draft, limits: LimitsConfig) -> None:

@@ -7,17 +7,7 @@ the proto's field names are HTTP's), and gets the same engine query and token co
 
 from __future__ import annotations
 
-import time
-
-from neutrino.frontends.grpc.calls import (
-    Context,
-    Service,
-    caller,
-    closing,
-    guarded,
-    metadata,
-    refusals,
-)
+from neutrino.frontends.grpc.calls import Arrival, Context, Service
 from neutrino.frontends.grpc.modal import usage
 from neutrino.frontends.grpc.stubs import embeddings_pb2, embeddings_pb2_grpc
 from neutrino.pipeline import modal_rules as rules
@@ -57,12 +47,10 @@ class EmbeddingsService(Service, embeddings_pb2_grpc.EmbeddingsServicer):
     async def Embed(
         self, request: embeddings_pb2.EmbedRequest, context: Context
     ) -> embeddings_pb2.EmbedResponse | None:
-        async def run() -> embeddings_pb2.EmbedResponse:
-            received = time.monotonic_ns()
-            principal = caller(context, self.orch.keys)
-            job = embed_job(request, metadata(context, "traceparent"))
-            call = await self.call(job, "embd", context, principal, received)
-            rows = job.rows(await closing(context, call, call.result))
+        async def run(arrival: Arrival) -> embeddings_pb2.EmbedResponse:
+            job = embed_job(request, arrival.traceparent)
+            call, result = await self.answer(job, "embd", context, arrival)
+            rows = job.rows(result)
             return embeddings_pb2.EmbedResponse(
                 id=call.request_id,
                 model=job.model,
@@ -73,17 +61,15 @@ class EmbeddingsService(Service, embeddings_pb2_grpc.EmbeddingsServicer):
                 usage=usage(call),
             )
 
-        return await guarded(context, "Embed", run, refusals(self.orch, "embed"))
+        return await self.guarded(context, "Embed", "embed", run)
 
     async def Rerank(
         self, request: embeddings_pb2.RerankRequest, context: Context
     ) -> embeddings_pb2.RerankResponse | None:
-        async def run() -> embeddings_pb2.RerankResponse:
-            received = time.monotonic_ns()
-            principal = caller(context, self.orch.keys)
-            job, return_documents = rerank_job(request, metadata(context, "traceparent"))
-            call = await self.call(job, "rerank", context, principal, received)
-            ranked = job.ranked(await closing(context, call, call.result))
+        async def run(arrival: Arrival) -> embeddings_pb2.RerankResponse:
+            job, return_documents = rerank_job(request, arrival.traceparent)
+            call, result = await self.answer(job, "rerank", context, arrival)
+            ranked = job.ranked(result)
             results = []
             for i, score in ranked:
                 r = embeddings_pb2.RerankResult(index=i, relevance_score=score)
@@ -98,4 +84,4 @@ class EmbeddingsService(Service, embeddings_pb2_grpc.EmbeddingsServicer):
                 usage=usage(call),
             )
 
-        return await guarded(context, "Rerank", run, refusals(self.orch, "rerank"))
+        return await self.guarded(context, "Rerank", "rerank", run)

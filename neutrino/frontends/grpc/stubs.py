@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from neutrino.frontends.grpc.codegen import not_generated
+
 try:
     from neutrino.v1 import (
         audio_pb2,
@@ -17,12 +19,7 @@ try:
         vision_pb2_grpc,
     )
 except ModuleNotFoundError as exc:  # pragma: no cover - a checkout that skipped `make`
-    if not (exc.name or "").startswith("neutrino.v1"):
-        raise
-    raise ImportError(
-        "the gRPC stubs are not generated: run `make protos` "
-        "(or `python -m neutrino.frontends.grpc.codegen`), or set [grpc] enabled = false"
-    ) from exc
+    raise not_generated(exc, "gRPC", ", or set [grpc] enabled = false") from exc
 
 __all__ = [
     "audio_pb2",

@@ -8,18 +8,9 @@ same messages) before anything reaches an engine.
 from __future__ import annotations
 
 import asyncio
-import time
 
 from neutrino.errors import bad_request
-from neutrino.frontends.grpc.calls import (
-    Context,
-    Service,
-    caller,
-    closing,
-    guarded,
-    metadata,
-    refusals,
-)
+from neutrino.frontends.grpc.calls import Arrival, Context, Service
 from neutrino.frontends.grpc.stubs import vision_pb2, vision_pb2_grpc
 from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.images import MAX_IMAGE_BYTES, check_image
@@ -43,18 +34,16 @@ class VisionService(Service, vision_pb2_grpc.VisionServicer):
     async def Detect(
         self, request: vision_pb2.DetectRequest, context: Context
     ) -> vision_pb2.DetectResponse | None:
-        async def run() -> vision_pb2.DetectResponse:
-            received = time.monotonic_ns()
-            principal = caller(context, self.orch.keys)
+        async def run(arrival: Arrival) -> vision_pb2.DetectResponse:
             name = rules.model_name(request.model)
             data = request.image
             if len(data) > _OFFLOAD_BYTES:
                 img = await asyncio.to_thread(image, data)
             else:
                 img = image(data)
-            job = rules.detect(name, img, threshold(request), metadata(context, "traceparent"))
-            call = await self.call(job, "det", context, principal, received)
-            boxes = job.boxes(await closing(context, call, call.result))
+            job = rules.detect(name, img, threshold(request), arrival.traceparent)
+            call, result = await self.answer(job, "det", context, arrival)
+            boxes = job.boxes(result)
             return vision_pb2.DetectResponse(
                 id=call.request_id,
                 model=name,
@@ -68,4 +57,4 @@ class VisionService(Service, vision_pb2_grpc.VisionServicer):
                 ],
             )
 
-        return await guarded(context, "Detect", run, refusals(self.orch, "detect"))
+        return await self.guarded(context, "Detect", "detect", run)

@@ -57,6 +57,7 @@ tool parser            format
 
 from __future__ import annotations
 
+from neutrino.text.parsers import registry
 from neutrino.text.parsers.base import (
     CallIds,
     Delta,
@@ -65,15 +66,7 @@ from neutrino.text.parsers.base import (
     ToolCallDelta,
     ToolParser,
 )
-from neutrino.text.parsers.registry import (
-    UnknownParser,
-    parse_reasoning,
-    parse_tools,
-    reasoning_parser,
-    reasoning_parser_names,
-    tool_parser,
-    tool_parser_names,
-)
+from neutrino.text.parsers.registry import *  # noqa: F403 (its __all__, re-exported)
 
 __all__ = [
     "CallIds",
@@ -82,11 +75,5 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "ToolParser",
-    "UnknownParser",
-    "parse_reasoning",
-    "parse_tools",
-    "reasoning_parser",
-    "reasoning_parser_names",
-    "tool_parser",
-    "tool_parser_names",
 ]
+__all__ += registry.__all__

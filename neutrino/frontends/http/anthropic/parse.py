@@ -27,10 +27,11 @@ templates render a finished assistant turn, not one to continue.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import NeutrinoError, bad_request, parse_path, unsupported
-from neutrino.frontends.common import new_id
+from neutrino.frontends.common import new_id, object_member
 from neutrino.pipeline import chat, sampling
 from neutrino.pipeline.chat import (
     AUTO_TOOLS,
@@ -129,10 +130,8 @@ def _generation_fields(body: dict[str, object], d: Draft, limits: LimitsConfig) 
         if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
             raise bad_request("stop_sequences must be an array of strings", "stop_sequences")
         d.stop = sampling.stops(stops, ("stop_sequences",), limits)
-    metadata = body.get("metadata")
+    metadata = object_member(body, "metadata")
     if metadata is not None:
-        if not isinstance(metadata, dict):
-            raise bad_request("metadata must be an object", "metadata")
         user = metadata.get("user_id")
         if user is not None:
             if not isinstance(user, str):
@@ -315,11 +314,19 @@ def _system(system: object) -> Message | None:
     return Message("system", tuple(parts))
 
 
-def _block(block: object, where: str) -> tuple[str, dict[str, object]]:
-    """A content block's type, and the block."""
-    if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-        raise bad_request(f"{where} must be a content block with a type", where)
-    return block["type"], block
+def _blocks(blocks: list[object], where: str) -> Iterator[tuple[str, str, dict[str, object]]]:
+    """Each content block of ``blocks`` (at ``where``): its place, its type, the block."""
+    for j, block in enumerate(blocks):
+        at = f"{where}[{j}]"
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise bad_request(f"{at} must be a content block with a type", at)
+        yield at, block["type"], block
+
+
+def _not_in(kind: str, where: str, turn: str) -> NeutrinoError:
+    return unsupported(
+        f"{where}: content blocks of type {kind[:64]!r} are not supported in {turn}", where
+    )
 
 
 def _text_part(block: dict[str, object], where: str) -> TextPart:
@@ -353,9 +360,7 @@ def _image_part(block: dict[str, object], where: str, d: Draft) -> ImagePart:
 def _user_turn(blocks: list[object], i: int, out: list[Message], d: Draft) -> None:
     """A user turn: its tool results as ``tool`` messages, then its text and images."""
     parts: list[Part] = []
-    for j, block in enumerate(blocks):
-        where = f"messages[{i}].content[{j}]"
-        kind, block = _block(block, where)
+    for where, kind, block in _blocks(blocks, f"messages[{i}].content"):
         if kind == "text":
             parts.append(_text_part(block, where))
         elif kind == "image":
@@ -363,10 +368,7 @@ def _user_turn(blocks: list[object], i: int, out: list[Message], d: Draft) -> No
         elif kind == "tool_result":
             out.append(_tool_result(block, where))
         else:
-            raise unsupported(
-                f"{where}: content blocks of type {kind[:64]!r} are not supported in a user turn",
-                where,
-            )
+            raise _not_in(kind, where, "a user turn")
     if parts or not blocks:
         out.append(Message("user", tuple(parts)))
 
@@ -380,9 +382,7 @@ def _tool_result(block: dict[str, object], where: str) -> Message:
         content = ""
     if isinstance(content, list):
         texts = []
-        for k, part in enumerate(content):
-            at = f"{where}.content[{k}]"
-            kind, part = _block(part, at)
+        for at, kind, part in _blocks(content, f"{where}.content"):
             if kind != "text":
                 raise unsupported(f"{at}: a tool result may hold only text blocks", at)
             texts.append(_text_part(part, at).text)
@@ -399,9 +399,7 @@ def _assistant_turn(blocks: list[object], i: int) -> Message:
     parts: list[Part] = []
     reasoning: list[str] = []
     calls: list[FunctionCall] = []
-    for j, block in enumerate(blocks):
-        where = f"messages[{i}].content[{j}]"
-        kind, block = _block(block, where)
+    for where, kind, block in _blocks(blocks, f"messages[{i}].content"):
         if kind == "text":
             parts.append(_text_part(block, where))
         elif kind == "thinking":
@@ -412,11 +410,7 @@ def _assistant_turn(blocks: list[object], i: int) -> Message:
         elif kind == "tool_use":
             calls.append(_tool_use(block, where))
         elif kind != "redacted_thinking":
-            raise unsupported(
-                f"{where}: content blocks of type {kind[:64]!r} are not supported in an "
-                "assistant turn",
-                where,
-            )
+            raise _not_in(kind, where, "an assistant turn")
     content: tuple[Part, ...] | str | None = tuple(parts) or (None if calls else "")
     extra = {"reasoning_content": "".join(reasoning)} if reasoning else {}
     return Message("assistant", content, tuple(calls), extra)

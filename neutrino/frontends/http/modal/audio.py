@@ -35,6 +35,7 @@ from neutrino.errors import ErrorKind, NeutrinoError, bad_request, unsupported
 from neutrino.frontends.common import new_id, uploaded_audio
 from neutrino.frontends.http.exchange import json_response, read_json
 from neutrino.frontends.http.guard import caller, received_at
+from neutrino.frontends.http.modal import answered
 from neutrino.frontends.http.routes import AiohttpHandler, RouteGroup
 from neutrino.frontends.http.sse import SlowClient, within
 from neutrino.pipeline import modal_rules as rules
@@ -306,13 +307,8 @@ class AudioRoutes(RouteGroup):
         audio = await uploaded_audio(form.file, self.orch.audio_rate(model), limit, "file")
         job = rules.with_audio(job, audio.pcm, audio.sample_rate)
         prefix = "trsc" if task is AudioTask.TRANSCRIBE else "trsl"
-        call = await self.orch.call(
-            job, received_ns=received_at(request), principal=principal, request_id=new_id(prefix)
-        )
-        try:
-            result = job.transcript(await call.result())
-        finally:
-            call.close()
+        _, answer = await answered(self.orch, request, job, principal, new_id(prefix))
+        result = job.transcript(answer)
         return self._render(fmt, task, result, job.language, job.temperature)
 
     def _render(

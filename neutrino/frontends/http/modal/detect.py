@@ -9,7 +9,8 @@ from aiohttp import web
 from neutrino.errors import bad_request
 from neutrino.frontends.common import new_id
 from neutrino.frontends.http.exchange import json_response, read_json
-from neutrino.frontends.http.guard import caller, received_at
+from neutrino.frontends.http.guard import caller
+from neutrino.frontends.http.modal import answered
 from neutrino.frontends.http.routes import AiohttpHandler, RouteGroup
 from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.images import decode_image_url
@@ -36,13 +37,8 @@ class DetectRoutes(RouteGroup):
         traceparent = request.headers.get("traceparent", "")
         job = rules.detect(model, image, body.get("threshold"), traceparent)
         rid = new_id("det")
-        call = await self.orch.call(
-            job, received_ns=received_at(request), principal=principal, request_id=rid
-        )
-        try:
-            boxes = job.boxes(await call.result())
-        finally:
-            call.close()
+        _, result = await answered(self.orch, request, job, principal, rid)
+        boxes = job.boxes(result)
         data: list[dict[str, object]] = [
             {"label": b.label, "score": b.score, "box": [b.x0, b.y0, b.x1, b.y1]} for b in boxes
         ]

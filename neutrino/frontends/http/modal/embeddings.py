@@ -11,7 +11,8 @@ from aiohttp import web
 from neutrino.errors import bad_request
 from neutrino.frontends.common import new_id
 from neutrino.frontends.http.exchange import json_response, read_json
-from neutrino.frontends.http.guard import caller, received_at
+from neutrino.frontends.http.guard import caller
+from neutrino.frontends.http.modal import answered
 from neutrino.frontends.http.routes import AiohttpHandler, RouteGroup
 from neutrino.pipeline import modal_rules as rules
 from neutrino.pipeline.fields import is_int
@@ -85,13 +86,8 @@ class EmbeddingRoutes(RouteGroup):
         principal = caller(self.orch.keys, request)
         traceparent = request.headers.get("traceparent", "")
         job, fmt = embed_job(await read_json(request, self.cfg.limits), traceparent)
-        call = await self.orch.call(
-            job, received_ns=received_at(request), principal=principal, request_id=new_id("embd")
-        )
-        try:
-            rows = job.rows(await call.result())
-        finally:
-            call.close()
+        call, result = await answered(self.orch, request, job, principal, new_id("embd"))
+        rows = job.rows(result)
         data = []
         for i, row in enumerate(rows):
             vector: object = row
@@ -113,13 +109,8 @@ class EmbeddingRoutes(RouteGroup):
         traceparent = request.headers.get("traceparent", "")
         job, return_documents = rerank_job(await read_json(request, self.cfg.limits), traceparent)
         rid = new_id("rerank")
-        call = await self.orch.call(
-            job, received_ns=received_at(request), principal=principal, request_id=rid
-        )
-        try:
-            ranked = job.ranked(await call.result())
-        finally:
-            call.close()
+        call, result = await answered(self.orch, request, job, principal, rid)
+        ranked = job.ranked(result)
         results = []
         for i, score in ranked:
             item: dict[str, object] = {"index": i, "relevance_score": score}

@@ -18,16 +18,6 @@ from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, bad_request, unsupported
 from neutrino.frontends.common import new_id
 from neutrino.pipeline import chat, sampling
-from neutrino.pipeline.chat import (
-    ROLE_OF,
-    FunctionCall,
-    ImagePart,
-    Message,
-    Part,
-    TextPart,
-    Tool,
-    ToolChoice,
-)
 from neutrino.pipeline.draft import Draft
 from neutrino.pipeline.fields import Loc, boolean, integer, invalid, is_int, string
 from neutrino.pipeline.images import decode_image_url
@@ -173,26 +163,26 @@ def _messages(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.messages = tuple([_message(d, m, i) for i, m in enumerate(v)])
 
 
-def _message(d: Draft, m: object, i: int) -> Message:
+def _message(d: Draft, m: object, i: int) -> chat.Message:
     if not isinstance(m, dict):
         raise bad_request(f"messages[{i}] must be an object", f"messages[{i}]")
     raw = m.get("role")
-    role = ROLE_OF.get(raw) if raw.__class__ is str else None
+    role = chat.ROLE_OF.get(raw) if raw.__class__ is str else None
     if role is None:
         role = chat.role(raw, ("messages", i, "role"))  # raises: not a role
-    calls: tuple[FunctionCall, ...] = ()
+    calls: tuple[chat.FunctionCall, ...] = ()
     if "tool_calls" in m:
         calls = _tool_calls(m["tool_calls"], ("messages", i, "tool_calls"))
     content = m.get("content")
     if len(m) == 2 and content.__class__ is str and role != "function":  # the common case
-        return Message(role, content)
+        return chat.Message(role, content)
     extra = {k: x for k, x in m.items() if k not in _MESSAGE_KEYS} or _NO_EXTRA
     if content.__class__ is str or content is None:
         return chat.message(role, content, calls, extra, ("messages", i))
     if isinstance(content, list):
         at = ("messages", i, "content")
         parts = tuple([_content_part(d, p, (*at, j)) for j, p in enumerate(content)])
-        return Message(role, parts, calls, extra)
+        return chat.Message(role, parts, calls, extra)
     raise invalid(("messages", i, "content"), "{at} must be a string or an array")
 
 
@@ -200,14 +190,14 @@ _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls"})
 _CALL_KEYS = frozenset({"id", "type", "function"})
 
 
-def _tool_calls(calls: object, where: Loc) -> tuple[FunctionCall, ...]:
+def _tool_calls(calls: object, where: Loc) -> tuple[chat.FunctionCall, ...]:
     """An assistant turn's earlier tool calls: null, or OpenAI's shape (arguments may also
     be an object, as some clients send them)."""
     if calls is None:
         return ()
     if not isinstance(calls, list):
         raise invalid(where, "{at} must be an array")
-    out: list[FunctionCall] = []
+    out: list[chat.FunctionCall] = []
     for k, call in enumerate(calls):
         at = (*where, k)
         fn = call.get("function") if isinstance(call, dict) else None
@@ -222,11 +212,11 @@ def _tool_calls(calls: object, where: Loc) -> tuple[FunctionCall, ...]:
         if call.get("type", "function") != "function":
             raise invalid((*at, "type"), "{at} must be 'function'")
         extra = {key: x for key, x in call.items() if key not in _CALL_KEYS} or _NO_EXTRA
-        out.append(FunctionCall(fn["name"], arguments, call_id, extra))
+        out.append(chat.FunctionCall(fn["name"], arguments, call_id, extra))
     return tuple(out)
 
 
-def _content_part(d: Draft, part: object, at: Loc) -> Part:
+def _content_part(d: Draft, part: object, at: Loc) -> chat.Part:
     if not isinstance(part, dict) or not isinstance(part.get("type"), str):
         raise invalid(at, "{at} must be an object with a type")
     kind = part["type"]
@@ -236,7 +226,7 @@ def _content_part(d: Draft, part: object, at: Loc) -> Part:
         if not isinstance(url, str):
             raise invalid((*at, "image_url", "url"), "{at} must be a string", param=at)
         chat.images_count(len(d.images), at)
-        return ImagePart(d.add_image(decode_image_url(url, at)))
+        return chat.ImagePart(d.add_image(decode_image_url(url, at)))
     if kind != "text":
         raise invalid(
             at,
@@ -246,7 +236,7 @@ def _content_part(d: Draft, part: object, at: Loc) -> Part:
     text = part.get("text")
     if not isinstance(text, str):
         raise invalid((*at, "text"), "{at} must be a string")
-    return TextPart(text)
+    return chat.TextPart(text)
 
 
 def _chat_logprobs(d: Draft, v: object, limits: LimitsConfig) -> None:
@@ -273,7 +263,7 @@ def _tools(d: Draft, v: object, limits: LimitsConfig) -> None:
     d.tools = tuple([_tool(t, i) for i, t in enumerate(v)])
 
 
-def _tool(t: object, i: int) -> Tool:
+def _tool(t: object, i: int) -> chat.Tool:
     fn = t.get("function") if isinstance(t, dict) else None
     if (
         not isinstance(t, dict)
@@ -294,7 +284,9 @@ def _tool(t: object, i: int) -> Tool:
         )
     extra = {k: x for k, x in fn.items() if k not in _FUNCTION_KEYS} or _NO_EXTRA
     description = fn.get("description")
-    return Tool(fn["name"], description if isinstance(description, str) else None, params, extra)
+    return chat.Tool(
+        fn["name"], description if isinstance(description, str) else None, params, extra
+    )
 
 
 def _reasoning_format(d: Draft, v: object, limits: LimitsConfig) -> None:
@@ -416,7 +408,7 @@ def parse_chat(body: object, limits: LimitsConfig) -> GenerateRequest:
     return d.freeze()
 
 
-def _tool_choice(choice: object) -> ToolChoice:
+def _tool_choice(choice: object) -> chat.ToolChoice:
     """OpenAI's ``tool_choice`` (checked against ``tools`` by the draft)."""
     if isinstance(choice, dict):
         fn = choice.get("function")
@@ -427,9 +419,9 @@ def _tool_choice(choice: object) -> ToolChoice:
                 "{'type': 'function', 'function': {'name': ...}}",
                 "tool_choice",
             )
-        return ToolChoice("named", name)
+        return chat.ToolChoice("named", name)
     if choice in ("auto", "none", "required"):
-        return ToolChoice(choice)
+        return chat.ToolChoice(choice)
     raise bad_request("tool_choice must be 'auto', 'none', 'required' or a function", "tool_choice")
 
 

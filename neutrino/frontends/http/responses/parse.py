@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from neutrino.config import LimitsConfig
 from neutrino.errors import ErrorKind, NeutrinoError, bad_request, unsupported
-from neutrino.frontends.common import new_id
+from neutrino.frontends.common import new_id, object_member
 from neutrino.frontends.http.openai.parse import fill_chat_fields
 from neutrino.frontends.http.responses.items import Conversation, input_items
 from neutrino.pipeline import chat
@@ -164,20 +164,15 @@ def _sampling(body: dict[str, object], d: Draft, include: list[str], limits: Lim
     """max_output_tokens, text.format, reasoning and logprobs."""
     if body.get("max_output_tokens") is not None:
         d.sample("max_tokens", body["max_output_tokens"], ("max_output_tokens",), limits)
-    text = body.get("text")
+    text = object_member(body, "text")
     if text is not None:
-        if not isinstance(text, dict):
-            raise bad_request("text must be an object", "text")
         fmt = text.get("format")
         if fmt is not None:
             guided, validator = _response_format(fmt, limits)
             d.constrain(guided, validator, "text.format")
-    reasoning = body.get("reasoning")
-    if reasoning is not None:
-        if not isinstance(reasoning, dict):
-            raise bad_request("reasoning must be an object", "reasoning")
-        if reasoning.get("effort") is not None:
-            d.reasoning_effort = chat.reasoning_effort(reasoning["effort"], ("reasoning", "effort"))
+    reasoning = object_member(body, "reasoning")
+    if reasoning is not None and reasoning.get("effort") is not None:
+        d.reasoning_effort = chat.reasoning_effort(reasoning["effort"], ("reasoning", "effort"))
     top = body.get("top_logprobs")
     if top is not None:
         d.sample("top_logprobs", top, ("top_logprobs",), limits)
