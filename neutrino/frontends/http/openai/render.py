@@ -7,6 +7,7 @@ chunk then costs one ``orjson.dumps`` of its text and a bytes join.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Literal
 
 import orjson
@@ -119,36 +120,37 @@ def _choice(index: int, key: str, body: object, lps: object, out: Outcome) -> di
     }
 
 
-def _response(
-    gens: Sequence[Generation],
-    results: Sequence[tuple[str, Outcome]],
+def _answer_object(
     kind: str,
-    choices: list[dict[str, object]],
-) -> dict[str, object]:
-    """The answer object of either route around its ``choices``."""
-    gen = gens[0]
-    return {
-        "id": gen.request_id,
-        "object": kind,
-        "created": gen.created,
-        "model": gen.model,
-        "choices": choices,
-        "usage": usage([out for _, out in results]),
-    }
-
-
-def chat_response(
     gens: Sequence[Generation],
     results: Sequence[tuple[str, Outcome]],
     reasoning_field: str = "reasoning_content",
     defer: bool = False,
 ) -> dict[str, object]:
-    """The answer as an object (``defer``: each choice's logprobs a marker)."""
+    """The answer object of either route (``kind``: its ``object``; ``defer``: each
+    choice's logprobs a marker), in OpenAI's order of fields."""
+    chat = kind == "chat.completion"
+    whole = chat_logprobs if chat else completion_logprobs
     choices = []
-    for i, (text, out) in enumerate(results):
-        lps = None if out.logprobs is None else _logprobs(out, i, defer, chat_logprobs)
-        choices.append(_choice(i, "message", _message(text, out, reasoning_field), lps, out))
-    return _response(gens, results, "chat.completion", choices)
+    for i, ((text, out), gen) in enumerate(zip(results, gens, strict=True)):
+        lps = None if out.logprobs is None else _logprobs(out, i, defer, whole)
+        if chat:
+            choices.append(_choice(i, "message", _message(text, out, reasoning_field), lps, out))
+        else:
+            choices.append(_choice(i, "text", gen.echo + text, lps, out))
+    first = gens[0]
+    return {
+        "id": first.request_id,
+        "object": kind,
+        "created": first.created,
+        "model": first.model,
+        "choices": choices,
+        "usage": usage([out for _, out in results]),
+    }
+
+
+chat_response = partial(_answer_object, "chat.completion")
+completion_response = partial(_answer_object, "text_completion")
 
 
 def _call_delta(c: ToolCallDelta) -> dict[str, object]:
@@ -177,19 +179,6 @@ def _message(text: str, out: Outcome, reasoning_field: str) -> dict[str, object]
             for c in out.tool_calls
         ]
     return msg
-
-
-def completion_response(
-    gens: Sequence[Generation],
-    results: Sequence[tuple[str, Outcome]],
-    reasoning_field: str = "reasoning_content",
-    defer: bool = False,
-) -> dict[str, object]:
-    choices = []
-    for i, ((text, out), gen) in enumerate(zip(results, gens, strict=True)):
-        lps = None if out.logprobs is None else _logprobs(out, i, defer, completion_logprobs)
-        choices.append(_choice(i, "text", gen.echo + text, lps, out))
-    return _response(gens, results, "text_completion", choices)
 
 
 class ChunkEncoder:
