@@ -581,6 +581,17 @@ def print_report(r: dict[str, Any], args: argparse.Namespace) -> None:
         print(f"WARNING: {errors} requests failed")
 
 
+def _stage_totals(r: dict[str, Any]) -> str:
+    """The per-request totals beside the budget: Neutrino's and the relay's, from the
+    non-streamed table's first concurrency (the budget's own has the stages' wrappers)."""
+    row = r["non_stream"][0]
+    return (
+        f"Totals without the wrappers, from the table above at concurrency "
+        f"{row['concurrency']}: Neutrino {row['neutrino']['cpu_us_per_req']:.0f} us a "
+        f"request, the aiohttp relay {row['relay']['cpu_us_per_req']:.0f} us"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--requests", type=int, default=3000)
@@ -604,6 +615,7 @@ def main() -> None:
     p.add_argument("--real-tokens", type=int, default=128, help="tokens per real-engine request")
     p.add_argument("--no-loop-hold", action="store_true", help="skip the loop-hold table")
     p.add_argument("--no-decode", action="store_true", help="skip the typed-request section")
+    p.add_argument("--no-stages", action="store_true", help="skip the per-stage budget")
     p.add_argument("--no-routing", action="store_true", help="skip the routing section")
     p.add_argument("--no-migration", action="store_true", help="skip the migration section")
     p.add_argument("--no-fairness", action="store_true", help="skip the noisy-neighbour section")
@@ -619,6 +631,12 @@ def main() -> None:
     args = p.parse_args()
     report = asyncio.run(main_async(args))
     print_report(report, args)
+    if not args.no_stages:
+        from bench import stages
+
+        report["stages"] = asyncio.run(stages.measure(stages.defaults()))
+        print("\nWhere a chat completion's CPU goes, stage by stage (bench/stages.py), at c=1:")
+        stages.print_budget(report["stages"], _stage_totals(report))
     if not args.no_decode:
         from bench.decode import measure as measure_decode
         from bench.decode import print_decode
