@@ -106,8 +106,10 @@ class Recorder:
     taken off each stage (a slow stream's tokens would otherwise carry the idle work of
     the wait between them)."""
 
-    def __init__(self, warmup: int, count: int) -> None:
+    def __init__(self, warmup: int, count: int, idle_s: float) -> None:
         self.cur = REST
+        self.idle_s = idle_s
+        self.finished = False
         self.active = False
         self.ends = 0
         self.warmup, self.count = warmup, count
@@ -142,6 +144,7 @@ class Recorder:
             self.walls[1] = time.perf_counter()
             self.measured_calls = dict(self.calls)
             self.idle()
+            asyncio.get_running_loop().call_later(self.idle_s, self.finish)
 
     def start(self) -> None:
         self.active = True
@@ -150,9 +153,14 @@ class Recorder:
         raise NotImplementedError
 
     def finish(self) -> None:
-        """The server is exiting: the idle phase ends."""
+        """The idle phase ends (``idle_s`` after the last request; at the latest, when
+        the server exits)."""
+        if self.finished:
+            return
+        self.finished = True
         if self.active:
             self.switch(self.cur)
+            self.active = False
         self.walls[2] = time.perf_counter()
 
     def report(self) -> dict[str, Any]:
@@ -162,8 +170,8 @@ class Recorder:
 
 
 class Clock(Recorder):
-    def __init__(self, warmup: int, count: int) -> None:
-        super().__init__(warmup, count)
+    def __init__(self, warmup: int, count: int, idle_s: float) -> None:
+        super().__init__(warmup, count, idle_s)
         self.ns: dict[str, int] = dict.fromkeys((*STAGES, REST, _CALIB, _CALIB_OUT), 0)
         self.mark = time.perf_counter_ns()
         self.cpu_ns = 0
@@ -189,8 +197,9 @@ class Clock(Recorder):
         self.cpu_ns = -time.process_time_ns()
 
     def finish(self) -> None:
+        if not self.finished:
+            self.cpu_ns += time.process_time_ns()
         super().finish()
-        self.cpu_ns += time.process_time_ns()
 
     def report(self) -> dict[str, Any]:
         idle = {"ns": self.ns, "cpu_ns": self.cpu_ns}
@@ -199,8 +208,8 @@ class Clock(Recorder):
 
 
 class Dumps(Recorder):
-    def __init__(self, warmup: int, count: int, lib: str) -> None:
-        super().__init__(warmup, count)
+    def __init__(self, warmup: int, count: int, idle_s: float, lib: str) -> None:
+        super().__init__(warmup, count, idle_s)
         self._dump = ctypes.CDLL(lib).stage_dump
         self._dump.argtypes = [ctypes.c_char_p]
         self._names = (*STAGES, REST, _CALIB, _CALIB_OUT, _SKIP)
@@ -276,12 +285,11 @@ def _counting(fn: Callable[..., Any], rec: Recorder) -> Callable[..., Any]:
 
 
 def serve(argv: list[str]) -> None:
-    """``serve MODE WARMUP COUNT OUT [LIB] -- neutrino's arguments``."""
+    """``serve MODE WARMUP COUNT IDLE_S OUT [LIB] -- neutrino's arguments``."""
     split = argv.index("--")
-    mode, warmup, count, out, *lib = argv[:split]
-    rec: Recorder = (
-        Clock(int(warmup), int(count)) if mode == "time" else Dumps(int(warmup), int(count), *lib)
-    )
+    mode, warmup, count, idle_s, out, *lib = argv[:split]
+    n, m, idle = int(warmup), int(count), float(idle_s)
+    rec: Recorder = Clock(n, m, idle) if mode == "time" else Dumps(n, m, idle, *lib)
     install(rec)
     from neutrino.__main__ import main as neutrino_main
 
@@ -339,7 +347,8 @@ async def _measure(
     dumps = work / f"dumps-{case['name']}"
     dumps.mkdir(exist_ok=True)
     warmup, count = case["warmup"], case["requests"]
-    cmd = [sys.executable, "-m", "bench.stages", "serve", mode, str(warmup), str(count), str(out)]
+    cmd = [sys.executable, "-m", "bench.stages", "serve", mode, str(warmup), str(count),
+           str(args.idle_s), str(out)]  # fmt: skip
     if mode == "dump":
         assert lib is not None
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={dumps}/cg.out",
@@ -358,7 +367,7 @@ async def _measure(
                         stream=case["stream"])  # fmt: skip
         if res.errors:
             raise RuntimeError(f"{res.errors} requests failed")
-        await asyncio.sleep(args.idle_s)  # the idle server, measured for its rate
+        await asyncio.sleep(args.idle_s + 1)  # the idle server, measured for its rate
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(120)

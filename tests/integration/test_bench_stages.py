@@ -8,6 +8,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +45,7 @@ def test_every_stage_is_reached_and_the_budget_adds_up(
 ) -> None:
     port, out = free_port(), tmp_path / "stages.json"
     argv = [sys.executable, "-m", "bench.stages", "serve", "time", str(WARMUP), str(COUNT),
-            str(out), "--", "--http-address", f"127.0.0.1:{port}", "--grpc-address",
+            "0.5", str(out), "--", "--http-address", f"127.0.0.1:{port}", "--grpc-address",
             "127.0.0.1:0", "--quic-address", "", "--metrics-address", "127.0.0.1:0",
             "--engine", mock_factory().socket, "--log-level", "warning"]  # fmt: skip
     proc = subprocess.Popen(argv, cwd=REPO, env=_env(), stderr=subprocess.PIPE)
@@ -54,11 +55,13 @@ def test_every_stage_is_reached_and_the_budget_adds_up(
         for i in range(WARMUP + COUNT):
             answer = _chat(port, stream=i % 2 == 1)  # both kinds of answer in the measure
             assert b"assistant" in answer
+        time.sleep(1)  # its idle phase, half a second, ends before the server does
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
     report = json.loads(out.read_text())
     assert report["ends"] == WARMUP + COUNT
+    assert 0.4 < report["idle_s"] < 0.9
     rows = budget(report, COUNT)
     for stage in STAGES:  # each stage's functions ran, in every measured request
         assert report["calls"][stage] >= COUNT, stage
