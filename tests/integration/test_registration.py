@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +40,10 @@ async def until(pred: Callable[[], bool], timeout: float = 5.0) -> bool:
     return True
 
 
+def _snap(registrar: SombreroRegistrar) -> dict[str, Any]:
+    return registrar.snapshot()
+
+
 def sombrero_cfg(address: str) -> SombreroConfig:
     return SombreroConfig(
         address=address, report_interval_s=0.1, backoff_initial_s=0.05, backoff_max_s=0.3
@@ -56,7 +61,7 @@ async def _started(
     registrar: SombreroRegistrar, balancer: MockSombrero, source: FakeSource
 ) -> SombreroRegistrar:
     registrar.start()
-    assert await until(lambda: registrar.snapshot()["registered"]), registrar.snapshot()
+    assert await until(lambda: _snap(registrar)["registered"]), registrar.snapshot()
     assert await until(
         lambda: [e.record.instance_id for e in balancer.listed()] == [source.instance_id]
     )
@@ -82,11 +87,11 @@ async def test_balancer_down_at_start_then_up(
     registrar.start()
     assert time.monotonic() - began < 0.1  # the server's start does not wait
     try:
-        assert await until(lambda: registrar.snapshot()["attempts"] >= 4)
-        snap = registrar.snapshot()
+        assert await until(lambda: _snap(registrar)["attempts"] >= 4)
+        snap = _snap(registrar)
         assert not snap["registered"] and "UNAVAILABLE" in snap["last_error"]
         balancer.start("--fail-register", "2")  # up, and refuses twice more
-        assert await until(lambda: registrar.snapshot()["registered"])
+        assert await until(lambda: _snap(registrar)["registered"])
         assert [e["event"] for e in balancer.events()][:3] == ["fail", "fail", "register"]
         (entry,) = balancer.listed()
         assert record_from_pb(entry.record) == source.record()
@@ -134,7 +139,7 @@ async def test_forgotten_or_broken_stream_registers_again(balancer: MockSombrero
         assert any(not e["known"] for e in balancer.events("report"))
         balancer.fail(1, "report")  # the stream breaks with UNAVAILABLE
         assert await until(lambda: len(balancer.events("register")) == 3)
-        assert await until(lambda: registrar.snapshot()["registered"])
+        assert await until(lambda: _snap(registrar)["registered"])
         assert registrar.snapshot()["registrations"] == 3
         sequences = [e["sequence"] for e in balancer.events("report") if e["known"]]
         assert sequences == sorted(sequences) and len(set(sequences)) == len(sequences)
@@ -160,7 +165,7 @@ async def test_load_reports_follow_the_load(balancer: MockSombrero) -> None:
         assert await until(lambda: last_report() == (8, 5, 950.5, 2.25))
         source.inflight, source.queue_depth, source.estimated_wait_s = 3, 0, 0.0
         assert await until(lambda: last_report() == (3, 0, 950.5, 0.0))
-        assert registrar.snapshot()["reports_sent"] >= 3
+        assert _snap(registrar)["reports_sent"] >= 3
     finally:
         await registrar.stop()
 

@@ -73,6 +73,9 @@ class Sink:
             self.fail_flush = False
             raise RuntimeError("render bug")
 
+    def on_moved(self, engine: str, reason: str) -> None:
+        pass
+
 
 @dataclass
 class Link:

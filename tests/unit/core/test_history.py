@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from neutrino.errors import ErrorKind, NeutrinoError
 from neutrino.pipeline.history import MAX_TEXT, History, HistoryEntry
@@ -37,7 +38,7 @@ def test_an_entry_keeps_only_strings_and_numbers() -> None:
     assert len(entry.model) == len(entry.request_id) == MAX_TEXT
     assert entry.error_message is not None and len(entry.error_message) == MAX_TEXT
     assert entry.nbytes < 2000
-    record = entry.to_dict()
+    record: dict[str, Any] = entry.to_dict()
     assert record["state"] == "failed" and record["prompt_tokens"] == 7
     assert record["error"]["kind"] == "context_length"
     assert [s for s, _ in record["transitions"]] == ["start", "queued", "processing", "failed"]
@@ -55,5 +56,6 @@ def test_the_ring_is_bounded_in_entries_and_in_bytes() -> None:
     for i in range(1000):
         by_bytes.add(HistoryEntry.of(f"r{i}" + "x" * 500, "m" * 500, _ended()))
     assert by_bytes.nbytes <= 20_000 and 5 < len(by_bytes) < 40
-    assert by_bytes.latest(1)[0]["id"].startswith("r999")
+    latest: dict[str, Any] = by_bytes.latest(1)[0]
+    assert latest["id"].startswith("r999")
     assert by_bytes.nbytes == sum(e.nbytes for e in by_bytes._ring)

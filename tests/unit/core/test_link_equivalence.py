@@ -72,6 +72,9 @@ class Sink:
     def flush(self) -> None:
         self.calls.append(("flush",))
 
+    def on_moved(self, engine: str, reason: str) -> None:
+        pass
+
 
 class _Silent(EngineHandler):
     """An engine that produces nothing by itself: the script speaks for it."""

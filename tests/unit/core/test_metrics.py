@@ -9,6 +9,7 @@ from neutrino.observability.metrics import (
     Gaps,
     Histogram,
     Metrics,
+    Raw,
     exposition,
     merge,
 )
@@ -28,7 +29,7 @@ def _times(queued: int, admitted: int, first: int | None) -> dict[str, int]:
     return times
 
 
-def _samples(raw: dict[str, object]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def _samples(raw: Raw) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     text = exposition(raw).decode()
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value

@@ -4,6 +4,7 @@ headers (frontends/http/headers.py), and a Redis that cannot be reached."""
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import pytest
 
@@ -75,7 +76,7 @@ async def test_redis_down_counts_locally_and_says_so() -> None:
     quotas = Quotas(store)
     key = _key(requests_per_minute=1)
     await quotas.admit(key, 1, None)  # served: counted in the process
-    assert store.down and store.fallbacks == 1 and "down" in store.describe()["store"]
+    assert store.down and store.fallbacks == 1 and "down" in cast(str, store.describe()["store"])
     with pytest.raises(NeutrinoError):
         await quotas.admit(key, 1, None)  # the local counter still limits
     await store.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import weakref
 from collections.abc import Iterator
+from typing import Any, cast
 
 import pytest
 
@@ -48,7 +49,8 @@ async def test_a_prompt_far_over_the_context_is_refused_and_released(no_gc: None
     del req, info
     assert watch() is None, gc.get_referrers(watch())
     assert not engine.queries
-    assert orch.history.latest(1)[0]["error"]["kind"] == "context_length"
+    error = cast(dict[str, Any], orch.history.latest(1)[0]["error"])
+    assert error["kind"] == "context_length"
 
 
 async def _serve(orch: Orchestrator, req: GenerateRequest) -> ErrorKind | None:

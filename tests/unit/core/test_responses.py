@@ -4,7 +4,7 @@ Response object and output items, the stream's events, the bounded store."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -254,7 +254,7 @@ def test_output_items_and_response() -> None:
     cut = _outcome()
     cut.finish_reason = "length"
     [msg] = output_items(rid, "partial", cut)
-    assert msg["status"] == "incomplete" and msg["content"][0]["text"] == "partial"
+    assert msg["status"] == "incomplete" and cast(list[Any], msg["content"])[0]["text"] == "partial"
     resp = response_object({}, rid, 1, "m", [msg], cut)
     assert resp["status"] == "incomplete" and resp["completed_at"] is None
     assert resp["incomplete_details"] == {"reason": "max_output_tokens"}

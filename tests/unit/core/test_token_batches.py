@@ -204,6 +204,9 @@ class Recorder:
     def flush(self) -> None:
         self.flushes += 1
 
+    def on_moved(self, engine: str, reason: str) -> None:
+        pass
+
 
 async def _through_connection(srv: MockServer, path: Path) -> tuple[dict[int, list[int]], int]:
     """Tokens per stream through a real EngineConnection, and the batches the mock sent."""

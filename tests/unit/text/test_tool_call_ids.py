@@ -8,7 +8,7 @@ import json
 import re
 import string
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -158,7 +158,8 @@ def test_openai_ids_keep_their_last_9_characters() -> None:
     out = fit_alnum9(messages)
     assert _ids(out) == ([OPENAI_ID[-9:]], [OPENAI_ID[-9:]])
     assert messages == before  # the caller's messages, calls and ids are untouched
-    assert out[1] is not messages[1] and out[1]["tool_calls"][0] is not messages[1]["tool_calls"][0]
+    out_calls = cast(list[Any], out[1]["tool_calls"])
+    assert out[1] is not messages[1] and out_calls[0] is not messages[1]["tool_calls"][0]
     assert out[0] is messages[0]  # unchanged messages are not copied
 
 
@@ -222,7 +223,7 @@ def test_a_tool_turn_answering_an_unknown_call_and_odd_shapes() -> None:
     ]
     out = fit_alnum9(messages)
     assert out[1] is messages[1]  # ids that are not strings are left to the template
-    assert ALNUM9.fullmatch(out[2]["tool_call_id"]) and "tool_call_id" not in out[3]
+    assert ALNUM9.fullmatch(cast(str, out[2]["tool_call_id"])) and "tool_call_id" not in out[3]
 
 
 def test_default_normalization_keeps_ids() -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from neutrino.config import ConfigError, from_mapping, load, parser
 from neutrino.errors import StartupError
-from neutrino.observability.metrics import merge
+from neutrino.observability.metrics import Raw, merge
 from neutrino.restarts import RestartPolicy, Restarts
 from neutrino.workers.ports import Reservation
 from neutrino.workers.tallies import left_behind, retire, write_snapshot
@@ -86,18 +86,21 @@ def test_gives_up_only_when_every_worker_keeps_dying_at_start() -> None:
 # ---------------------------------------------------------------------- tallies
 
 
-def raw(requests: int, running: int = 0, connections: int = 2) -> dict[str, Any]:
-    return {
-        "requests": [["http", "chat", "m", "ok", requests]],
-        "models": {},
-        "live": {
-            "running": running,
-            "waiting": running,
-            "tokens_per_s": 9.5,
-            "auth_refused": requests,
+def raw(requests: int, running: int = 0, connections: int = 2) -> Raw:
+    return cast(
+        Raw,
+        {
+            "requests": [["http", "chat", "m", "ok", requests]],
+            "models": {},
+            "live": {
+                "running": running,
+                "waiting": running,
+                "tokens_per_s": 9.5,
+                "auth_refused": requests,
+            },
+            "engines": {"e": {"connections": connections, "reconnects": 1}},
         },
-        "engines": {"e": {"connections": connections, "reconnects": 1}},
-    }
+    )
 
 
 def total(raws: list[Any]) -> tuple[int, float, float]:
