@@ -86,9 +86,10 @@ def server(
 
 
 def _at_window_start() -> None:
-    """Wait for a fresh 2-second window with most of it ahead."""
-    while time.time() % 2 > 0.3:
-        time.sleep(0.02)
+    """Wait for the next 2-second window to begin, with all of it ahead: a fresh one,
+    where nothing an earlier test sent counts (the window in which the last test's retry
+    landed may have begun only just now)."""
+    time.sleep(2 - time.time() % 2 + 0.01)
 
 
 def _chat(client: openai.OpenAI) -> Any:
